@@ -1,0 +1,1 @@
+"""The HTTP API: authentication, problem documents, and the app factory."""

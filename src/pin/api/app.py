@@ -1,0 +1,50 @@
+"""The FastAPI application factory: health, metrics, the contexts' routers, problem documents."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from psycopg_pool import ConnectionPool
+
+from pin.api.auth import TokenVerifier
+from pin.api.problems import install_problem_handlers, problem_response
+from pin.settings import Settings
+from pin.unit_of_work import Conn
+
+
+def create_app(settings: Settings, pool: ConnectionPool[Conn]) -> FastAPI:
+    """Build the API; nothing here runs at import time."""
+    app = FastAPI(title="PIN background jobs and integration events", version="1.0.0")
+    app.state.settings = settings
+    app.state.pool = pool
+    app.state.token_verifier = TokenVerifier(settings)
+    install_problem_handlers(app)
+    _include_context_routers(app)
+
+    @app.get("/healthz", tags=["ops"])
+    def healthz() -> dict[str, str]:
+        """Liveness: the process answers."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["ops"], response_model=None)
+    def readyz() -> dict[str, str] | Response:
+        """Readiness: the database answers."""
+        try:
+            with pool.connection(timeout=2) as conn:
+                conn.execute("SELECT 1")
+        except Exception:  # noqa: BLE001 - any failure means not ready
+            return problem_response(503, "not-ready", "the database is not reachable")
+        return {"status": "ready"}
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics() -> Response:
+        """Prometheus exposition of this process's metrics."""
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+def _include_context_routers(app: FastAPI) -> None:
+    """Each context contributes one router from its ``http`` module."""
+    # Contexts add their routers here (calendar, promotion, crm, notifications, catalog, news).
+    del app

@@ -1,0 +1,76 @@
+"""RFC 9457 problem documents: the one place domain and HTTP errors become responses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+PROBLEM_JSON = "application/problem+json"
+
+
+class ApiProblem(Exception):
+    """An error with an HTTP status and a stable code; every domain error maps to one of these."""
+
+    def __init__(self, status: int, code: str, detail: str, **extensions: Any) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.code = code
+        self.detail = detail
+        self.extensions = extensions
+
+
+def problem_response(status: int, code: str, detail: str, **extensions: Any) -> JSONResponse:
+    """A problem+json response; ``type`` is a stable URN built from the code."""
+    body = {
+        "type": f"urn:pin:problem:{code}",
+        "title": code.replace("-", " ").capitalize(),
+        "status": status,
+        "detail": detail,
+        "code": code,
+        **extensions,
+    }
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+_STATUS_CODES = {
+    400: "bad-request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not-found",
+    405: "method-not-allowed",
+    409: "conflict",
+    412: "precondition-failed",
+    415: "unsupported-media-type",
+    422: "validation-error",
+}
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    """Make every error, including FastAPI's own, a problem document; never a stack trace."""
+
+    @app.exception_handler(ApiProblem)
+    async def _api_problem(_: Request, exc: ApiProblem) -> JSONResponse:
+        return problem_response(exc.status, exc.code, exc.detail, **exc.extensions)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"loc": [str(part) for part in err.get("loc", ())], "msg": str(err.get("msg", ""))} for err in exc.errors()
+        ]
+        is_json_error = any(err.get("type") == "json_invalid" for err in exc.errors())
+        status, code = (400, "malformed-json") if is_json_error else (422, "validation-error")
+        return problem_response(status, code, "the request is not valid", errors=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _STATUS_CODES.get(exc.status_code, "http-error")
+        return problem_response(exc.status_code, code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, __: Exception) -> JSONResponse:
+        return problem_response(500, "internal-error", "an unexpected error occurred; it has been logged")

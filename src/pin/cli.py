@@ -1,0 +1,111 @@
+"""The `pin` command line (SPEC section 9). Exit codes: 0 success, 2 bad usage or configuration, 1 failure."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from typing import Annotated
+
+import typer
+
+from pin.settings import ConfigurationError, load_settings
+
+app = typer.Typer(
+    name="pin",
+    help="PIN background jobs and integration events: workers, outbox relay, consumers and HTTP API.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.command()
+def up(
+    demo: Annotated[bool, typer.Option(help="Add sample data that expires within minutes.")] = False,
+    port: Annotated[int, typer.Option(help="Port of the HTTP API.")] = 8000,
+    host: Annotated[str, typer.Option(help="Address the HTTP API binds to.")] = "127.0.0.1",
+) -> None:
+    """Run the whole system: database and broker (embedded unless configured), API, workers, relay, consumers."""
+    from pin.up import run_up
+
+    raise typer.Exit(run_up(demo=demo, host=host, port=port))
+
+
+@app.command()
+def migrate() -> None:
+    """Apply the database migrations (idempotent)."""
+    from pin.db import migrate as apply_migrations
+
+    settings = load_settings()
+    apply_migrations(settings.require_database_url())
+    typer.echo("migrations applied")
+
+
+@app.command()
+def topics() -> None:
+    """Create the integration topics (3 partitions) and the dead-letter topics, if missing."""
+    from pin.messaging.kafka import ensure_topics
+    from pin.messaging.topics import all_topics
+
+    settings = load_settings()
+    created = ensure_topics(settings)
+    for name in all_topics():
+        typer.echo(f"{name}: {'created' if name in created else 'exists'}")
+
+
+@app.command()
+def api(
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to bind.")] = 8000,
+) -> None:
+    """Serve the HTTP API (uvicorn); /metrics is served on the same port."""
+    from pin.bootstrap import run_api
+
+    run_api(host=host, port=port)
+
+
+@app.command()
+def token(
+    user: Annotated[uuid.UUID, typer.Option(help="The user id (sub claim).")],
+    tenant: Annotated[uuid.UUID, typer.Option(help="The tenant id (tenant_id claim).")],
+    role: Annotated[list[str], typer.Option(help="A role: agent, investor, manager or admin (repeatable).")],
+    ttl: Annotated[int, typer.Option(help="Lifetime in seconds.")] = 3600,
+) -> None:
+    """Mint a development token signed with PIN_JWT_SECRET (HS256)."""
+    from pin.api.auth import Role, mint_token
+
+    settings = load_settings()
+    if settings.jwt_secret is None:
+        raise ConfigurationError("PIN_JWT_SECRET is not set")
+    unknown = [name for name in role if name not in Role._value2member_map_]
+    if unknown:
+        raise ConfigurationError(f"--role: unknown role {unknown[0]!r} (agent, investor, manager, admin)")
+    typer.echo(
+        mint_token(settings.jwt_secret.get_secret_value(), user_id=user, tenant_id=tenant, roles=role, ttl_seconds=ttl)
+    )
+
+
+def print_json(data: object) -> None:
+    """Print one JSON document on stdout (the `--once` results)."""
+    typer.echo(json.dumps(data, default=str, sort_keys=True))
+
+
+def main() -> None:
+    """Entry point: configuration errors become one line on stderr and exit code 2."""
+    try:
+        app(standalone_mode=False)
+    except ConfigurationError as exc:
+        print(f"pin: configuration error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        sys.exit(130)
+    except Exception as exc:
+        # usage errors (typer's vendored click.UsageError) print one message and exit 2, no stack trace
+        show = getattr(exc, "show", None)
+        if callable(show) and hasattr(exc, "exit_code"):
+            show()
+            sys.exit(2)
+        raise

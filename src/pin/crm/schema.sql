@@ -1,0 +1,2 @@
+-- crm context schema (owned by the crm context)
+CREATE SCHEMA IF NOT EXISTS crm;

@@ -1,0 +1,58 @@
+"""PostgreSQL access: connection pools, migrations and the shared clock."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from importlib import resources
+
+import psycopg
+from alembic import command
+from alembic.config import Config
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+
+def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[dict[str, object]]:
+    """One connection with dict rows; the caller closes it."""
+    return psycopg.connect(url, autocommit=autocommit, row_factory=dict_row)
+
+
+def create_pool(
+    url: str, *, min_size: int = 1, max_size: int = 10, name: str = "pin"
+) -> ConnectionPool[psycopg.Connection[dict[str, object]]]:
+    """A connection pool whose connections yield dict rows and are checked before use."""
+    return ConnectionPool(
+        url,
+        min_size=min_size,
+        max_size=max_size,
+        name=name,
+        open=True,
+        check=ConnectionPool.check_connection,
+        kwargs={"row_factory": dict_row},
+        connection_class=psycopg.Connection[dict[str, object]],
+    )
+
+
+def sqlalchemy_url(url: str) -> str:
+    """The libpq URL rewritten for SQLAlchemy's psycopg 3 dialect (used by Alembic only)."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def migrate(url: str) -> None:
+    """Apply every pending migration (idempotent; safe to run from several processes at once)."""
+    config = Config()
+    config.set_main_option("script_location", str(resources.files("pin") / "migrations"))
+    config.set_main_option("sqlalchemy.url", sqlalchemy_url(url).replace("%", "%%"))
+    command.upgrade(config, "head")
+
+
+def database_now(conn: psycopg.Connection[dict[str, object]]) -> datetime:
+    """The database server's clock: the one clock every instance shares (SPEC section 4)."""
+    row = conn.execute("SELECT clock_timestamp() AS now").fetchone()
+    assert row is not None
+    value = row["now"]
+    assert isinstance(value, datetime)
+    return value

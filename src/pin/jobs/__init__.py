@@ -1,0 +1,1 @@
+"""The polling-job machinery shared by appointment-timeout and expire-promotions."""

@@ -1,0 +1,1 @@
+"""Integration-event plumbing shared by producers and consumers: contracts, topics, Kafka clients."""

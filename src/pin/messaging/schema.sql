@@ -1,0 +1,2 @@
+-- messaging context schema (owned by the messaging context)
+CREATE SCHEMA IF NOT EXISTS messaging;

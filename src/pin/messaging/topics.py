@@ -1,0 +1,30 @@
+"""Topic names (SPEC section 6) and their dead-letter topics."""
+
+from __future__ import annotations
+
+APPOINTMENT_CANCELLED = "pin.calendar.appointment-cancelled.v1"
+EVENT_STATUS_CHANGED = "pin.calendar.event-status-changed.v1"
+APPOINTMENT_CREATED = "pin.calendar.appointment-created.v1"
+APPOINTMENT_CONFIRMED = "pin.calendar.appointment-confirmed.v1"
+PURCHASE_CHANGED = "pin.promotion.purchase-changed.v1"
+
+INTEGRATION_TOPICS = (
+    APPOINTMENT_CANCELLED,
+    EVENT_STATUS_CHANGED,
+    APPOINTMENT_CREATED,
+    APPOINTMENT_CONFIRMED,
+    PURCHASE_CHANGED,
+)
+PARTITIONS = 3
+
+CONSUMER_GROUPS = ("crm", "notifications", "catalog", "news")
+
+
+def dead_letter_topic(group: str) -> str:
+    """The dead-letter topic of one consumer group."""
+    return f"pin.dlq.{group}.v1"
+
+
+def all_topics() -> tuple[str, ...]:
+    """Every topic `pin topics` creates: the integration topics and one dead-letter topic per group."""
+    return INTEGRATION_TOPICS + tuple(dead_letter_topic(group) for group in CONSUMER_GROUPS)

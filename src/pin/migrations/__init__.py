@@ -1,0 +1,1 @@
+"""Alembic migrations of the PIN database (a schema per bounded context)."""

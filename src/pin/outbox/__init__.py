@@ -1,0 +1,1 @@
+"""The transactional outbox shared by every context, and its relay to Kafka."""

@@ -1,0 +1,37 @@
+"""What every long-running role shares: settings, logging, metrics, and a stop event wired to signals."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from dataclasses import dataclass
+from types import FrameType
+
+from pin.observability.logging import configure_logging
+from pin.observability.metrics import serve_metrics
+from pin.settings import Settings, load_settings
+
+
+@dataclass
+class RoleContext:
+    """A started role: its settings and the event that tells it to stop."""
+
+    settings: Settings
+    stop: threading.Event
+
+
+def start_role(role: str, *, metrics: bool = True) -> RoleContext:
+    """Load settings (exit 2 on a bad one, via the CLI), configure logs, serve /metrics, trap SIGTERM/SIGINT."""
+    settings = load_settings()
+    configure_logging(settings.log_level, settings.log_format, role=role)
+    if metrics:
+        serve_metrics(settings.metrics_port)
+    stop = threading.Event()
+
+    def _request_stop(signum: int, frame: FrameType | None) -> None:
+        del signum, frame
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _request_stop)
+    signal.signal(signal.SIGINT, _request_stop)
+    return RoleContext(settings=settings, stop=stop)

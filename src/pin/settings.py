@@ -1,0 +1,97 @@
+"""Typed configuration from the environment (SPEC section 9).
+
+Every variable is named ``PIN_<FIELD>``. A bad value stops the process at start with exit code 2 and a
+one-line message naming the variable (see :func:`load_settings`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ConfigurationError(Exception):
+    """The environment holds a bad configuration value."""
+
+
+class Settings(BaseSettings):
+    """Every setting of every role; read once, at start, in the composition root."""
+
+    model_config = SettingsConfigDict(env_prefix="PIN_", frozen=True, extra="ignore")
+
+    # PostgreSQL URL; None means `pin up` starts an embedded server (other roles require it).
+    database_url: str | None = None
+    # Kafka bootstrap servers, comma separated; None means `pin up` starts an embedded broker.
+    kafka_bootstrap_servers: str | None = None
+    # Extra librdkafka settings passed through verbatim (SASL, TLS), ";"-separated key=value pairs,
+    # e.g. "security.protocol=SASL_SSL;sasl.mechanism=PLAIN".
+    kafka_client_config: str = ""
+    # Consumer group session timeout; also how long a group join waits for members.
+    kafka_session_timeout_ms: int = Field(default=10_000, ge=1_000, le=300_000)
+    # HS256 secret for bearer tokens.
+    jwt_secret: SecretStr | None = None
+    # RS256 public key (PEM) for bearer tokens; takes precedence over the secret when both are set.
+    jwt_public_key: str | None = None
+
+    # PendingTtl: how long an agent has to decide on a Pending appointment.
+    appointment_pending_ttl_seconds: int = Field(default=86_400, gt=0)
+    # INV-APT-3: an investor may cancel or reschedule until StartAt minus this many minutes.
+    appointment_cancel_cutoff_minutes: int = Field(default=60, ge=0)
+    # appointment-timeout polling interval (seed 000: 60 s).
+    appointment_timeout_interval_seconds: float = Field(default=60, gt=0)
+    # appointment-timeout BatchSize (seed 000: 200).
+    appointment_timeout_batch_size: int = Field(default=200, gt=0, le=10_000)
+    # expire-promotions polling interval (seed 002: 1 to 5 minutes in production).
+    expire_promotions_interval_seconds: float = Field(default=60, gt=0)
+    # expire-promotions BatchSize (seed 002: 200).
+    expire_promotions_batch_size: int = Field(default=200, gt=0, le=10_000)
+
+    # Port of this role's /metrics endpoint; None disables it.
+    metrics_port: int | None = Field(default=None, ge=0, le=65_535)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # "json" always, "console" always, or "auto": console when stderr is a terminal.
+    log_format: Literal["json", "console", "auto"] = "auto"
+
+    @model_validator(mode="after")
+    def _jwt_key_is_usable(self) -> Settings:
+        if self.jwt_secret is not None and len(self.jwt_secret.get_secret_value()) < 16:
+            raise ValueError("PIN_JWT_SECRET must be at least 16 characters")
+        return self
+
+    def require_database_url(self) -> str:
+        """The database URL, or a configuration error for roles that cannot start an embedded server."""
+        if not self.database_url:
+            raise ConfigurationError("PIN_DATABASE_URL is not set (only `pin up` starts an embedded PostgreSQL)")
+        return self.database_url
+
+    def require_kafka(self) -> str:
+        """The bootstrap servers, or a configuration error for roles that cannot start an embedded broker."""
+        if not self.kafka_bootstrap_servers:
+            raise ConfigurationError("PIN_KAFKA_BOOTSTRAP_SERVERS is not set (only `pin up` starts an embedded broker)")
+        return self.kafka_bootstrap_servers
+
+    def kafka_extra_config(self) -> dict[str, str]:
+        """PIN_KAFKA_CLIENT_CONFIG parsed into librdkafka settings."""
+        pairs = [item for item in self.kafka_client_config.split(";") if item.strip()]
+        config: dict[str, str] = {}
+        for pair in pairs:
+            key, sep, value = pair.partition("=")
+            if not sep or not key.strip():
+                raise ConfigurationError(f"PIN_KAFKA_CLIENT_CONFIG: expected key=value, got {pair!r}")
+            config[key.strip()] = value.strip()
+        return config
+
+
+def load_settings() -> Settings:
+    """Read the settings, turning a validation error into one line that names the variable."""
+    try:
+        settings = Settings()
+        settings.kafka_extra_config()
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = str(error["loc"][0]) if error["loc"] else ""
+        name = f"PIN_{field.upper()}" if field else "configuration"
+        raise ConfigurationError(f"{name}: {error['msg']}") from None
+    return settings

@@ -1,0 +1,183 @@
+"""`pin up`: the whole system in one command, for a newcomer's laptop or a demo.
+
+It starts an embedded PostgreSQL and broker unless PIN_DATABASE_URL / PIN_KAFKA_BOOTSTRAP_SERVERS are set,
+applies migrations, creates topics, then runs every role as its own `pin ...` process (restarting one that
+dies), and on Ctrl-C or SIGTERM stops the roles, then the broker, then the database.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+from pin.db import migrate
+from pin.embedded.kafka import EmbeddedKafka
+from pin.embedded.postgres import EmbeddedPostgres, free_port
+from pin.messaging.kafka import ensure_topics
+from pin.settings import Settings, load_settings
+
+# Each role is one `pin` subcommand; `pin up` runs one process of each.
+ROLES: tuple[tuple[str, ...], ...] = ()
+
+
+@dataclass
+class _Child:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    process: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
+    started_at: float = field(default=0.0)
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(self.argv, env=self.env)  # noqa: S603 - our own executable
+        self.started_at = time.monotonic()
+
+
+def _home() -> Path:
+    return Path(os.environ.get("PIN_HOME", ".pin")).resolve()
+
+
+def _dev_secret(home: Path) -> str:
+    """A per-checkout development JWT secret, kept in the state folder (never committed)."""
+    path = home / "jwt-secret"
+    if not path.exists():
+        home.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(32))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def run_up(*, demo: bool, host: str, port: int) -> int:
+    """Start everything, supervise it, stop it cleanly; returns the exit code."""
+    settings = load_settings()
+    home = _home()
+    stopping = False
+
+    def _stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        del signum, frame
+        stopping = True
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+
+    postgres = kafka = None
+    children: list[_Child] = []
+    try:
+        database_url = settings.database_url
+        if not database_url:
+            postgres = EmbeddedPostgres(home / "postgres")
+            postgres.start()
+            database_url = postgres.url
+        bootstrap = settings.kafka_bootstrap_servers
+        if not bootstrap:
+            kafka = EmbeddedKafka(home / "broker.log")
+            kafka.start()
+            bootstrap = kafka.bootstrap_servers
+        effective = Settings(
+            **{**settings.model_dump(), "database_url": database_url, "kafka_bootstrap_servers": bootstrap}
+        )
+        migrate(database_url)
+        ensure_topics(effective)
+        env = _child_env(effective, home)
+        if demo:
+            from pin.demo import load_demo_data
+
+            for line in load_demo_data(database_url, env["PIN_JWT_SECRET"]):
+                print(line, flush=True)
+        children = _children(env, host, port)
+        for child in children:
+            child.start()
+        _print_banner(database_url, bootstrap, host, port, children, embedded=(postgres, kafka), home=home)
+        while not stopping:
+            _supervise(children)
+            time.sleep(0.5)
+        return 0
+    finally:
+        _stop_children(children)
+        if kafka is not None:
+            kafka.stop()
+        if postgres is not None:
+            postgres.stop("fast")
+        print("pin up: stopped", flush=True)
+
+
+def _child_env(settings: Settings, home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PIN_DATABASE_URL"] = settings.database_url or ""
+    env["PIN_KAFKA_BOOTSTRAP_SERVERS"] = settings.kafka_bootstrap_servers or ""
+    if settings.jwt_secret is None and not settings.jwt_public_key:
+        env["PIN_JWT_SECRET"] = _dev_secret(home)
+    env.setdefault("PIN_LOG_FORMAT", "json")
+    return env
+
+
+def _children(env: dict[str, str], host: str, port: int) -> list[_Child]:
+    executable = [sys.executable, "-m", "pin"]
+    children = [_Child("api", [*executable, "api", "--host", host, "--port", str(port)], env)]
+    for role in ROLES:
+        role_env = {**env, "PIN_METRICS_PORT": str(free_port())}
+        children.append(_Child(" ".join(role), [*executable, *role], role_env))
+    return children
+
+
+def _supervise(children: list[_Child]) -> None:
+    """Restart a role that died, with a pause that grows with its restarts."""
+    for child in children:
+        assert child.process is not None
+        code = child.process.poll()
+        if code is None:
+            continue
+        delay = min(30.0, 2.0 ** min(child.restarts, 5))
+        if time.monotonic() - child.started_at < delay:
+            continue
+        child.restarts += 1
+        print(f"pin up: {child.name} exited with {code}; restarting (restart {child.restarts})", flush=True)
+        child.start()
+
+
+def _stop_children(children: list[_Child], grace: float = 15.0) -> None:
+    for child in children:
+        if child.process is not None and child.process.poll() is None:
+            child.process.terminate()
+    deadline = time.monotonic() + grace
+    for child in children:
+        if child.process is None:
+            continue
+        try:
+            child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.process.kill()
+            child.process.wait()
+
+
+def _print_banner(
+    database_url: str,
+    bootstrap: str,
+    host: str,
+    port: int,
+    children: list[_Child],
+    *,
+    embedded: tuple[EmbeddedPostgres | None, EmbeddedKafka | None],
+    home: Path,
+) -> None:
+    postgres, kafka = embedded
+    lines = [
+        "pin up: running (Ctrl-C stops everything)",
+        f"  HTTP API     http://{host}:{port}  (OpenAPI: http://{host}:{port}/docs)",
+        f"  API metrics  http://{host}:{port}/metrics",
+        f"  database     {database_url}" + (f"  (embedded, data in {postgres.data_dir})" if postgres else ""),
+        f"  broker       {bootstrap}" + (f"  (embedded, log {kafka.log_path})" if kafka else ""),
+    ]
+    for child in children[1:]:
+        lines.append(f"  {child.name:<34} metrics http://127.0.0.1:{child.env['PIN_METRICS_PORT']}/metrics")
+    lines.append(f"  state folder {home}")
+    print("\n".join(lines), flush=True)

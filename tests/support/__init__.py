@@ -1,0 +1,1 @@
+"""Test helpers: real PostgreSQL and broker, subprocess roles, topic readers."""

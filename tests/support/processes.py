@@ -1,0 +1,55 @@
+"""Running `pin` roles as real subprocesses (for races, kill -9 and graceful stops)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+
+class RoleProcess:
+    """One `python -m pin ...` child with its own environment; stdout and stderr go to a log file."""
+
+    def __init__(self, args: list[str], env: Mapping[str, str], log_path: Path) -> None:
+        self.args = args
+        self.log_path = log_path
+        full_env = {**os.environ, **env}
+        self._log = log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "pin", *args], env=full_env, stdout=self._log, stderr=subprocess.STDOUT
+        )
+
+    @property
+    def pid(self) -> int:
+        """The child's process id."""
+        return self.process.pid
+
+    def kill9(self) -> None:
+        """SIGKILL: the process dies wherever it is, no cleanup."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def terminate(self, timeout: float = 15.0) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def wait(self, timeout: float) -> int:
+        """Wait for exit; returns the exit code."""
+        return self.process.wait(timeout)
+
+    def output(self) -> str:
+        """What the child has written so far."""
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def close(self) -> None:
+        """Kill the child if it is still running and close its log."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+        self._log.close()
