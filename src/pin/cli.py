@@ -19,6 +19,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+# `pin worker <name>`: one polling-job instance. Each job adds its command to this group.
+worker_app = typer.Typer(help="Run one instance of a polling worker.", no_args_is_help=True)
+app.add_typer(worker_app, name="worker")
+
 
 @app.command()
 def up(
