@@ -11,10 +11,9 @@ import pwd
 import shutil
 import socket
 import subprocess
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import warnings
 
 with warnings.catch_warnings():
     # pgserver asks platformdirs for a runtime folder at import; without XDG_RUNTIME_DIR that only warns
