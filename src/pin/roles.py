@@ -9,6 +9,7 @@ from types import FrameType
 
 from pin.observability.logging import configure_logging
 from pin.observability.metrics import serve_metrics
+from pin.observability.tracing import configure_tracing_from_env
 from pin.settings import Settings, load_settings
 
 
@@ -21,9 +22,11 @@ class RoleContext:
 
 
 def start_role(role: str, *, metrics: bool = True) -> RoleContext:
-    """Load settings (exit 2 on a bad one, via the CLI), configure logs, serve /metrics, trap SIGTERM/SIGINT."""
+    """Load settings (exit 2 on a bad one, via the CLI), configure logs and traces (OTEL_ variables), serve
+    /metrics and /healthz/liveness, trap SIGTERM/SIGINT."""
     settings = load_settings()
     configure_logging(settings.log_level, settings.log_format, role=role)
+    configure_tracing_from_env(role)
     if metrics:
         serve_metrics(settings.metrics_port)
     stop = threading.Event()

@@ -1,14 +1,104 @@
 """Structured logging: one JSON object per line (or a readable console view on a terminal).
 
-Log only identifiers, times, enums and counts: never names, phones, free-text reasons or tokens.
+Log only identifiers, times, enums and counts: never names, phones, free-text reasons or tokens. The
+:func:`redact_sensitive` processor is the safety net under that rule: it runs last, after exceptions are
+formatted, on every event (ours and the standard library's), and masks what must never reach a log line
+even when a caller slips: credentials by key (``authorization``, ``password``, ``secret``, ``token``, ...),
+free-text fields by key (``cancel_reason``, ``comment``, ...), bearer tokens and JWTs wherever they appear,
+and the row values PostgreSQL echoes in error details ("Failing row contains (...)", "Key (...)=(...)").
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
+from collections.abc import Mapping, MutableMapping
+from typing import Any
 
 import structlog
+
+REDACTED = "[redacted]"
+
+# Keys whose values are credentials: masked whatever their value (compared lower-case, '-' as '_').
+_CREDENTIAL_KEYS = re.compile(
+    r"(^|_)(authorization|password|passwd|pwd|secret|token|jwt|api_?key|cookie|set_cookie|credentials?|private_key)($|_)"
+)
+# Keys whose values are free text written by people (CancelReason never leaves calendar, SPEC section 2),
+# or contact data. The Reason *enum* of appointment-cancelled (``reason``) stays: it is a closed set.
+_FREE_TEXT_KEYS = frozenset(
+    {
+        "cancel_reason",
+        "cancelreason",
+        "reason_text",
+        "decline_reason",
+        "comment",
+        "note",
+        "notes",
+        "text",
+        "body",
+        "email",
+        "phone",
+        "full_name",
+        "first_name",
+        "last_name",
+    }
+)
+_JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*")
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
+# PostgreSQL error details echo row values (free text included): keep the message, drop the values.
+_FAILING_ROW = re.compile(r"Failing row contains \(.*$", re.MULTILINE)
+_KEY_VALUES = re.compile(
+    r"Key \((?P<cols>[^)]*)\)=\(.*?\)(?=( already exists| is not present in table| conflicts with)|\.?$)",
+    re.MULTILINE,
+)
+# A libpq URL with a password: postgresql://user:password@host
+_URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://[^:/@\s]+):[^@\s]+@")
+
+
+def _normalise(key: str) -> str:
+    return key.lower().replace("-", "_")
+
+
+def _is_sensitive_key(key: str) -> bool:
+    name = _normalise(key)
+    return bool(_CREDENTIAL_KEYS.search(name)) or name in _FREE_TEXT_KEYS
+
+
+def scrub_text(text: str) -> str:
+    """Mask tokens, URL passwords and database row values inside a free string (messages, exceptions)."""
+    text = _JWT.sub(REDACTED, text)
+    text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
+    text = _URL_PASSWORD.sub(lambda m: f"{m.group('scheme')}:{REDACTED}@", text)
+    text = _FAILING_ROW.sub(f"Failing row contains ({REDACTED})", text)
+    return _KEY_VALUES.sub(lambda m: f"Key ({m.group('cols')})=({REDACTED})", text)
+
+
+def _scrub(value: Any, depth: int = 0) -> Any:
+    if depth > 5:  # a log field is never this deep; stop rather than recurse through odd objects
+        return value
+    if isinstance(value, str):
+        return scrub_text(value)
+    if isinstance(value, Mapping):
+        return {
+            k: (REDACTED if isinstance(k, str) and _is_sensitive_key(k) else _scrub(v, depth + 1))
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_scrub(item, depth + 1) for item in value]
+    return value
+
+
+def redact_sensitive(logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """structlog processor: mask credentials, free text and tokens in every field of an event."""
+    del logger, method_name
+    for key in list(event_dict):
+        value = event_dict[key]
+        if _is_sensitive_key(key):
+            event_dict[key] = REDACTED
+        elif key != "exc_info":  # exc_info is formatted into "exception" before this runs
+            event_dict[key] = _scrub(value)
+    return event_dict
 
 
 def configure_logging(level: str = "INFO", fmt: str = "auto", role: str | None = None) -> None:
@@ -35,7 +125,9 @@ def configure_logging(level: str = "INFO", fmt: str = "auto", role: str | None =
         foreign_pre_chain=shared,
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-            structlog.processors.format_exc_info if not use_console else structlog.processors.StackInfoRenderer(),
+            # exceptions become text first, on a terminal too, so that redaction sees their messages
+            structlog.processors.format_exc_info,
+            redact_sensitive,
             renderer,
         ],
     )

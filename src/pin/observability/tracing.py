@@ -1,30 +1,106 @@
-"""OpenTelemetry tracing: off unless an exporter is configured by the standard OTEL_ variables.
+"""OpenTelemetry tracing: spans always carry context; they are exported only when OTEL_ variables ask.
 
 Spans: one per worker cycle (attribute ``pin.run_id``, the correlation id), one per item (``pin.tenant_id``);
 the W3C ``traceparent`` of the active span is stored on outbox rows, sent by the relay as a Kafka header, and
 continued by consumers.
+
+Configuration (the standard variables, read by :func:`configure_tracing_from_env` at role start):
+
+- ``OTEL_SDK_DISABLED=true``: no SDK at all (the API's no-op tracer; outbox rows carry no traceparent).
+- ``OTEL_TRACES_EXPORTER``: ``none`` (our default, unlike the SDK's ``otlp``), ``console`` (one JSON span per
+  line on stdout), ``otlp`` (needs the package ``opentelemetry-exporter-otlp-proto-http`` or ``-grpc``,
+  which is not a dependency: without it a warning is logged and spans are not exported). Comma-separated.
+- ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_TRACES_SAMPLER``, ``OTEL_EXPORTER_OTLP_*``,
+  ``OTEL_BSP_*``: read by the SDK itself.
+
+With the exporter off, the SDK provider is still installed: spans are recorded in memory only long enough
+to give the outbox a valid traceparent, so a trace started here continues in the relay and the consumers.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
+import structlog
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import SpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor, SpanExporter
 
 TRACER_NAME = "pin"
+
+log = structlog.get_logger(__name__)
 
 
 def configure_tracing(service_name: str, processor: SpanProcessor | None = None) -> TracerProvider:
     """Install a tracer provider; spans are exported only when a processor is given (tests) or configured."""
-    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    provider = TracerProvider(resource=_resource(service_name))
     if processor is not None:
         provider.add_span_processor(processor)
     trace.set_tracer_provider(provider)
     return provider
+
+
+def configure_tracing_from_env(service_name: str, env: Mapping[str, str] | None = None) -> TracerProvider | None:
+    """Install the provider and the exporters OTEL_TRACES_EXPORTER names; None when OTEL_SDK_DISABLED."""
+    env = os.environ if env is None else env
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    provider = TracerProvider(resource=_resource(service_name, env))
+    for processor in span_processors_from_env(env):
+        provider.add_span_processor(processor)
+    trace.set_tracer_provider(provider)
+    return provider
+
+
+def span_processors_from_env(env: Mapping[str, str]) -> list[SpanProcessor]:
+    """The processors OTEL_TRACES_EXPORTER asks for; unknown or unavailable exporters are logged and skipped."""
+    names = [name.strip().lower() for name in env.get("OTEL_TRACES_EXPORTER", "none").split(",") if name.strip()]
+    processors: list[SpanProcessor] = []
+    for name in names:
+        if name == "none":
+            continue
+        if name == "console":
+            # synchronous: a console exporter is for a developer watching a terminal, not for throughput
+            processors.append(SimpleSpanProcessor(ConsoleSpanExporter()))
+        elif name == "otlp":
+            exporter = _otlp_exporter(env)
+            if exporter is not None:
+                processors.append(BatchSpanProcessor(exporter))
+        else:
+            log.warning("unknown trace exporter ignored", exporter=name, variable="OTEL_TRACES_EXPORTER")
+    return processors
+
+
+def _otlp_exporter(env: Mapping[str, str]) -> SpanExporter | None:
+    """The OTLP exporter of the protocol OTEL_EXPORTER_OTLP_PROTOCOL names, if its package is installed."""
+    protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"))
+    try:
+        if protocol == "grpc":
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore[import-not-found]
+                OTLPSpanExporter,
+            )
+        else:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[import-not-found]
+                OTLPSpanExporter,
+            )
+    except ImportError:
+        package = "opentelemetry-exporter-otlp-proto-" + ("grpc" if protocol == "grpc" else "http")
+        log.warning("OTLP trace exporter not installed; spans are not exported", package=package)
+        return None
+    exporter: SpanExporter = OTLPSpanExporter()
+    return exporter
+
+
+def _resource(service_name: str, env: Mapping[str, str] | None = None) -> Resource:
+    """service.name = OTEL_SERVICE_NAME when set (the SDK reads it), else ``pin-<role>``."""
+    env = os.environ if env is None else env
+    attributes: dict[str, str] = {}
+    if not env.get("OTEL_SERVICE_NAME"):
+        attributes["service.name"] = service_name if service_name.startswith("pin") else f"pin-{service_name}"
+    return Resource.create(attributes)
 
 
 def tracer() -> trace.Tracer:
@@ -44,4 +120,12 @@ def context_from_headers(headers: Mapping[str, str]) -> Context:
     return propagate.extract(dict(headers))
 
 
-__all__ = ["SpanExporter", "configure_tracing", "context_from_headers", "current_traceparent", "tracer"]
+__all__ = [
+    "SpanExporter",
+    "configure_tracing",
+    "configure_tracing_from_env",
+    "context_from_headers",
+    "current_traceparent",
+    "span_processors_from_env",
+    "tracer",
+]

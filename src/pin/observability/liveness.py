@@ -1,0 +1,101 @@
+"""The liveness signal of a long-running role (worker, relay, consumer), probed on its metrics port.
+
+A role calls :func:`beat` once per turn of its loop (each cycle, each poll). ``GET /healthz/liveness`` on
+``PIN_METRICS_PORT`` answers 200 while the last beat is younger than the allowed silence and 503 once the
+loop has stopped turning (a hung database call, a deadlocked thread), so that an orchestrator restarts the
+process. Until a role's first beat the endpoint answers 200 with ``"status": "starting"``: a role that does
+not report heartbeats is judged only by its process answering, as the API's ``/healthz`` is.
+
+The allowed silence defaults to 300 s (seed 000: no successful cycle for more than 5 minutes is the alert);
+a role whose loop may legitimately sleep longer sets it with :func:`expect_beats_within`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+DEFAULT_MAX_SILENCE_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class LivenessReport:
+    """What the probe answers."""
+
+    alive: bool
+    status: str  # "starting", "alive" or "stalled"
+    seconds_since_beat: float | None
+    max_silence_seconds: float
+    beats: int
+
+    def as_dict(self) -> dict[str, object]:
+        """The JSON body of the probe (camelCase like the API)."""
+        age = None if self.seconds_since_beat is None else round(self.seconds_since_beat, 3)
+        return {
+            "status": self.status,
+            "secondsSinceBeat": age,
+            "maxSilenceSeconds": self.max_silence_seconds,
+            "beats": self.beats,
+        }
+
+
+class Heartbeat:
+    """Thread-safe record of a loop's last turn, on the monotonic clock (wall-clock jumps do not matter)."""
+
+    def __init__(
+        self, max_silence_seconds: float = DEFAULT_MAX_SILENCE_SECONDS, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last: float | None = None
+        self._beats = 0
+        self._max_silence = max_silence_seconds
+
+    def beat(self) -> None:
+        """The loop turned."""
+        with self._lock:
+            self._last = self._clock()
+            self._beats += 1
+
+    def expect_beats_within(self, seconds: float) -> None:
+        """Allow this much silence between beats before the probe fails (longer than the longest sleep)."""
+        if seconds <= 0:
+            raise ValueError("the allowed silence must be positive")
+        with self._lock:
+            self._max_silence = seconds
+
+    def report(self) -> LivenessReport:
+        """The probe's verdict now."""
+        with self._lock:
+            last, beats, max_silence = self._last, self._beats, self._max_silence
+        if last is None:
+            return LivenessReport(True, "starting", None, max_silence, beats)
+        age = self._clock() - last
+        alive = age <= max_silence
+        return LivenessReport(alive, "alive" if alive else "stalled", age, max_silence, beats)
+
+
+# One heartbeat per process: a process runs one role.
+_HEARTBEAT = Heartbeat()
+
+
+def beat() -> None:
+    """Record that this role's loop turned (call once per cycle or poll)."""
+    _HEARTBEAT.beat()
+
+
+def expect_beats_within(seconds: float) -> None:
+    """Set the silence the probe tolerates, e.g. three intervals of a polling worker."""
+    _HEARTBEAT.expect_beats_within(seconds)
+
+
+def report() -> LivenessReport:
+    """This process's liveness now."""
+    return _HEARTBEAT.report()
+
+
+def heartbeat() -> Heartbeat:
+    """The process-wide heartbeat (for the metrics server and tests)."""
+    return _HEARTBEAT

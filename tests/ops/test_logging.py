@@ -1,0 +1,113 @@
+"""Log lines: one JSON object each, and nothing secret or free-text in them whatever a caller passes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+import structlog
+
+from pin.api.auth import mint_token
+from pin.observability.logging import REDACTED, scrub_text
+
+# Distinctive strings: if any of them reaches a log line, the test names it.
+CANCEL_REASON = "Клиент передумал, позвоните Ивану +7 999 123-45-67 zebra-17"
+REASON_START = CANCEL_REASON[:16]  # PostgreSQL shortens long values in error details
+PASSWORD = "hunter2-very-secret-pw"
+SECRET = "s3cr3t-value-of-a-client"
+
+pytestmark = pytest.mark.unit
+
+
+def _token() -> str:
+    import uuid
+
+    return mint_token("x" * 32, user_id=uuid.uuid4(), tenant_id=uuid.uuid4(), roles=["agent"], ttl_seconds=60)
+
+
+def test_each_event_is_one_json_line_with_level_time_role_and_logger(
+    json_log: Callable[[], list[dict[str, Any]]],
+) -> None:
+    log = structlog.get_logger("pin.test")
+    log.info("cycle started", run_id="r-1", as_of="2026-11-29T10:00:00Z")
+    logging.getLogger("some.library").warning("library says %s", "hello")
+
+    first, second = json_log()
+    assert first["event"] == "cycle started"
+    assert first["run_id"] == "r-1"
+    assert first["level"] == "info"
+    assert first["role"] == "ops-test"
+    assert first["logger"] == "pin.test"
+    assert first["timestamp"].endswith("Z")
+    assert second["event"] == "library says hello"
+    assert second["level"] == "warning"
+
+
+def test_credentials_and_free_text_are_masked_by_key_and_by_shape(
+    json_log: Callable[[], list[dict[str, Any]]],
+) -> None:
+    token = _token()
+    log = structlog.get_logger("pin.test")
+    log.info(
+        "request",
+        authorization=f"Bearer {token}",
+        password=PASSWORD,
+        client_secret=SECRET,
+        access_token=token,
+        cancel_reason=CANCEL_REASON,
+        headers={"Authorization": f"Bearer {token}", "X-Request-Id": "req-1"},
+        reason="Expired",  # the Reason enum is a closed set: it stays
+        appointment_id="a-1",
+    )
+    log.info(f"the caller sent {token} in free text")  # a JWT by its shape anywhere
+    log.info("connecting", url=f"postgresql://pin:{PASSWORD}@db:5432/pin")
+    logging.getLogger("uvicorn.error").error("header was Authorization: Bearer %s", token)
+
+    raw = json_log.raw.getvalue()  # type: ignore[attr-defined]
+    for leaked in (token, PASSWORD, SECRET, CANCEL_REASON, "zebra-17"):
+        assert leaked not in raw, f"{leaked!r} reached a log line"
+    event, free, url, foreign = json_log()
+    assert event["authorization"] == REDACTED
+    assert event["cancel_reason"] == REDACTED
+    assert event["headers"] == {"Authorization": REDACTED, "X-Request-Id": "req-1"}
+    assert event["reason"] == "Expired"
+    assert event["appointment_id"] == "a-1"
+    assert REDACTED in free["event"]
+    assert url["url"] == f"postgresql://pin:{REDACTED}@db:5432/pin"
+    assert "Bearer [redacted]" in foreign["event"]
+
+
+@pytest.mark.integration
+def test_a_database_error_about_a_row_does_not_leak_the_rows_text(
+    json_log: Callable[[], list[dict[str, Any]]], database_url: str
+) -> None:
+    """PostgreSQL echoes the failing row (free text included) in its error; the exception line must not."""
+    short_text = "zebra-17 Ivan +7 999"  # short enough to be stored, then inserted twice
+    with psycopg.connect(database_url) as conn:
+        conn.execute("CREATE TEMP TABLE note (id int, reason text NOT NULL UNIQUE CHECK (length(reason) < 30))")
+        conn.execute("INSERT INTO note VALUES (1, %s)", (short_text,))
+        for value in (CANCEL_REASON, short_text):  # a check violation, then a unique violation
+            with pytest.raises(psycopg.Error) as caught, conn.transaction():
+                conn.execute("INSERT INTO note VALUES (2, %s)", (value,))
+            # the hazard is real: PostgreSQL puts (the start of) the text into its message
+            assert value[:16] in str(caught.value)
+            try:
+                raise caught.value
+            except psycopg.Error:
+                structlog.get_logger("pin.test").exception("item failed", appointment_id="a-1")
+
+    raw = json_log.raw.getvalue()  # type: ignore[attr-defined]
+    assert REASON_START not in raw
+    assert short_text not in raw
+    check, unique = json_log()
+    assert "CheckViolation" in check["exception"]
+    assert f"Failing row contains ({REDACTED})" in check["exception"]
+    assert f"Key (reason)=({REDACTED}) already exists" in unique["exception"]
+
+
+def test_scrub_text_keeps_ordinary_text() -> None:
+    text = "cycle completed: expired=3 released=2 DurationMs=41"
+    assert scrub_text(text) == text
