@@ -1,0 +1,437 @@
+"""SQL for the calendar aggregates (psycopg 3, the caller's transaction).
+
+Lock order, the same in every code path (research/skiplocked.md section 7): the appointment, then its slot
+(two slots in id order when a reschedule holds both), then the calendar event, then its reminders in id
+order; always ``FOR NO KEY UPDATE``, which leaves foreign-key checks (``FOR KEY SHARE``) unblocked.
+Booking locks only the slot: it has no appointment yet.
+
+Writes are guarded: ``UPDATE ... WHERE id = %s AND version = %s AND status = %s``; zero rows means a
+concurrent change and raises :class:`~pin.calendar.domain.ConflictError`, never a silent overwrite. Driver
+errors with a known meaning (the one-active-appointment-per-slot index, deadlocks) become domain errors here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, LiteralString, cast
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from pin.calendar.domain import (
+    Appointment,
+    AppointmentCluster,
+    AppointmentNotFoundError,
+    AppointmentStatus,
+    AvailabilitySlot,
+    CalendarEvent,
+    CalendarEventMissingError,
+    CancelledBy,
+    ConflictError,
+    EventReminder,
+    EventStatus,
+    InvalidTransitionError,
+    Kind,
+    Loaded,
+    Origin,
+    ReminderStatus,
+    SlotMissingError,
+    SlotNotAvailableError,
+    SlotStatus,
+)
+
+Conn = psycopg.Connection[dict[str, object]]
+
+ACTIVE_PER_SLOT_INDEX = "ux_appointment_active_per_slot"
+
+# ------------------------------------------------------------------------------------------------ queries
+
+_SLOT_COLUMNS: LiteralString = """id, tenant_id, agent_user_id, kind, start_at, end_at, time_zone,
+    min_lead_time_minutes, auto_confirm, status, version, created_at, updated_at"""
+_APPOINTMENT_COLUMNS: LiteralString = """id, tenant_id, slot_id, agent_user_id, investor_user_id, kind,
+    start_at, end_at, time_zone, status, pending_expires_at, calendar_event_id, cancelled_by, cancel_reason,
+    rescheduled_to_appointment_id, rescheduled_from_appointment_id, version, created_at, updated_at"""
+_EVENT_COLUMNS: LiteralString = """id, tenant_id, owner_user_id, origin, appointment_id, start_at, end_at,
+    time_zone, status, cancel_reason, version, created_at, updated_at"""
+_REMINDER_COLUMNS: LiteralString = "id, calendar_event_id, remind_at, status"
+
+SLOT_GET: LiteralString = f"SELECT {_SLOT_COLUMNS} FROM calendar.availability_slot WHERE id = %s"
+SLOT_LOCK: LiteralString = SLOT_GET + " FOR NO KEY UPDATE"
+SLOTS_LOCK: LiteralString = (
+    f"SELECT {_SLOT_COLUMNS} FROM calendar.availability_slot WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE"
+)
+APPOINTMENT_GET: LiteralString = f"SELECT {_APPOINTMENT_COLUMNS} FROM calendar.appointment WHERE id = %s"
+APPOINTMENT_LOCK: LiteralString = APPOINTMENT_GET + " FOR NO KEY UPDATE"
+APPOINTMENT_LOCK_SKIP_LOCKED: LiteralString = APPOINTMENT_LOCK + " SKIP LOCKED"
+EVENT_GET: LiteralString = f"SELECT {_EVENT_COLUMNS} FROM calendar.calendar_event WHERE id = %s"
+EVENT_LOCK: LiteralString = EVENT_GET + " FOR NO KEY UPDATE"
+REMINDERS_GET: LiteralString = (
+    f"SELECT {_REMINDER_COLUMNS} FROM calendar.event_reminder WHERE calendar_event_id = %s ORDER BY id"
+)
+REMINDERS_LOCK: LiteralString = REMINDERS_GET + " FOR NO KEY UPDATE"
+
+SLOT_INSERT: LiteralString = f"""
+INSERT INTO calendar.availability_slot ({_SLOT_COLUMNS})
+VALUES (%(id)s, %(tenant_id)s, %(agent_user_id)s, %(kind)s, %(start_at)s, %(end_at)s, %(time_zone)s,
+        %(min_lead_time_minutes)s, %(auto_confirm)s, %(status)s, %(version)s, %(created_at)s, %(updated_at)s)
+"""
+SLOT_UPDATE_GUARDED: LiteralString = """
+UPDATE calendar.availability_slot
+   SET status = %(status)s, version = %(version)s, updated_at = %(updated_at)s
+ WHERE id = %(id)s AND version = %(expected_version)s AND status = %(expected_status)s
+RETURNING id
+"""
+APPOINTMENT_INSERT: LiteralString = f"""
+INSERT INTO calendar.appointment ({_APPOINTMENT_COLUMNS})
+VALUES (%(id)s, %(tenant_id)s, %(slot_id)s, %(agent_user_id)s, %(investor_user_id)s, %(kind)s, %(start_at)s,
+        %(end_at)s, %(time_zone)s, %(status)s, %(pending_expires_at)s, %(calendar_event_id)s, %(cancelled_by)s,
+        %(cancel_reason)s, %(rescheduled_to_appointment_id)s, %(rescheduled_from_appointment_id)s, %(version)s,
+        %(created_at)s, %(updated_at)s)
+"""
+APPOINTMENT_UPDATE_GUARDED: LiteralString = """
+UPDATE calendar.appointment
+   SET status = %(status)s, cancelled_by = %(cancelled_by)s, cancel_reason = %(cancel_reason)s,
+       rescheduled_to_appointment_id = %(rescheduled_to_appointment_id)s,
+       version = %(version)s, updated_at = %(updated_at)s
+ WHERE id = %(id)s AND version = %(expected_version)s AND status = %(expected_status)s
+RETURNING id
+"""
+EVENT_INSERT: LiteralString = f"""
+INSERT INTO calendar.calendar_event ({_EVENT_COLUMNS})
+VALUES (%(id)s, %(tenant_id)s, %(owner_user_id)s, %(origin)s, %(appointment_id)s, %(start_at)s, %(end_at)s,
+        %(time_zone)s, %(status)s, %(cancel_reason)s, %(version)s, %(created_at)s, %(updated_at)s)
+"""
+EVENT_UPDATE_GUARDED: LiteralString = """
+UPDATE calendar.calendar_event
+   SET status = %(status)s, cancel_reason = %(cancel_reason)s, version = %(version)s, updated_at = %(updated_at)s
+ WHERE id = %(id)s AND version = %(expected_version)s AND status = %(expected_status)s
+RETURNING id
+"""
+REMINDER_INSERT: LiteralString = """
+INSERT INTO calendar.event_reminder (id, calendar_event_id, remind_at, status, created_at, updated_at)
+VALUES (%s, %s, %s, %s, %s, %s)
+"""
+REMINDER_UPDATE_GUARDED: LiteralString = """
+UPDATE calendar.event_reminder SET status = %s, updated_at = %s
+ WHERE id = %s AND status = %s
+RETURNING id
+"""
+
+
+# ---------------------------------------------------------------------------------------------- mapping
+
+
+def _row(row: object) -> dict[str, Any]:
+    return cast(dict[str, Any], row)
+
+
+def slot_from_row(row: dict[str, Any]) -> AvailabilitySlot:
+    """An AvailabilitySlot as read from the database."""
+    slot = AvailabilitySlot(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        agent_user_id=row["agent_user_id"],
+        kind=Kind(row["kind"]),
+        start_at=row["start_at"],
+        end_at=row["end_at"],
+        time_zone=row["time_zone"],
+        min_lead_time_minutes=row["min_lead_time_minutes"],
+        auto_confirm=row["auto_confirm"],
+        status=SlotStatus(row["status"]),
+        version=row["version"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+    slot.loaded = Loaded(slot.status, slot.version)
+    return slot
+
+
+def appointment_from_row(row: dict[str, Any]) -> Appointment:
+    """An Appointment as read from the database."""
+    cancelled_by = row["cancelled_by"]
+    appointment = Appointment(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        slot_id=row["slot_id"],
+        agent_user_id=row["agent_user_id"],
+        investor_user_id=row["investor_user_id"],
+        kind=Kind(row["kind"]),
+        start_at=row["start_at"],
+        end_at=row["end_at"],
+        time_zone=row["time_zone"],
+        status=AppointmentStatus(row["status"]),
+        pending_expires_at=row["pending_expires_at"],
+        calendar_event_id=row["calendar_event_id"],
+        cancelled_by=CancelledBy(cancelled_by) if cancelled_by is not None else None,
+        cancel_reason=row["cancel_reason"],
+        rescheduled_to_appointment_id=row["rescheduled_to_appointment_id"],
+        rescheduled_from_appointment_id=row["rescheduled_from_appointment_id"],
+        version=row["version"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+    appointment.loaded = Loaded(appointment.status, appointment.version)
+    return appointment
+
+
+def event_from_rows(row: dict[str, Any], reminder_rows: list[dict[str, Any]]) -> CalendarEvent:
+    """A CalendarEvent with its reminders as read from the database."""
+    reminders = []
+    for r in reminder_rows:
+        reminder = EventReminder(r["id"], r["calendar_event_id"], r["remind_at"], ReminderStatus(r["status"]))
+        reminder.loaded = Loaded(reminder.status, 0)
+        reminders.append(reminder)
+    event = CalendarEvent(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        owner_user_id=row["owner_user_id"],
+        origin=Origin(row["origin"]),
+        appointment_id=row["appointment_id"],
+        start_at=row["start_at"],
+        end_at=row["end_at"],
+        time_zone=row["time_zone"],
+        status=EventStatus(row["status"]),
+        cancel_reason=row["cancel_reason"],
+        version=row["version"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        reminders=sorted(reminders, key=lambda item: item.remind_at),
+    )
+    event.loaded = Loaded(event.status, event.version)
+    return event
+
+
+# ------------------------------------------------------------------------------------------------- errors
+
+
+@contextmanager
+def translated_errors() -> Iterator[None]:
+    """Turn driver errors with a known meaning into domain errors (the adapter's one job with them)."""
+    try:
+        yield
+    except pg_errors.UniqueViolation as exc:
+        if exc.diag.constraint_name == ACTIVE_PER_SLOT_INDEX:  # INV-SLT-3, the database's own check
+            raise SlotNotAvailableError from exc
+        raise
+    except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure, pg_errors.LockNotAvailable) as exc:
+        raise ConflictError from exc
+    except pg_errors.CheckViolation as exc:
+        if (exc.diag.constraint_name or "").endswith(("_status_transition", "_version_step")):
+            raise InvalidTransitionError from exc
+        raise
+
+
+# -------------------------------------------------------------------------------------------------- reads
+
+
+def slot_get(conn: Conn, slot_id: uuid.UUID) -> AvailabilitySlot | None:
+    """A slot without locking it."""
+    row = conn.execute(SLOT_GET, (slot_id,)).fetchone()
+    return slot_from_row(_row(row)) if row is not None else None
+
+
+def slot_lock(conn: Conn, slot_id: uuid.UUID) -> AvailabilitySlot | None:
+    """A slot, row-locked until the end of the transaction (booking: INV-SLT-3)."""
+    with translated_errors():
+        row = conn.execute(SLOT_LOCK, (slot_id,)).fetchone()
+    return slot_from_row(_row(row)) if row is not None else None
+
+
+def appointment_get(conn: Conn, appointment_id: uuid.UUID) -> Appointment | None:
+    """An appointment without locking it."""
+    row = conn.execute(APPOINTMENT_GET, (appointment_id,)).fetchone()
+    return appointment_from_row(_row(row)) if row is not None else None
+
+
+def event_get(conn: Conn, event_id: uuid.UUID) -> CalendarEvent | None:
+    """A calendar event with its reminders, without locking."""
+    row = conn.execute(EVENT_GET, (event_id,)).fetchone()
+    if row is None:
+        return None
+    reminders = [_row(r) for r in conn.execute(REMINDERS_GET, (event_id,)).fetchall()]
+    return event_from_rows(_row(row), reminders)
+
+
+# -------------------------------------------------------------------------------------------------- locks
+
+
+def appointment_cluster_lock(
+    conn: Conn, appointment_id: uuid.UUID, *, skip_locked: bool = False
+) -> AppointmentCluster | None:
+    """Lock and load an appointment, its slot, its event and the event's reminders, in that order.
+
+    Raises AppointmentNotFoundError when there is no such appointment; SlotMissingError or
+    CalendarEventMissingError when the appointment's cluster is broken (a poison item for the worker). With
+    ``skip_locked`` the appointment row is taken with SKIP LOCKED and None means another transaction holds it.
+    """
+    cluster, _ = _cluster_lock(conn, appointment_id, skip_locked=skip_locked, other_slot_id=None)
+    return cluster
+
+
+def appointment_cluster_lock_with_slot(
+    conn: Conn, appointment_id: uuid.UUID, other_slot_id: uuid.UUID
+) -> tuple[AppointmentCluster, AvailabilitySlot | None]:
+    """As :func:`appointment_cluster_lock`, also locking ``other_slot_id`` (a reschedule's target slot).
+
+    The two slots are locked in id order, so two reschedules in opposite directions cannot deadlock.
+    """
+    cluster, other = _cluster_lock(conn, appointment_id, skip_locked=False, other_slot_id=other_slot_id)
+    assert cluster is not None
+    return cluster, other
+
+
+def _cluster_lock(
+    conn: Conn, appointment_id: uuid.UUID, *, skip_locked: bool, other_slot_id: uuid.UUID | None
+) -> tuple[AppointmentCluster | None, AvailabilitySlot | None]:
+    with translated_errors():
+        query = APPOINTMENT_LOCK_SKIP_LOCKED if skip_locked else APPOINTMENT_LOCK
+        row = conn.execute(query, (appointment_id,)).fetchone()
+        if row is None:
+            if skip_locked and conn.execute(APPOINTMENT_GET, (appointment_id,)).fetchone() is not None:
+                return None, None
+            raise AppointmentNotFoundError
+        appointment = appointment_from_row(_row(row))
+        slot_ids = sorted({appointment.slot_id, *([other_slot_id] if other_slot_id else [])})
+        slots = {s.id: s for s in (slot_from_row(_row(r)) for r in conn.execute(SLOTS_LOCK, (slot_ids,)).fetchall())}
+        slot = slots.get(appointment.slot_id)
+        if slot is None:
+            raise SlotMissingError
+        event_row = conn.execute(EVENT_LOCK, (appointment.calendar_event_id,)).fetchone()
+        if event_row is None:
+            raise CalendarEventMissingError
+        reminder_rows = [_row(r) for r in conn.execute(REMINDERS_LOCK, (appointment.calendar_event_id,)).fetchall()]
+    event = event_from_rows(_row(event_row), reminder_rows)
+    other = slots.get(other_slot_id) if other_slot_id is not None else None
+    return AppointmentCluster(appointment, slot, event), other
+
+
+# ------------------------------------------------------------------------------------------------- writes
+
+
+def slot_insert(conn: Conn, slot: AvailabilitySlot) -> None:
+    """Insert a new slot."""
+    with translated_errors():
+        conn.execute(SLOT_INSERT, _slot_params(slot))
+    slot.loaded = Loaded(slot.status, slot.version)
+
+
+def cluster_save(conn: Conn, cluster: AppointmentCluster) -> None:
+    """Insert the new parts of a cluster and write its changed parts with guarded UPDATEs.
+
+    A guarded UPDATE that matches no row (another transaction changed the Version or status first) raises
+    ConflictError; the caller's transaction must then be rolled back.
+    """
+    with translated_errors():
+        _slot_save(conn, cluster.slot)
+        _appointment_save(conn, cluster.appointment)
+        _event_save(conn, cluster.event)
+
+
+def _slot_save(conn: Conn, slot: AvailabilitySlot) -> None:
+    if slot.loaded is None:
+        conn.execute(SLOT_INSERT, _slot_params(slot))
+    elif (slot.status, slot.version) != (slot.loaded.status, slot.loaded.version):
+        _guarded(conn, SLOT_UPDATE_GUARDED, {**_slot_params(slot), **_expected(slot.loaded)})
+    slot.loaded = Loaded(slot.status, slot.version)
+
+
+def _appointment_save(conn: Conn, appointment: Appointment) -> None:
+    params = _appointment_params(appointment)
+    if appointment.loaded is None:
+        conn.execute(APPOINTMENT_INSERT, params)
+    elif (appointment.status, appointment.version) != (appointment.loaded.status, appointment.loaded.version):
+        _guarded(conn, APPOINTMENT_UPDATE_GUARDED, {**params, **_expected(appointment.loaded)})
+    appointment.loaded = Loaded(appointment.status, appointment.version)
+
+
+def _event_save(conn: Conn, event: CalendarEvent) -> None:
+    params = _event_params(event)
+    if event.loaded is None:
+        conn.execute(EVENT_INSERT, params)
+    elif (event.status, event.version) != (event.loaded.status, event.loaded.version):
+        _guarded(conn, EVENT_UPDATE_GUARDED, {**params, **_expected(event.loaded)})
+    event.loaded = Loaded(event.status, event.version)
+    for reminder in event.reminders:
+        if reminder.loaded is None:
+            conn.execute(
+                REMINDER_INSERT,
+                (reminder.id, event.id, reminder.remind_at, reminder.status, event.updated_at, event.updated_at),
+            )
+        elif reminder.status != reminder.loaded.status:
+            row = conn.execute(
+                REMINDER_UPDATE_GUARDED, (reminder.status, event.updated_at, reminder.id, reminder.loaded.status)
+            ).fetchone()
+            if row is None:
+                raise ConflictError
+        reminder.loaded = Loaded(reminder.status, 0)
+
+
+def _guarded(conn: Conn, query: LiteralString, params: dict[str, Any]) -> None:
+    if conn.execute(query, params).fetchone() is None:
+        raise ConflictError
+
+
+def _expected(loaded: Loaded) -> dict[str, Any]:
+    return {"expected_status": str(loaded.status), "expected_version": loaded.version}
+
+
+def _slot_params(slot: AvailabilitySlot) -> dict[str, Any]:
+    return {
+        "id": slot.id,
+        "tenant_id": slot.tenant_id,
+        "agent_user_id": slot.agent_user_id,
+        "kind": str(slot.kind),
+        "start_at": slot.start_at,
+        "end_at": slot.end_at,
+        "time_zone": slot.time_zone,
+        "min_lead_time_minutes": slot.min_lead_time_minutes,
+        "auto_confirm": slot.auto_confirm,
+        "status": str(slot.status),
+        "version": slot.version,
+        "created_at": slot.created_at,
+        "updated_at": slot.updated_at,
+    }
+
+
+def _appointment_params(appointment: Appointment) -> dict[str, Any]:
+    return {
+        "id": appointment.id,
+        "tenant_id": appointment.tenant_id,
+        "slot_id": appointment.slot_id,
+        "agent_user_id": appointment.agent_user_id,
+        "investor_user_id": appointment.investor_user_id,
+        "kind": str(appointment.kind),
+        "start_at": appointment.start_at,
+        "end_at": appointment.end_at,
+        "time_zone": appointment.time_zone,
+        "status": str(appointment.status),
+        "pending_expires_at": appointment.pending_expires_at,
+        "calendar_event_id": appointment.calendar_event_id,
+        "cancelled_by": str(appointment.cancelled_by) if appointment.cancelled_by else None,
+        "cancel_reason": appointment.cancel_reason,
+        "rescheduled_to_appointment_id": appointment.rescheduled_to_appointment_id,
+        "rescheduled_from_appointment_id": appointment.rescheduled_from_appointment_id,
+        "version": appointment.version,
+        "created_at": appointment.created_at,
+        "updated_at": appointment.updated_at,
+    }
+
+
+def _event_params(event: CalendarEvent) -> dict[str, Any]:
+    return {
+        "id": event.id,
+        "tenant_id": event.tenant_id,
+        "owner_user_id": event.owner_user_id,
+        "origin": str(event.origin),
+        "appointment_id": event.appointment_id,
+        "start_at": event.start_at,
+        "end_at": event.end_at,
+        "time_zone": event.time_zone,
+        "status": str(event.status),
+        "cancel_reason": event.cancel_reason,
+        "version": event.version,
+        "created_at": event.created_at,
+        "updated_at": event.updated_at,
+    }

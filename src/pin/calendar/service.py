@@ -1,0 +1,367 @@
+"""The calendar's use cases: load under row locks, call the domain, save with guarded writes, commit.
+
+Each use case is one transaction of a :class:`~pin.unit_of_work.UnitOfWork`; the domain events recorded by
+the aggregates become outbox rows in that same transaction. ``AsOf`` is the database clock, read once per
+use case after the rows are locked (SPEC section 4: one clock that every instance shares).
+
+Record-level rules live here too: an agent acts on their own slots and appointments, an investor on their
+own appointments; a record of another tenant, or of another user, is reported as not found.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from psycopg_pool import ConnectionPool
+
+from pin.calendar import repository
+from pin.calendar.contracts import to_contract
+from pin.calendar.domain import (
+    Appointment,
+    AppointmentCluster,
+    AppointmentNotFoundError,
+    AppointmentStatus,
+    AvailabilitySlot,
+    CalendarEvent,
+    CalendarEventNotFoundError,
+    Kind,
+    SlotNotFoundError,
+    SlotOutcome,
+    VersionMismatchError,
+)
+from pin.db import database_now
+from pin.observability.tracing import current_traceparent
+from pin.outbox.writer import MessageContext
+from pin.settings import Settings
+from pin.unit_of_work import Conn, UnitOfWork
+
+
+@dataclass(frozen=True)
+class CalendarPolicy:
+    """The configurable rules of the calendar."""
+
+    # PendingTtl: how long an agent has to decide on a Pending appointment.
+    pending_ttl: timedelta = timedelta(hours=24)
+    # INV-APT-3: an investor may cancel or reschedule until StartAt minus this.
+    cancel_cutoff: timedelta = timedelta(minutes=60)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> CalendarPolicy:
+        """The policy configured by PIN_APPOINTMENT_* variables."""
+        return cls(
+            pending_ttl=timedelta(seconds=settings.appointment_pending_ttl_seconds),
+            cancel_cutoff=timedelta(minutes=settings.appointment_cancel_cutoff_minutes),
+        )
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who performs a use case: a user of a tenant."""
+
+    user_id: uuid.UUID
+    tenant_id: uuid.UUID
+
+
+@dataclass(frozen=True)
+class Calendar:
+    """The dependencies of the use cases: the pool, the policy and the message context of this request."""
+
+    pool: ConnectionPool[Conn]
+    policy: CalendarPolicy
+    context: MessageContext
+
+    def unit_of_work(self) -> UnitOfWork:
+        """A new transaction whose recorded events carry this request's correlation id and trace."""
+        return UnitOfWork(self.pool, self.context, traceparent_provider=current_traceparent)
+
+
+# ------------------------------------------------------------------------------------------------ slots
+
+
+def create_slot(
+    calendar: Calendar,
+    actor: Actor,
+    *,
+    kind: Kind,
+    start_at: datetime,
+    end_at: datetime,
+    time_zone: str,
+    min_lead_time_minutes: int,
+    auto_confirm: bool,
+) -> AvailabilitySlot:
+    """An agent offers a new Available slot."""
+    with calendar.unit_of_work() as uow:
+        slot = AvailabilitySlot.create(
+            tenant_id=actor.tenant_id,
+            agent_user_id=actor.user_id,
+            kind=kind,
+            start_at=start_at,
+            end_at=end_at,
+            time_zone=time_zone,
+            min_lead_time_minutes=min_lead_time_minutes,
+            auto_confirm=auto_confirm,
+            now=database_now(uow.conn),
+        )
+        repository.slot_insert(uow.conn, slot)
+        _commit(uow)
+    return slot
+
+
+def book_slot(
+    calendar: Calendar, actor: Actor, slot_id: uuid.UUID, *, expected_version: int | None = None
+) -> AppointmentCluster:
+    """An investor books an Available slot: a Pending (or, with AutoConfirm, Confirmed) appointment.
+
+    The slot row is locked first; a concurrent booking waits for it and then finds it Booked (INV-SLT-3).
+    """
+    with calendar.unit_of_work() as uow:
+        slot = repository.slot_lock(uow.conn, slot_id)
+        if slot is None or slot.tenant_id != actor.tenant_id:
+            raise SlotNotFoundError
+        _check_version(slot.version, expected_version)
+        cluster = AppointmentCluster.book(
+            slot, investor_user_id=actor.user_id, now=database_now(uow.conn), pending_ttl=calendar.policy.pending_ttl
+        )
+        repository.cluster_save(uow.conn, cluster)
+        _record(uow, cluster)
+        _commit(uow)
+    return cluster
+
+
+# ------------------------------------------------------------------------------------------ appointments
+
+
+class Side(StrEnum):
+    """Which party of an appointment acts."""
+
+    AGENT = "agent"
+    INVESTOR = "investor"
+
+
+def confirm_appointment(
+    calendar: Calendar, actor: Actor, appointment_id: uuid.UUID, *, expected_version: int | None = None
+) -> Appointment:
+    """The agent confirms a Pending appointment (appointment-confirmed)."""
+    return _change(
+        calendar,
+        actor,
+        Side.AGENT,
+        appointment_id,
+        expected_version=expected_version,
+        operation=lambda c, now: c.confirm(now),
+    )
+
+
+def decline_appointment(
+    calendar: Calendar,
+    actor: Actor,
+    appointment_id: uuid.UUID,
+    reason: str | None,
+    *,
+    expected_version: int | None = None,
+) -> Appointment:
+    """The agent declines a Pending appointment with a reason (Reason = DeclinedByAgent)."""
+    return _change(
+        calendar,
+        actor,
+        Side.AGENT,
+        appointment_id,
+        expected_version=expected_version,
+        operation=lambda c, now: c.decline(reason, now),
+    )
+
+
+def cancel_appointment_by_agent(
+    calendar: Calendar,
+    actor: Actor,
+    appointment_id: uuid.UUID,
+    reason: str | None,
+    *,
+    expected_version: int | None = None,
+) -> Appointment:
+    """The agent cancels a Pending or Confirmed appointment (Reason = CancelledByAgent)."""
+    return _change(
+        calendar,
+        actor,
+        Side.AGENT,
+        appointment_id,
+        expected_version=expected_version,
+        operation=lambda c, now: c.cancel_by_agent(reason, now),
+    )
+
+
+def cancel_my_appointment(
+    calendar: Calendar,
+    actor: Actor,
+    appointment_id: uuid.UUID,
+    reason: str | None,
+    *,
+    expected_version: int | None = None,
+) -> Appointment:
+    """The investor cancels until the cutoff (INV-APT-3; Reason = CancelledByInvestor)."""
+    cutoff = calendar.policy.cancel_cutoff
+    return _change(
+        calendar,
+        actor,
+        Side.INVESTOR,
+        appointment_id,
+        expected_version=expected_version,
+        operation=lambda c, now: c.cancel_by_investor(reason, now, cutoff),
+    )
+
+
+def reschedule_my_appointment(
+    calendar: Calendar,
+    actor: Actor,
+    appointment_id: uuid.UUID,
+    new_slot_id: uuid.UUID,
+    *,
+    expected_version: int | None = None,
+) -> AppointmentCluster:
+    """INV-APT-5: the old appointment Cancelled and a new one on ``new_slot_id``, in one transaction."""
+    policy = calendar.policy
+    with calendar.unit_of_work() as uow:
+        old, new_slot = repository.appointment_cluster_lock_with_slot(uow.conn, appointment_id, new_slot_id)
+        _authorize(old.appointment, actor, Side.INVESTOR)
+        _check_version(old.appointment.version, expected_version)
+        if new_slot is None or new_slot.tenant_id != actor.tenant_id:
+            raise SlotNotFoundError
+        as_of = database_now(uow.conn)
+        new = old.reschedule(new_slot, as_of, cancel_cutoff=policy.cancel_cutoff, pending_ttl=policy.pending_ttl)
+        repository.cluster_save(uow.conn, new)  # first: the old one will point at it
+        repository.cluster_save(uow.conn, old)
+        _record(uow, old)
+        _record(uow, new)
+        _commit(uow)
+    return new
+
+
+# --------------------------------------------------------------------------------- the timeout worker's unit
+
+
+class ExpiryStatus(StrEnum):
+    """What :func:`expire_appointment` found."""
+
+    EXPIRED = "expired"
+    LOCKED = "locked"  # another transaction holds the appointment (SKIP LOCKED)
+    NOT_DUE = "not_due"  # no longer Pending, or PendingExpiresAt not passed: a no-op (idempotent by state)
+
+
+@dataclass(frozen=True)
+class ExpiryResult:
+    """The outcome of one expiry attempt."""
+
+    status: ExpiryStatus
+    slot_outcome: SlotOutcome | None = None
+    cluster: AppointmentCluster | None = None
+
+
+def expire_appointment(
+    uow: UnitOfWork, appointment_id: uuid.UUID, as_of: datetime, *, skip_locked: bool = True
+) -> ExpiryResult:
+    """Expire one due Pending appointment with its cascade inside ``uow``; the caller commits.
+
+    Raises a CascadeInconsistentError subclass for a poison item (roll it back and leave it for the next cycle),
+    ConflictError when a guarded write lost a race.
+    """
+    cluster = repository.appointment_cluster_lock(uow.conn, appointment_id, skip_locked=skip_locked)
+    if cluster is None:
+        return ExpiryResult(ExpiryStatus.LOCKED)
+    appointment = cluster.appointment
+    due = appointment.pending_expires_at is not None and appointment.pending_expires_at < as_of
+    if appointment.status is not AppointmentStatus.PENDING or not due:
+        return ExpiryResult(ExpiryStatus.NOT_DUE, cluster=cluster)
+    outcome = cluster.expire(as_of)
+    repository.cluster_save(uow.conn, cluster)
+    _record(uow, cluster)
+    return ExpiryResult(ExpiryStatus.EXPIRED, outcome, cluster)
+
+
+# ------------------------------------------------------------------------------------------------- reads
+
+
+def get_slot(pool: ConnectionPool[Conn], actor: Actor, slot_id: uuid.UUID, *, any_of_tenant: bool) -> AvailabilitySlot:
+    """A slot of the caller's tenant: any of them with ``any_of_tenant`` (investors), else only the agent's own."""
+    with pool.connection() as conn:
+        slot = repository.slot_get(conn, slot_id)
+    if slot is None or slot.tenant_id != actor.tenant_id:
+        raise SlotNotFoundError
+    if not any_of_tenant and slot.agent_user_id != actor.user_id:
+        raise SlotNotFoundError
+    return slot
+
+
+def get_appointment(
+    pool: ConnectionPool[Conn], actor: Actor, appointment_id: uuid.UUID, *, sides: frozenset[Side]
+) -> Appointment:
+    """An appointment the caller is a party of, on one of ``sides``."""
+    with pool.connection() as conn:
+        appointment = repository.appointment_get(conn, appointment_id)
+    if appointment is None or not any(_is_party(appointment, actor, side) for side in sides):
+        raise AppointmentNotFoundError
+    return appointment
+
+
+def get_event(pool: ConnectionPool[Conn], actor: Actor, event_id: uuid.UUID) -> CalendarEvent:
+    """A calendar event of its owner, with its reminders."""
+    with pool.connection() as conn:
+        event = repository.event_get(conn, event_id)
+    if event is None or event.tenant_id != actor.tenant_id or event.owner_user_id != actor.user_id:
+        raise CalendarEventNotFoundError
+    return event
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+
+
+def _change(
+    calendar: Calendar,
+    actor: Actor,
+    side: Side,
+    appointment_id: uuid.UUID,
+    *,
+    expected_version: int | None,
+    operation: Callable[[AppointmentCluster, datetime], object],
+) -> Appointment:
+    """Lock the cluster, check the caller and If-Match, apply ``operation`` at AsOf, save, record, commit."""
+    with calendar.unit_of_work() as uow:
+        cluster = repository.appointment_cluster_lock(uow.conn, appointment_id)
+        assert cluster is not None  # only None with skip_locked
+        _authorize(cluster.appointment, actor, side)
+        _check_version(cluster.appointment.version, expected_version)
+        operation(cluster, database_now(uow.conn))
+        repository.cluster_save(uow.conn, cluster)
+        _record(uow, cluster)
+        _commit(uow)
+    return cluster.appointment
+
+
+def _is_party(appointment: Appointment, actor: Actor, side: Side) -> bool:
+    if appointment.tenant_id != actor.tenant_id:
+        return False
+    party = appointment.agent_user_id if side is Side.AGENT else appointment.investor_user_id
+    return party == actor.user_id
+
+
+def _authorize(appointment: Appointment, actor: Actor, side: Side) -> None:
+    if not _is_party(appointment, actor, side):
+        raise AppointmentNotFoundError
+
+
+def _check_version(current: int, expected: int | None) -> None:
+    if expected is not None and expected != current:
+        raise VersionMismatchError
+
+
+def _record(uow: UnitOfWork, cluster: AppointmentCluster) -> None:
+    for event in cluster.pull_events():
+        uow.record(to_contract(event), event.occurred_at)
+
+
+def _commit(uow: UnitOfWork) -> None:
+    with repository.translated_errors():
+        uow.commit()
