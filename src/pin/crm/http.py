@@ -1,0 +1,27 @@
+"""crm's HTTP routes: the lead feed (SPEC section 9)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from pin.api.auth import Principal, Role, require_roles
+from pin.api.deps import Pool
+from pin.crm.queries import lead_feed
+
+router = APIRouter(prefix="/crm", tags=["crm"])
+
+
+@router.get("/leads/{investorUserId}/feed")
+def get_lead_feed(
+    investorUserId: uuid.UUID,  # noqa: N803 - the path parameter's public name
+    pool: Pool,
+    principal: Annotated[Principal, require_roles(Role.AGENT, Role.MANAGER)],
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> dict[str, Any]:
+    """The lead feed of one investor in the caller's tenant (newest first); empty when there is none."""
+    with pool.connection() as conn:
+        entries = lead_feed(conn, tenant_id=principal.tenant_id, investor_user_id=investorUserId, limit=limit)
+    return {"investorUserId": str(investorUserId), "entries": entries}

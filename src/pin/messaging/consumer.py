@@ -1,0 +1,602 @@
+"""The consumer runtime every consumer group runs on (SPEC section 7; seed 003, «Доставка, retry/DLQ»).
+
+One process of a group is one :class:`ConsumerRuntime`: a confluent-kafka (librdkafka) consumer of the classic
+group protocol that handles its messages one at a time, in partition order.
+
+Guarantees, and how they are kept:
+
+- **At least once, effect before offset.** Auto-commit is off; a message's offset is committed (synchronously,
+  for that partition only) after the transaction with its effect committed in PostgreSQL. A crash between the
+  two redelivers the message.
+- **Exactly one effect.** The transaction of the effect first inserts the message's MessageId into the group's
+  inbox (``messaging.inbox``); a conflict means the message was handled before: it is skipped and its offset
+  committed (:data:`INBOX_INSERT`).
+- **Retry without moving past the offset.** A failed message is kept in hand and its partition is paused; the
+  loop goes on polling (so ``max.poll.interval.ms`` is never exceeded) and the other partitions go on. When
+  the backoff (exponential, with jitter) is over, the same message is tried again; after success the partition
+  resumes from the next offset. Two kinds of failure are told apart:
+
+  * the database is unreachable (connection refused or lost, the pool timed out): the message is not at fault,
+    so it is retried for as long as the outage lasts (backoff capped at ``backoff_cap``) and never dead-lettered
+    (dead-lettering during an outage would empty the partition into the DLQ);
+  * anything else (deadlock, serialization failure, a constraint, a bug): after ``max_attempts`` attempts the
+    message goes to the dead-letter topic.
+
+- **Unreadable messages go to the DLQ at once**: not JSON, not an object, no MessageId, a missing required field
+  or a wrong type (:class:`UnreadableMessageError`). An unknown ContractVersion is only a warning; unknown enum values
+  are the handlers' business (they take the neutral path and call :meth:`HandlingContext.unknown_value`).
+- **Dead-lettering**: the original key, value and headers plus provenance headers (:data:`DLT_HEADERS`) go to
+  the group's dead-letter topic; only after the broker acknowledged it is the offset committed. If the DLQ
+  publish fails the message stays in hand and is tried again later.
+- **Shutdown and rebalance finish the message in hand**: a message is handled completely (effect and offset)
+  between two polls, and rebalance callbacks run inside poll, so a revoke never interrupts one. A message held
+  for a retry is dropped on revoke without a commit: the partition's next owner reads it again.
+- **Lag** (``pin_consumer_lag``) comes from librdkafka's statistics (high watermark minus position). It is for
+  operators only; the embedded broker reports a wrong high watermark, and nothing here depends on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Generic, Protocol, TypeVar
+
+import psycopg
+import structlog
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from opentelemetry.trace import SpanKind
+from prometheus_client import Counter, Gauge
+from psycopg_pool import ConnectionPool, PoolTimeout
+from pydantic import ValidationError
+
+from pin.messaging.contracts import utc_iso
+from pin.messaging.topics import dead_letter_topic
+from pin.observability.tracing import context_from_headers, tracer
+
+Conn = psycopg.Connection[dict[str, object]]
+T = TypeVar("T")
+
+log = structlog.get_logger(__name__)
+
+SUPPORTED_CONTRACT_VERSION = 1
+
+PROCESSED = Counter(
+    "pin_consumer_processed", "Messages whose effect committed (or that needed none).", ["group", "topic"]
+)
+DUPLICATES = Counter(
+    "pin_consumer_duplicates", "Messages skipped because their MessageId was in the inbox.", ["group", "topic"]
+)
+RETRIES = Counter("pin_consumer_retries", "Failed attempts that will be retried.", ["group", "topic"])
+DEAD_LETTERED = Counter(
+    "pin_consumer_dead_lettered", "Messages published to the group's dead-letter topic.", ["group", "topic"]
+)
+UNKNOWN_VALUES = Counter(
+    "pin_consumer_unknown_values", "Enum values this consumer does not know (neutral path taken).", ["group", "field"]
+)
+LAG = Gauge(
+    "pin_consumer_lag",
+    "Messages behind the high watermark per assigned partition (informational; from librdkafka statistics).",
+    ["group", "topic", "partition"],
+)
+
+# Dedup and effect in one transaction: zero rows inserted means the message was handled before.
+INBOX_INSERT = """
+INSERT INTO messaging.inbox (consumer_group, message_id, topic, "partition", "offset")
+VALUES (%s, %s, %s, %s, %s)
+ON CONFLICT (consumer_group, message_id) DO NOTHING
+RETURNING message_id
+"""
+
+# Bounded, oldest first: the prune never holds long locks or scans the whole table.
+INBOX_PRUNE = """
+WITH old AS (
+    SELECT consumer_group, message_id FROM messaging.inbox
+    WHERE consumer_group = %s AND processed_at < now() - make_interval(secs => %s)
+    ORDER BY processed_at
+    LIMIT %s
+)
+DELETE FROM messaging.inbox AS i USING old
+WHERE i.consumer_group = old.consumer_group AND i.message_id = old.message_id
+"""
+
+# Provenance headers added to a dead-lettered message (the names follow Spring Kafka's kafka_dlt-* convention).
+DLT_PREFIX = "dlt-"
+DLT_HEADERS = (
+    "dlt-original-topic",
+    "dlt-original-partition",
+    "dlt-original-offset",
+    "dlt-original-timestamp",
+    "dlt-consumer-group",
+    "dlt-exception-type",
+    "dlt-exception-message",
+    "dlt-attempts",
+    "dlt-failed-at",
+)
+_MAX_ERROR_TEXT = 1000
+
+
+class UnreadableMessageError(Exception):
+    """The message can never be read (not JSON, not an object, no MessageId, a missing field or a wrong type)."""
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """The envelope of SPEC section 6 around a contract's payload."""
+
+    message_id: uuid.UUID
+    contract_version: int | None
+    event_type: str | None
+    correlation_id: str | None
+    payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Received:
+    """One consumed message, as the runtime keeps it (librdkafka's Message types every field as optional)."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
+    timestamp_ms: int
+
+    @classmethod
+    def of(cls, message: Message) -> Received:
+        """Copy a consumed message out of librdkafka's object."""
+        topic, partition, offset = message.topic(), message.partition(), message.offset()
+        assert topic is not None, "a consumed message has a topic"
+        assert partition is not None, "a consumed message has a partition"
+        assert offset is not None, "a consumed message has an offset"
+        return cls(
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            key=message.key(),
+            value=message.value(),
+            headers=normalize_headers(message.headers()),
+            timestamp_ms=message.timestamp()[1],
+        )
+
+    @property
+    def partition_key(self) -> tuple[str, int]:
+        """(topic, partition)."""
+        return (self.topic, self.partition)
+
+
+def normalize_headers(
+    headers: Mapping[str, str | bytes | None] | Sequence[tuple[str, str | bytes | None]] | None,
+) -> list[tuple[str, bytes]]:
+    """Kafka headers as (name, bytes) pairs, in order."""
+    pairs = headers.items() if isinstance(headers, Mapping) else headers or []
+    return [(name, value.encode() if isinstance(value, str) else (value or b"")) for name, value in pairs]
+
+
+def header_map(headers: Sequence[tuple[str, bytes]]) -> dict[str, str]:
+    """Kafka headers as text (the last value of a repeated header wins)."""
+    return {name: value.decode("utf-8", errors="replace") for name, value in headers}
+
+
+def decode_envelope(value: bytes | None, headers: Mapping[str, str]) -> Envelope:
+    """Parse a message value; raises :class:`UnreadableMessageError` when it can never be handled."""
+    if value is None:
+        raise UnreadableMessageError("the message has no value")
+    try:
+        payload = json.loads(value)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UnreadableMessageError(f"the value is not JSON: {exc}") from exc
+    if not isinstance(payload, dict):
+        raise UnreadableMessageError("the value is not a JSON object")
+    raw_id = payload.get("MessageId", headers.get("message-id"))
+    try:
+        message_id = uuid.UUID(str(raw_id)) if raw_id is not None else None
+    except ValueError:
+        message_id = None
+    if message_id is None:
+        raise UnreadableMessageError("MessageId is missing or not a UUID")
+    version = payload.get("ContractVersion", headers.get("contract-version"))
+    try:
+        contract_version = int(version) if version is not None else None
+    except (TypeError, ValueError):
+        contract_version = None
+    return Envelope(
+        message_id=message_id,
+        contract_version=contract_version,
+        event_type=headers.get("event-type"),
+        correlation_id=headers.get("correlation-id"),
+        payload=payload,
+    )
+
+
+@dataclass
+class HandlingContext:
+    """What a handler knows about the message it handles, and how it reports unknown enum values."""
+
+    group: str
+    topic: str
+    message_id: uuid.UUID
+    unknown: list[tuple[str, str]] = field(default_factory=list)
+
+    def unknown_value(self, field_name: str, raw: str) -> None:
+        """Record an enum value this consumer does not know; logged and counted once the message is handled."""
+        self.unknown.append((field_name, raw))
+
+
+@dataclass(frozen=True)
+class Route(Generic[T]):
+    """How a group handles one topic: a pure parse of the payload, then the effect in the caller's transaction."""
+
+    parse: Callable[[Mapping[str, Any]], T]
+    apply: Callable[[Conn, T, HandlingContext], None]
+
+    def parse_or_unreadable(self, payload: Mapping[str, Any]) -> T:
+        """The handler's model of the payload; a validation error makes the message unreadable."""
+        try:
+            return self.parse(payload)
+        except ValidationError as exc:
+            raise UnreadableMessageError(_validation_summary(exc)) from exc
+
+
+def _validation_summary(exc: ValidationError) -> str:
+    """Which fields are wrong and why, without the input values."""
+    parts = [f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()]
+    return "invalid payload: " + "; ".join(parts)
+
+
+class AfterEffectHook(Protocol):
+    """Called after a message's effect committed and before its offset is (a test-only fault hook)."""
+
+    def __call__(self, message: Received) -> None:
+        """Observe (or sabotage) the gap between effect and offset commit."""
+
+
+def is_database_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` means the database cannot be reached (not the message's fault)."""
+    if isinstance(exc, PoolTimeout | psycopg.InterfaceError):
+        return True
+    if isinstance(exc, psycopg.errors.TransactionRollback):
+        return False  # deadlock, serialization failure: about this transaction, counted as attempts
+    if isinstance(exc, psycopg.OperationalError):
+        state = exc.sqlstate
+        # no SQLSTATE: the client lost or could not open the connection; 08: connection exception;
+        # 57P01..57P03: the server is shutting down or restarting; 55000 on connect: database not accepting.
+        return state is None or state.startswith("08") or state in {"57P01", "57P02", "57P03", "55000"}
+    return False
+
+
+def backoff_delay(attempt: int, *, base: float, cap: float, rng: Callable[[], float] = random.random) -> float:
+    """Exponential backoff with jitter: between half and all of min(cap, base * 2^(attempt-1))."""
+    ceiling = min(cap, base * (2.0 ** max(0, attempt - 1)))
+    return float(ceiling * (0.5 + 0.5 * rng()))
+
+
+@dataclass
+class _Held:
+    """A message kept in hand for a retry while its partition is paused."""
+
+    message: Received
+    attempts: int
+    retry_at: float
+
+
+@dataclass(frozen=True)
+class _Failure:
+    exc: BaseException
+    dead_letter: bool
+
+
+class ConsumerRuntime:
+    """One consumer instance of a group: poll, handle, dedup, retry, dead-letter, commit."""
+
+    def __init__(
+        self,
+        *,
+        group: str,
+        routes: Mapping[str, Route[Any]],
+        pool: ConnectionPool[Conn],
+        consumer_config: Mapping[str, Any],
+        producer_config: Mapping[str, Any],
+        max_attempts: int = 5,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 30.0,
+        poll_timeout: float = 0.5,
+        db_timeout: float = 5.0,
+        dlq_timeout: float = 15.0,
+        inbox_retention_seconds: float = 14 * 86_400,
+        inbox_prune_interval: float = 600.0,
+        after_effect: AfterEffectHook | None = None,
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        self.group = group
+        self._routes = dict(routes)
+        self._pool = pool
+        self._consumer_config = {"statistics.interval.ms": 10_000, **consumer_config}
+        self._producer_config = dict(producer_config)
+        self._max_attempts = max_attempts
+        self._backoff_base = backoff_base
+        self._backoff_cap = backoff_cap
+        self._poll_timeout = poll_timeout
+        self._db_timeout = db_timeout
+        self._dlq_timeout = dlq_timeout
+        self._inbox_retention = inbox_retention_seconds
+        self._prune_interval = inbox_prune_interval
+        self._after_effect = after_effect
+        self._held: dict[tuple[str, int], _Held] = {}
+        self._consumer: Consumer | None = None
+        self._producer: Producer | None = None
+        self._log = log.bind(group=group)
+        self._next_prune = 0.0
+
+    @property
+    def topics(self) -> list[str]:
+        """The topics this group reads."""
+        return sorted(self._routes)
+
+    def run(self, stop: threading.Event) -> None:
+        """Consume until ``stop`` is set; the message in hand is finished first, then the group is left."""
+        consumer = Consumer({**self._consumer_config, "stats_cb": self._on_stats})
+        self._consumer = consumer
+        self._producer = Producer(self._producer_config)
+        consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
+        self._log.info("consumer started", topics=self.topics)
+        try:
+            while not stop.is_set():
+                self._retry_due()
+                self._prune_inbox_if_due()
+                polled = consumer.poll(self._poll_wait())
+                if polled is None:
+                    continue
+                error = polled.error()
+                if error is not None:
+                    self._on_error(error)
+                    continue
+                self._on_message(Received.of(polled))
+        finally:
+            self._held.clear()
+            consumer.close()  # leaves the group, so the partitions move at once
+            self._producer.flush(5)
+            self._consumer = self._producer = None
+            self._log.info("consumer stopped")
+
+    # -- the loop ------------------------------------------------------------------------------------------------
+
+    def _poll_wait(self) -> float:
+        """Poll no longer than until the next retry is due."""
+        if not self._held:
+            return self._poll_timeout
+        soonest = min(held.retry_at for held in self._held.values())
+        return max(0.0, min(self._poll_timeout, soonest - time.monotonic()))
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.code() == KafkaError._PARTITION_EOF:
+            return
+        self._log.warning("consumer error", error=str(error), fatal=error.fatal())
+        if error.fatal():
+            raise KafkaException(error)
+
+    def _on_message(self, message: Received) -> None:
+        key = message.partition_key
+        held = self._held.get(key)
+        if held is not None:
+            # A paused partition delivers nothing; if a buffered message slips through, put it back for later.
+            self._log.warning("message of a paused partition put back", topic=key[0], partition=key[1])
+            self._consumer_or_fail().seek(TopicPartition(key[0], key[1], message.offset))
+            return
+        self._handle(message, attempts=1)
+
+    def _retry_due(self) -> None:
+        now = time.monotonic()
+        for held in list(self._held.values()):
+            if held.retry_at <= now:
+                self._handle(held.message, attempts=held.attempts + 1)
+
+    def _handle(self, message: Received, *, attempts: int) -> None:
+        """One attempt at a message; on success or dead-lettering its offset is committed."""
+        topic, partition = message.partition_key
+        failure = self._attempt(message, attempts)
+        if failure is not None and failure.dead_letter and not self._dead_letter(message, failure.exc, attempts):
+            failure = _Failure(failure.exc, dead_letter=False)  # keep it in hand; try the DLQ again later
+        if failure is not None and not failure.dead_letter:
+            self._hold(message, attempts, failure.exc)
+            return
+        self._commit(message)
+        if self._held.pop(message.partition_key, None) is not None:
+            self._consumer_or_fail().resume([TopicPartition(topic, partition)])
+
+    def _attempt(self, message: Received, attempts: int) -> _Failure | None:
+        """Handle once; None on success, else the failure and whether it goes to the DLQ now."""
+        topic = message.topic
+        headers = header_map(message.headers)
+        attempt_log = self._log.bind(topic=topic, partition=message.partition, offset=message.offset)
+        span_context = context_from_headers(headers)
+        with tracer().start_as_current_span(f"{topic} process", context=span_context, kind=SpanKind.CONSUMER) as span:
+            span.set_attribute("messaging.consumer.group.name", self.group)
+            span.set_attribute("messaging.kafka.offset", message.offset)
+            try:
+                route = self._routes.get(topic)
+                envelope = decode_envelope(message.value, headers)
+                attempt_log = attempt_log.bind(
+                    message_id=str(envelope.message_id), correlation_id=envelope.correlation_id
+                )
+                if route is None:
+                    attempt_log.warning("message of a topic this group does not handle skipped")
+                    return None
+                if envelope.contract_version != SUPPORTED_CONTRACT_VERSION:
+                    # seed 003: an unknown ContractVersion is a warning; processing continues (tolerant reader)
+                    attempt_log.warning("unknown contract version", contract_version=envelope.contract_version)
+                event = route.parse_or_unreadable(envelope.payload)
+                context = HandlingContext(self.group, topic, envelope.message_id)
+                applied = self._apply(route, event, context, message, envelope.message_id)
+            except UnreadableMessageError as exc:
+                attempt_log.error("unreadable message", error=str(exc), attempts=attempts)
+                return _Failure(exc, dead_letter=True)
+            except Exception as exc:  # noqa: BLE001 - every failure is classified, retried or dead-lettered
+                return self._classify(exc, attempts, topic, attempt_log)
+        for field_name, raw in context.unknown:
+            UNKNOWN_VALUES.labels(self.group, field_name).inc()
+            attempt_log.warning("unknown enum value; neutral path taken", field=field_name, value=raw)
+        if applied:
+            PROCESSED.labels(self.group, topic).inc()
+            attempt_log.info("message handled", event_type=envelope.event_type, attempts=attempts)
+            if self._after_effect is not None:
+                self._after_effect(message)
+        else:
+            DUPLICATES.labels(self.group, topic).inc()
+            attempt_log.info("duplicate message skipped", event_type=envelope.event_type)
+        return None
+
+    def _apply(
+        self, route: Route[Any], event: Any, context: HandlingContext, message: Received, message_id: uuid.UUID
+    ) -> bool:
+        """The inbox row and the effect in one transaction; False when the message was handled before."""
+        with self._pool.connection(timeout=self._db_timeout) as conn, conn.transaction():
+            row = conn.execute(
+                INBOX_INSERT, (self.group, message_id, message.topic, message.partition, message.offset)
+            ).fetchone()
+            if row is None:
+                return False
+            route.apply(conn, event, context)
+        return True
+
+    def _classify(self, exc: Exception, attempts: int, topic: str, attempt_log: Any) -> _Failure:
+        unavailable = is_database_unavailable(exc)
+        give_up = not unavailable and attempts >= self._max_attempts
+        attempt_log.warning(
+            "message failed",
+            error_type=type(exc).__name__,
+            error=_error_text(exc),
+            attempts=attempts,
+            database_unavailable=unavailable,
+            dead_letter=give_up,
+        )
+        if not give_up:
+            RETRIES.labels(self.group, topic).inc()
+        return _Failure(exc, dead_letter=give_up)
+
+    def _hold(self, message: Received, attempts: int, exc: BaseException) -> None:
+        key = message.partition_key
+        delay = backoff_delay(attempts, base=self._backoff_base, cap=self._backoff_cap)
+        if key not in self._held:
+            self._consumer_or_fail().pause([TopicPartition(key[0], key[1])])
+        self._held[key] = _Held(message, attempts, time.monotonic() + delay)
+        self._log.info("partition paused for a retry", topic=key[0], partition=key[1], retry_in_s=round(delay, 3))
+
+    def _commit(self, message: Received) -> None:
+        """Commit this partition's offset past ``message``; a failed commit only means a later redelivery."""
+        offset = TopicPartition(message.topic, message.partition, message.offset + 1)
+        try:
+            self._consumer_or_fail().commit(offsets=[offset], asynchronous=False)
+        except KafkaException as exc:
+            # The inbox makes the redelivery that follows harmless.
+            self._log.warning("offset commit failed", topic=message.topic, partition=message.partition, error=str(exc))
+
+    # -- dead letters -----------------------------------------------------------------------------------------
+
+    def _dead_letter(self, message: Received, exc: BaseException, attempts: int) -> bool:
+        """Publish to the group's DLQ and wait for the ack; True once the broker has it."""
+        producer = self._producer
+        assert producer is not None
+        provenance = {
+            "dlt-original-topic": message.topic,
+            "dlt-original-partition": str(message.partition),
+            "dlt-original-offset": str(message.offset),
+            "dlt-original-timestamp": str(message.timestamp_ms),
+            "dlt-consumer-group": self.group,
+            "dlt-exception-type": type(exc).__name__,
+            "dlt-exception-message": _error_text(exc),
+            "dlt-attempts": str(attempts),
+            "dlt-failed-at": utc_iso(datetime.now(UTC)),
+        }
+        original = [(name, value) for name, value in message.headers if not name.startswith(DLT_PREFIX)]
+        headers: list[tuple[str, str | bytes | None]] = [*original]
+        headers += [(name, value.encode()) for name, value in provenance.items()]
+        outcome: list[KafkaError | None] = []
+        try:
+            producer.produce(
+                dead_letter_topic(self.group),
+                key=message.key,
+                value=message.value,
+                headers=headers,
+                on_delivery=lambda err, _msg: outcome.append(err),
+            )
+            producer.flush(self._dlq_timeout)
+        except (KafkaException, BufferError) as produce_error:
+            outcome.append(KafkaError(KafkaError._FAIL, str(produce_error)))
+        if not outcome or outcome[0] is not None:
+            self._log.error("dead-letter publish failed", topic=message.topic, error=str(outcome[:1]))
+            return False
+        DEAD_LETTERED.labels(self.group, message.topic).inc()
+        self._log.error(
+            "message dead-lettered",
+            topic=message.topic,
+            partition=message.partition,
+            offset=message.offset,
+            error_type=type(exc).__name__,
+            attempts=attempts,
+            dead_letter_topic=dead_letter_topic(self.group),
+        )
+        return True
+
+    # -- rebalance, statistics, housekeeping ------------------------------------------------------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        del consumer
+        self._log.info("partitions assigned", partitions=[f"{p.topic}[{p.partition}]" for p in partitions])
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Called inside poll(): no message is being handled. Held messages are not committed; the next owner
+        # reads them again from the committed offset.
+        del consumer
+        for tp in partitions:
+            self._held.pop((tp.topic, tp.partition), None)
+            with contextlib.suppress(KeyError):
+                LAG.remove(self.group, tp.topic, str(tp.partition))
+        self._log.info("partitions revoked", partitions=[f"{p.topic}[{p.partition}]" for p in partitions])
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._on_revoke(consumer, partitions)
+
+    def _on_stats(self, stats_json: str) -> None:
+        """librdkafka statistics: per assigned partition, high watermark minus the consumer's position."""
+        try:
+            stats = json.loads(stats_json)
+        except json.JSONDecodeError:
+            return
+        for topic, topic_stats in stats.get("topics", {}).items():
+            for partition, partition_stats in topic_stats.get("partitions", {}).items():
+                lag = partition_stats.get("consumer_lag", -1)
+                if partition == "-1" or lag is None or lag < 0:
+                    continue
+                LAG.labels(self.group, topic, partition).set(lag)
+
+    def _prune_inbox_if_due(self) -> None:
+        now = time.monotonic()
+        if now < self._next_prune:
+            return
+        self._next_prune = now + self._prune_interval
+        try:
+            with self._pool.connection(timeout=self._db_timeout) as conn:
+                deleted = conn.execute(INBOX_PRUNE, (self.group, self._inbox_retention, 5_000)).rowcount
+            if deleted:
+                self._log.info("inbox pruned", deleted=deleted)
+        except Exception as exc:  # noqa: BLE001 - housekeeping never stops consumption
+            self._log.warning("inbox prune failed", error_type=type(exc).__name__)
+
+    def _consumer_or_fail(self) -> Consumer:
+        assert self._consumer is not None, "the runtime is not running"
+        return self._consumer
+
+
+def _error_text(exc: BaseException) -> str:
+    """The error's message, one line, bounded (payloads carry no PII by contract, so neither does this)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:_MAX_ERROR_TEXT]

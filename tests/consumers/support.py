@@ -1,0 +1,236 @@
+"""Helpers for the consumer tests: contract-shaped messages, a plain producer, a consumer run in a thread."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from confluent_kafka import Producer
+from psycopg_pool import ConnectionPool
+
+from pin.messaging import topics
+from pin.messaging.consumer import ConsumerRuntime
+from pin.messaging.groups import build_runtime
+from pin.messaging.kafka import ensure_topics
+from pin.settings import Settings
+from pin.unit_of_work import Conn
+
+T = TypeVar("T")
+
+START = datetime(2026, 12, 1, 7, 0, tzinfo=UTC)
+
+EVENT_TYPES = {
+    topics.APPOINTMENT_CANCELLED: "pin.calendar.appointment-cancelled",
+    topics.APPOINTMENT_CREATED: "pin.calendar.appointment-created",
+    topics.APPOINTMENT_CONFIRMED: "pin.calendar.appointment-confirmed",
+    topics.EVENT_STATUS_CHANGED: "pin.calendar.event-status-changed",
+    topics.PURCHASE_CHANGED: "pin.promotion.purchase-changed",
+}
+
+
+def iso(value: datetime) -> str:
+    """ISO 8601 UTC with Z, as the producers write times."""
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def envelope(payload: dict[str, Any], *, message_id: uuid.UUID | None = None, version: int = 1) -> dict[str, Any]:
+    """The payload plus MessageId, ContractVersion and OccurredAt (SPEC section 6)."""
+    return {
+        **payload,
+        "MessageId": str(message_id or uuid.uuid4()),
+        "ContractVersion": version,
+        "OccurredAt": iso(datetime.now(UTC)),
+    }
+
+
+def cancelled(
+    *,
+    tenant: uuid.UUID,
+    agent: uuid.UUID,
+    investor: uuid.UUID,
+    reason: str,
+    appointment: uuid.UUID | None = None,
+    cancelled_by: str | None = None,
+    rescheduled_to: uuid.UUID | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """An AppointmentCancelledEvent with its envelope."""
+    return envelope(
+        {
+            "AppointmentId": str(appointment or uuid.uuid4()),
+            "TenantId": str(tenant),
+            "AgentUserId": str(agent),
+            "InvestorUserId": str(investor),
+            "Kind": "Showing",
+            "StartAt": iso(START),
+            "TimeZone": "Europe/Moscow",
+            "Reason": reason,
+            "CancelledBy": cancelled_by,
+            "RescheduledToAppointmentId": str(rescheduled_to) if rescheduled_to else None,
+            **extra,
+        }
+    )
+
+
+def created(
+    *,
+    tenant: uuid.UUID,
+    agent: uuid.UUID,
+    investor: uuid.UUID,
+    appointment: uuid.UUID | None = None,
+    status: str = "Pending",
+    rescheduled_from: uuid.UUID | None = None,
+) -> dict[str, Any]:
+    """An AppointmentCreatedEvent with its envelope."""
+    return envelope(
+        {
+            "AppointmentId": str(appointment or uuid.uuid4()),
+            "TenantId": str(tenant),
+            "SlotId": str(uuid.uuid4()),
+            "AgentUserId": str(agent),
+            "InvestorUserId": str(investor),
+            "Kind": "Consultation",
+            "StartAt": iso(START + timedelta(days=1)),
+            "EndAt": iso(START + timedelta(days=1, hours=1)),
+            "TimeZone": "Europe/Moscow",
+            "Status": status,
+            "PendingExpiresAt": iso(START) if status == "Pending" else None,
+            "RescheduledFromAppointmentId": str(rescheduled_from) if rescheduled_from else None,
+        }
+    )
+
+
+def confirmed(*, tenant: uuid.UUID, agent: uuid.UUID, investor: uuid.UUID, appointment: uuid.UUID) -> dict[str, Any]:
+    """An AppointmentConfirmedEvent with its envelope."""
+    return envelope(
+        {
+            "AppointmentId": str(appointment),
+            "TenantId": str(tenant),
+            "AgentUserId": str(agent),
+            "InvestorUserId": str(investor),
+            "Kind": "Showing",
+            "StartAt": iso(START),
+            "TimeZone": "Europe/Moscow",
+        }
+    )
+
+
+def purchase(
+    *,
+    tenant: uuid.UUID,
+    purchase_id: uuid.UUID,
+    targets: list[tuple[str, uuid.UUID]],
+    status: str = "Active",
+    version: int = 1,
+    weight: int = 10,
+    buyer: uuid.UUID | None = None,
+) -> dict[str, Any]:
+    """A PromotionPurchaseChangedKafkaEvent with its envelope."""
+    return envelope(
+        {
+            "PurchaseId": str(purchase_id),
+            "TenantId": str(tenant),
+            "BuyerUserId": str(buyer or uuid.uuid4()),
+            "PackageId": str(uuid.uuid4()),
+            "PackageCode": "TOP-7",
+            "PackageKind": "Boost",
+            "Targets": [{"TargetKind": kind, "TargetId": str(target)} for kind, target in targets],
+            "Status": status,
+            "PaymentStatus": "NotRequired",
+            "BoostWeight": weight,
+            "StartsAt": iso(START - timedelta(days=7)),
+            "EndsAt": iso(START),
+            "Price": {"Amount": "1500.00", "CurrencyId": str(uuid.uuid4()), "Currency": {"Code": "RUB", "Symbol": "₽"}},
+            "Version": version,
+        }
+    )
+
+
+def key_of(topic: str, value: dict[str, Any]) -> str:
+    """The Kafka key the contract names."""
+    field = {topics.PURCHASE_CHANGED: "PurchaseId", topics.EVENT_STATUS_CHANGED: "CalendarEventId"}.get(
+        topic, "AppointmentId"
+    )
+    return str(value[field])
+
+
+class Producing:
+    """A plain confluent producer writing contract-shaped JSON with the SPEC's headers."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self._producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "linger.ms": 0})
+
+    def send(
+        self, topic: str, value: dict[str, Any] | bytes, *, key: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
+        """Produce one message and wait for its ack."""
+        if isinstance(value, dict):
+            key = key or key_of(topic, value)
+            all_headers = {
+                "message-id": str(value.get("MessageId", "")),
+                "contract-version": str(value.get("ContractVersion", "")),
+                "event-type": EVENT_TYPES[topic],
+                "correlation-id": "test",
+                **(headers or {}),
+            }
+            data = json.dumps(value).encode()
+        else:
+            all_headers = dict(headers or {})
+            data = value
+        errors: list[object] = []
+        self._producer.produce(
+            topic, key=key, value=data, headers=list(all_headers.items()), on_delivery=lambda e, _m: errors.append(e)
+        )
+        self._producer.flush(15)
+        assert errors == [None], errors
+
+
+@contextmanager
+def running(
+    group: str, settings: Settings, pool: ConnectionPool[Conn], **options: Any
+) -> Iterator[ConsumerRuntime]:
+    """Run one consumer of ``group`` in a thread for the block; any crash of the loop fails the test."""
+    ensure_topics(settings)
+    runtime = build_runtime(group, settings, pool, **{"backoff_base": 0.05, "backoff_cap": 0.5, **options})
+    stop = threading.Event()
+    crashed: list[BaseException] = []
+
+    def _run() -> None:
+        try:
+            runtime.run(stop)
+        except BaseException as exc:
+            crashed.append(exc)
+
+    thread = threading.Thread(target=_run, name=f"consumer-{group}", daemon=True)
+    thread.start()
+    try:
+        yield runtime
+    finally:
+        stop.set()
+        thread.join(30)
+        assert not thread.is_alive(), "the consumer did not stop within 30 s"
+    if crashed:
+        raise crashed[0]
+
+
+def wait_for(probe: Callable[[], T | None], *, timeout: float = 30.0, what: str = "the outcome") -> T:
+    """Poll ``probe`` until it returns something truthy (never sleeps on a loop's interval)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = probe()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def rows(pool: ConnectionPool[Conn], sql: str, *params: object) -> list[dict[str, Any]]:
+    """The rows of a query on the test's database."""
+    with pool.connection() as conn:
+        return list(conn.execute(sql, params).fetchall())
