@@ -24,6 +24,18 @@ worker_app = typer.Typer(help="Run one instance of a polling worker.", no_args_i
 app.add_typer(worker_app, name="worker")
 
 
+@worker_app.command("expire-promotions")
+def expire_promotions(
+    once: Annotated[bool, typer.Option(help="Run one cycle, print its counters as JSON, exit.")] = False,
+) -> None:
+    """Expire Active promotion purchases past their EndsAt (seed 002, UC-PRM-003)."""
+    from pin.bootstrap import run_expire_promotions
+
+    result = run_expire_promotions(once=once)
+    if result is not None:
+        print_json(result)
+
+
 @app.command()
 def up(
     demo: Annotated[bool, typer.Option(help="Add sample data that expires within minutes.")] = False,

@@ -3,7 +3,17 @@
 A job exposes ``run_once()`` (one cycle, returning its counters) and ``seconds_until_next_due()`` (a cheap
 indexed query on the database clock). The runner loops with a stop event: cycles never overlap (one thread,
 sequential), a full batch loops at once (backlog), otherwise it sleeps until the next tick or the next
-deadline, whichever is sooner, with jitter. A tick that falls inside a long cycle is skipped, not queued.
+deadline, whichever is sooner, with jitter on the tick. A tick that falls inside a long cycle is skipped, not
+queued.
+
+Deadlines that appear while the runner sleeps (a purchase activated with an EndsAt two seconds away, while the
+worker dozes towards a tick 60 s away) are caught by re-asking ``seconds_until_next_due()`` every
+``due_poll_seconds`` (1 s by default). We chose this over LISTEN/NOTIFY: it is one index-only ``LIMIT 1`` query
+per second per instance, it needs no trigger on the business tables (NOTIFY takes a global lock at commit that
+serializes notifying transactions: research/skiplocked.md, Recall.ai), no dedicated session (works behind a
+transaction pooler), and it cannot miss a notification sent while the listener was reconnecting. The price is
+at most ``due_poll_seconds`` of extra latency for a deadline born inside one poll interval, which keeps an
+item's expiry within about a second of its deadline.
 """
 
 from __future__ import annotations
@@ -53,6 +63,8 @@ class RunnerConfig:
     min_sleep_seconds: float = 0.02
     # After a failed cycle (infrastructure error), wait this long before the next try, doubling to the interval.
     error_backoff_seconds: float = 1.0
+    # While dozing, re-ask the next deadline this often, so one created meanwhile still wakes us; 0 disables.
+    due_poll_seconds: float = 1.0
 
 
 class JobRunner:
@@ -65,6 +77,7 @@ class JobRunner:
 
     def run(self) -> None:
         """Loop until stopped; a failing cycle is logged and retried by a later cycle."""
+        log.info("worker started", job=self._job.name, interval_seconds=self._config.interval_seconds)
         failures = 0
         next_tick = time.monotonic()
         while not self._stop.is_set():
@@ -79,7 +92,8 @@ class JobRunner:
             if result.is_full:
                 continue  # backlog: the next cycle starts at once (River PR #663)
             next_tick = self._next_tick(next_tick)
-            self._stop.wait(self._sleep_seconds(next_tick))
+            self._doze(next_tick)
+        log.info("worker stopped", job=self._job.name)
 
     def _backoff(self, failures: int) -> float:
         return float(min(self._config.interval_seconds, self._config.error_backoff_seconds * 2 ** (failures - 1)))
@@ -91,15 +105,30 @@ class JobRunner:
         missed = max(0, int((now - previous_tick) // interval))
         return previous_tick + (missed + 1) * interval
 
-    def _sleep_seconds(self, next_tick: float) -> float:
+    def _doze(self, next_tick: float) -> None:
+        """Sleep until the tick (with jitter) or the next deadline, re-asking the deadline every poll interval."""
+        config = self._config
         until_tick = max(0.0, next_tick - time.monotonic())
-        jitter = until_tick * self._config.jitter_fraction * (2 * random.random() - 1)  # noqa: S311
-        sleep = until_tick + jitter
+        wake_at = time.monotonic() + until_tick + until_tick * config.jitter_fraction * (2 * random.random() - 1)  # noqa: S311
+        while not self._stop.is_set():
+            until_tick = wake_at - time.monotonic()
+            if until_tick <= 0:
+                return
+            horizon = min(until_tick, config.due_poll_seconds) if config.due_poll_seconds > 0 else until_tick
+            until_due = self._until_due()
+            if until_due is not None and until_due <= 0:
+                # Due now yet not taken by the last cycle: another instance (or an in-flight cancel) holds it.
+                # Look again after one poll interval rather than spinning on it.
+                self._stop.wait(max(config.min_sleep_seconds, horizon))
+                return
+            if until_due is not None and until_due + config.deadline_slack_seconds <= horizon:
+                self._stop.wait(max(config.min_sleep_seconds, until_due + config.deadline_slack_seconds))
+                return
+            self._stop.wait(max(config.min_sleep_seconds, horizon))
+
+    def _until_due(self) -> float | None:
         try:
-            until_due = self._job.seconds_until_next_due()
+            return self._job.seconds_until_next_due()
         except Exception:
             log.warning("next-deadline query failed", job=self._job.name, exc_info=True)
-            until_due = None
-        if until_due is not None:
-            sleep = min(sleep, max(0.0, until_due) + self._config.deadline_slack_seconds)
-        return max(self._config.min_sleep_seconds, sleep)
+            return None

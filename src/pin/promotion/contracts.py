@@ -1,0 +1,111 @@
+"""The promotion context's integration-event contract: PromotionPurchaseChangedKafkaEvent (seed 002, SPEC 6).
+
+Topic ``pin.promotion.purchase-changed.v1``, key = PurchaseId, ContractVersion 1. Published on every transition
+(activation, cancel, expiry) with the full snapshot of the purchase, so that a consumer (catalog, news,
+notifications) can apply it alone, guarded by Version. No PII: identifiers, times, enums and amounts only.
+"""
+
+from __future__ import annotations
+
+import uuid
+from decimal import Decimal
+from typing import Annotated, ClassVar
+
+from pydantic import AliasGenerator, BaseModel, ConfigDict, PlainSerializer
+from pydantic.alias_generators import to_pascal
+
+from pin.messaging import topics
+from pin.messaging.contracts import Contract, UtcDateTime
+from pin.promotion.domain import PaymentStatus, PromotionPurchase, PurchaseStatus, TargetKind
+
+_CENT = Decimal("0.01")
+
+
+def _amount_text(value: Decimal) -> str:
+    return str(value.quantize(_CENT))
+
+
+# A decimal amount written as a string with two decimals ("1500.00"): no float rounding on any consumer.
+AmountText = Annotated[Decimal, PlainSerializer(_amount_text, return_type=str, when_used="json")]
+
+
+class _Part(BaseModel):
+    """A nested part of a contract: PascalCase keys like the contract itself."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        populate_by_name=True,
+        alias_generator=AliasGenerator(serialization_alias=to_pascal, validation_alias=to_pascal),
+    )
+
+
+class CurrencySnapshot(_Part):
+    """The currency as it was at activation: Code (ISO 4217) and Symbol."""
+
+    code: str
+    symbol: str
+
+
+class PriceSnapshot(_Part):
+    """Price {Amount, CurrencyId, Currency}."""
+
+    amount: AmountText
+    currency_id: uuid.UUID
+    currency: CurrencySnapshot
+
+
+class PurchaseTarget(_Part):
+    """One promoted target {TargetKind, TargetId}."""
+
+    target_kind: TargetKind
+    target_id: uuid.UUID
+
+
+class PromotionPurchaseChangedKafkaEvent(Contract):
+    """pin.promotion.purchase-changed: a purchase became Active, Expired or Cancelled (seed 002)."""
+
+    TOPIC: ClassVar[str] = topics.PURCHASE_CHANGED
+    EVENT_TYPE: ClassVar[str] = "pin.promotion.purchase-changed"
+
+    purchase_id: uuid.UUID
+    tenant_id: uuid.UUID
+    buyer_user_id: uuid.UUID  # additive: the manager notifications tells «срок истёк»
+    package_id: uuid.UUID
+    package_code: str
+    package_kind: str
+    targets: tuple[PurchaseTarget, ...]
+    status: PurchaseStatus
+    payment_status: PaymentStatus
+    boost_weight: int
+    starts_at: UtcDateTime
+    ends_at: UtcDateTime
+    price: PriceSnapshot
+    version: int
+
+    def message_key(self) -> str:
+        """Key = PurchaseId (per-purchase order)."""
+        return str(self.purchase_id)
+
+    @classmethod
+    def of(cls, purchase: PromotionPurchase) -> PromotionPurchaseChangedKafkaEvent:
+        """The event carrying a purchase's snapshot."""
+        return cls(
+            purchase_id=purchase.id,
+            tenant_id=purchase.tenant_id,
+            buyer_user_id=purchase.buyer_user_id,
+            package_id=purchase.package_id,
+            package_code=purchase.package_code,
+            package_kind=purchase.package_kind,
+            targets=tuple(PurchaseTarget(target_kind=t.kind, target_id=t.id) for t in purchase.targets),
+            status=purchase.status,
+            payment_status=purchase.payment_status,
+            boost_weight=purchase.boost_weight,
+            starts_at=purchase.starts_at,
+            ends_at=purchase.ends_at,
+            price=PriceSnapshot(
+                amount=purchase.price.amount,
+                currency_id=purchase.price.currency_id,
+                currency=CurrencySnapshot(code=purchase.price.currency_code, symbol=purchase.price.currency_symbol),
+            ),
+            version=purchase.version,
+        )

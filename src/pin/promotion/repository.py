@@ -1,0 +1,259 @@
+"""SQL adapter of the promotion context: packages, purchases and their targets (psycopg 3, dict rows).
+
+Queries are named ``<entity>_<verb>_<qualifier>``. Transitions are guarded (``WHERE id = %s AND status =
+'Active' AND version = %s``); zero rows is a conflict, never a silent success. The INV-6 trigger's constraint
+name becomes :class:`~pin.promotion.domain.PurchaseTerminalError`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+from psycopg import errors
+
+from pin.jobs import bookkeeping
+from pin.promotion.domain import (
+    DomainError,
+    Money,
+    Package,
+    PaymentStatus,
+    PromotionPurchase,
+    PurchaseStatus,
+    PurchaseTerminalError,
+    Target,
+    TargetKind,
+)
+
+Conn = psycopg.Connection[dict[str, object]]
+
+TERMINAL_FROZEN_CONSTRAINT = "purchase_terminal_frozen"
+
+
+class VersionConflictError(DomainError):
+    """The purchase changed since it was read; read it again."""
+
+
+@contextmanager
+def translated_errors() -> Iterator[None]:
+    """Turn the database's known constraint violations into domain errors."""
+    try:
+        yield
+    except errors.CheckViolation as exc:
+        if exc.diag.constraint_name == TERMINAL_FROZEN_CONSTRAINT:
+            raise PurchaseTerminalError from exc
+        raise
+
+
+_PURCHASE_COLUMNS = """
+    p.id, p.tenant_id, p.buyer_user_id, p.package_id, p.package_code, p.package_kind, p.boost_weight,
+    p.price_amount, p.currency_id, p.currency_code, p.currency_symbol, p.starts_at, p.ends_at, p.status,
+    p.payment_status, p.version, p.created_at, p.updated_at,
+    (SELECT coalesce(json_agg(json_build_object('kind', t.target_kind, 'id', t.target_id) ORDER BY t.position),
+                     '[]'::json)
+       FROM promotion.purchase_target AS t WHERE t.purchase_id = p.id) AS targets
+"""
+
+
+def package_list_on_offer(conn: Conn) -> list[Package]:
+    """The packages a manager can activate, cheapest first."""
+    rows = conn.execute("SELECT * FROM promotion.package WHERE on_offer ORDER BY price_amount, code").fetchall()
+    return [_package(row) for row in rows]
+
+
+def package_get(conn: Conn, package_id: uuid.UUID) -> Package | None:
+    """One package by id (on offer or withdrawn)."""
+    row = conn.execute("SELECT * FROM promotion.package WHERE id = %s", (package_id,)).fetchone()
+    return _package(row) if row else None
+
+
+def purchase_insert(conn: Conn, purchase: PromotionPurchase) -> None:
+    """Insert a new purchase and its targets."""
+    conn.execute(
+        """
+        INSERT INTO promotion.purchase
+            (id, tenant_id, buyer_user_id, package_id, package_code, package_kind, boost_weight, price_amount,
+             currency_id, currency_code, currency_symbol, starts_at, ends_at, status, payment_status, version,
+             created_at, updated_at)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+        """,
+        (
+            purchase.id,
+            purchase.tenant_id,
+            purchase.buyer_user_id,
+            purchase.package_id,
+            purchase.package_code,
+            purchase.package_kind,
+            purchase.boost_weight,
+            purchase.price.amount,
+            purchase.price.currency_id,
+            purchase.price.currency_code,
+            purchase.price.currency_symbol,
+            purchase.starts_at,
+            purchase.ends_at,
+            purchase.status.value,
+            purchase.payment_status.value,
+            purchase.version,
+            purchase.created_at,
+            purchase.updated_at,
+        ),
+    )
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO promotion.purchase_target (purchase_id, position, target_kind, target_id)"
+            " VALUES (%s, %s, %s, %s)",
+            [(purchase.id, position, t.kind.value, t.id) for position, t in enumerate(purchase.targets)],
+        )
+
+
+def purchase_get(
+    conn: Conn, purchase_id: uuid.UUID, tenant_id: uuid.UUID, *, lock: bool = False
+) -> PromotionPurchase | None:
+    """A purchase of ``tenant_id`` (another tenant's is None, like a missing one); ``lock`` takes its row lock.
+
+    The lock is ``FOR NO KEY UPDATE``: it waits for (and then re-reads past) an in-flight transition, and while
+    held it makes the expire-promotions claim skip this row (seed 002, A1).
+    """
+    suffix = " FOR NO KEY UPDATE OF p" if lock else ""
+    row = conn.execute(
+        f"SELECT {_PURCHASE_COLUMNS} FROM promotion.purchase AS p WHERE p.id = %s AND p.tenant_id = %s{suffix}",
+        (purchase_id, tenant_id),
+    ).fetchone()
+    return purchase_from_row(row) if row else None
+
+
+def purchase_update_status(conn: Conn, purchase: PromotionPurchase, *, expected_version: int) -> None:
+    """Write a transition, guarded: only an Active row at ``expected_version`` changes; zero rows is a conflict."""
+    with translated_errors():
+        cursor = conn.execute(
+            """
+            UPDATE promotion.purchase
+               SET status = %s, version = %s, updated_at = %s
+             WHERE id = %s AND status = 'Active' AND version = %s
+            """,
+            (purchase.status.value, purchase.version, purchase.updated_at, purchase.id, expected_version),
+        )
+    if cursor.rowcount != 1:
+        raise VersionConflictError
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What one claim locked: due purchases oldest first, and how many due rows were skipped as locked."""
+
+    purchases: list[PromotionPurchase]
+    skipped_locked: int
+
+
+# The claim of expire-promotions (seed 002, step 2): Active, EndsAt <= AsOf, not backing off as poison, EndsAt
+# asc, at most BatchSize, locked FOR NO KEY UPDATE SKIP LOCKED in a materialized CTE (the planner cannot run it
+# twice or lock more than the limit). The lock is held until the batch commits.
+#
+# SkippedLocked is counted in the same statement, so on the same snapshot: the due rows (same predicate) that
+# sort before the last claimed row (or all due rows when the batch was not full) and were not claimed. Those
+# are exactly the rows SKIP LOCKED passed over: locked by another instance or by an in-flight cancel. (A row
+# that another instance expired and committed between our snapshot and our lock attempt also counts: it too
+# was "taken by someone else".) The count is bounded like every backlog count.
+_CLAIM = f"""
+WITH claimed AS MATERIALIZED (
+    SELECT p.id, p.ends_at
+      FROM promotion.purchase AS p
+     WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s AND {bookkeeping.not_backing_off("p")}
+     ORDER BY p.ends_at, p.id
+     LIMIT %(batch_size)s
+       FOR NO KEY UPDATE OF p SKIP LOCKED
+),
+last_claimed AS (
+    SELECT c.ends_at, c.id FROM claimed AS c ORDER BY c.ends_at DESC, c.id DESC LIMIT 1
+),
+skipped AS (
+    SELECT count(*) AS n FROM (
+        SELECT 1
+          FROM promotion.purchase AS p
+         WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s AND {bookkeeping.not_backing_off("p")}
+           AND NOT EXISTS (SELECT 1 FROM claimed AS c WHERE c.id = p.id)
+           AND ((SELECT count(*) FROM claimed) < %(batch_size)s
+                OR (p.ends_at, p.id) < (SELECT l.ends_at, l.id FROM last_claimed AS l))
+         LIMIT {bookkeeping.BACKLOG_CAP}
+    ) AS s
+)
+SELECT s.n AS skipped_locked, due.*
+  FROM skipped AS s
+  LEFT JOIN (
+      SELECT {_PURCHASE_COLUMNS}
+        FROM claimed AS c JOIN promotion.purchase AS p ON p.id = c.id
+  ) AS due ON true
+ ORDER BY due.ends_at, due.id
+"""
+
+
+def purchase_claim_due(conn: Conn, *, job: str, as_of: datetime, batch_size: int) -> Claim:
+    """Lock up to ``batch_size`` due Active purchases with their targets, skipping rows locked elsewhere."""
+    rows = conn.execute(_CLAIM, {"job": job, "as_of": as_of, "batch_size": batch_size}).fetchall()
+    skipped = rows[0]["skipped_locked"] if rows else 0
+    assert isinstance(skipped, int)
+    return Claim([purchase_from_row(row) for row in rows if row["id"] is not None], skipped)
+
+
+# Due now (backlog) and next deadline: the partial index in EndsAt order, poison items that back off left out.
+DUE_SQL = f"""
+SELECT 1 FROM promotion.purchase AS p
+ WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s AND {bookkeeping.not_backing_off("p")}
+"""
+
+NEXT_DEADLINE_SQL = f"""
+SELECT least(
+    (SELECT p.ends_at FROM promotion.purchase AS p
+      WHERE p.status = 'Active' AND {bookkeeping.not_backing_off("p", as_of="clock_timestamp()")}
+      ORDER BY p.ends_at, p.id LIMIT 1),
+    (SELECT min(f.next_attempt_at) FROM jobs.item_failure AS f
+      WHERE f.job = %(job)s AND f.next_attempt_at > clock_timestamp())
+) AS at
+"""
+
+# While a poison purchase still waits its turn: its failure row is worth keeping.
+STILL_ACTIVE_SQL = "EXISTS (SELECT 1 FROM promotion.purchase AS p WHERE p.id = f.item_id AND p.status = 'Active')"
+
+
+def purchase_from_row(row: Mapping[str, Any]) -> PromotionPurchase:
+    """Map a row of ``_PURCHASE_COLUMNS`` to the aggregate."""
+    return PromotionPurchase(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        buyer_user_id=row["buyer_user_id"],
+        package_id=row["package_id"],
+        package_code=row["package_code"],
+        package_kind=row["package_kind"],
+        boost_weight=row["boost_weight"],
+        price=Money(row["price_amount"], row["currency_id"], row["currency_code"], row["currency_symbol"]),
+        targets=tuple(Target(TargetKind(t["kind"]), uuid.UUID(t["id"])) for t in row["targets"]),
+        starts_at=row["starts_at"],
+        ends_at=row["ends_at"],
+        status=PurchaseStatus(row["status"]),
+        payment_status=PaymentStatus(row["payment_status"]),
+        version=row["version"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _package(row: Mapping[str, Any]) -> Package:
+    duration = row["duration"]
+    amount = row["price_amount"]
+    assert isinstance(duration, timedelta)
+    assert isinstance(amount, Decimal)
+    return Package(
+        id=row["id"],
+        code=row["code"],
+        kind=row["kind"],
+        boost_weight=row["boost_weight"],
+        duration=duration,
+        price=Money(amount, row["currency_id"], row["currency_code"], row["currency_symbol"]),
+        on_offer=row["on_offer"],
+    )
