@@ -3,11 +3,19 @@ at import time anywhere else."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import uvicorn
+from psycopg_pool import ConnectionPool
 
 from pin.api.app import create_app
 from pin.db import create_pool
 from pin.roles import start_role
+from pin.settings import Settings
+from pin.unit_of_work import Conn
+
+if TYPE_CHECKING:
+    from pin.outbox.relay import OutboxRelay
 
 
 def run_api(*, host: str, port: int) -> None:
@@ -19,6 +27,49 @@ def run_api(*, host: str, port: int) -> None:
         config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False)
         server = uvicorn.Server(config)
         server.run()
+    finally:
+        pool.close()
+
+
+def _build_relay(settings: Settings, pool: ConnectionPool[Conn]) -> OutboxRelay:
+    """An outbox relay on ``pool`` with a safe producer (idempotent, acks=all, murmur2) and PIN_RELAY_* config."""
+    from confluent_kafka import Producer
+
+    from pin.messaging.kafka import ensure_topics, producer_config
+    from pin.outbox.relay import OutboxRelay, RelayConfig, RelayFaults
+
+    config = RelayConfig.from_environ()
+    faults = RelayFaults.from_environ()
+
+    def producer() -> Producer:
+        overrides = {"message.timeout.ms": config.message_timeout_ms, "client.id": "pin-relay"}
+        return Producer(producer_config(settings, **overrides))
+
+    def ensure_topic(topic: str) -> object:
+        return ensure_topics(settings, [topic], timeout=5.0)
+
+    return OutboxRelay(
+        pool,
+        producer,
+        config,
+        database_url=settings.require_database_url(),
+        ensure_topic=ensure_topic,
+        faults=faults,
+    )
+
+
+def run_relay(*, once: bool) -> dict[str, int] | None:
+    """`pin relay`: publish the outbox until SIGTERM/SIGINT, or (``once``) what is there now, then stop."""
+    context = start_role("relay", metrics=not once)
+    settings = context.settings
+    settings.require_kafka()
+    pool = create_pool(settings.require_database_url(), min_size=1, max_size=4, name="relay")
+    try:
+        relay = _build_relay(settings, pool)
+        if once:
+            return relay.drain()
+        relay.run(context.stop)
+        return None
     finally:
         pool.close()
 

@@ -82,6 +82,18 @@ def api(
 
 
 @app.command()
+def relay(
+    once: Annotated[bool, typer.Option(help="Publish what is in the outbox now, print the totals, exit.")] = False,
+) -> None:
+    """One outbox relay instance: publishes outbox rows to Kafka, in order per key (SPEC section 5)."""
+    from pin.bootstrap import run_relay
+
+    totals = run_relay(once=once)
+    if totals is not None:
+        print_json(totals)
+
+
+@app.command()
 def token(
     user: Annotated[uuid.UUID, typer.Option(help="The user id (sub claim).")],
     tenant: Annotated[uuid.UUID, typer.Option(help="The tenant id (tenant_id claim).")],

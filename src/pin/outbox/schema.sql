@@ -44,7 +44,44 @@ CREATE TABLE outbox.dead_letter (
     occurred_at      timestamptz NOT NULL,
     created_at       timestamptz NOT NULL,
     attempts         integer     NOT NULL,
-    error            text        NOT NULL,
+    error            text        NOT NULL,                    -- error code and text (never the payload)
+    permanent        boolean     NOT NULL DEFAULT false,      -- the broker will never accept it (vs. attempts exhausted)
     dead_lettered_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX ix_outbox_dead_letter_key ON outbox.dead_letter (message_key);
+
+-- Wake-up signal for the relay: one NOTIFY per inserting statement (not per row), delivered at commit.
+-- It is only a hint (NOTIFY is lost while the relay reconnects); the relay polls as the fallback.
+-- PostgreSQL folds identical notifications of one transaction into one, so a multi-row unit of work
+-- sends a single wake-up.
+CREATE FUNCTION outbox.notify_relay() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('pin_outbox', '');
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER tr_outbox_message_notify
+    AFTER INSERT ON outbox.message
+    FOR EACH STATEMENT EXECUTE FUNCTION outbox.notify_relay();
+
+-- head-of-key guard, the cheap half: "is an earlier row of this key in backoff?" (few rows ever are)
+CREATE INDEX ix_outbox_message_backoff ON outbox.message (message_key, id) WHERE next_attempt_at IS NOT NULL;
+
+-- Live relay instances (heartbeat); the fair share of vparts is VPARTS / live instances.
+CREATE TABLE outbox.relay_instance (
+    instance_id  text        PRIMARY KEY,                     -- unique per process start
+    started_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    expires_at   timestamptz NOT NULL                         -- database clock; renewed by the heartbeat
+);
+
+-- One lease per virtual partition: only the owner of an unexpired lease reads, retries or dead-letters the
+-- rows of that vpart, so a key has one publisher at a time. Expiry is judged on the database clock only.
+CREATE TABLE outbox.relay_lease (
+    vpart        smallint    PRIMARY KEY CHECK (vpart >= 0),
+    owner        text,                                        -- relay_instance.instance_id, NULL when free
+    epoch        bigint      NOT NULL DEFAULT 0,              -- fencing token: +1 at every acquisition
+    expires_at   timestamptz NOT NULL DEFAULT '-infinity',
+    acquired_at  timestamptz
+);
+-- 64 = outbox.writer.VPARTS
+INSERT INTO outbox.relay_lease (vpart) SELECT generate_series(0, 63);

@@ -1,0 +1,31 @@
+"""Prometheus metrics of the outbox relay (names fixed by the helper guide; alert rules depend on them).
+
+The backlog, lag and dead-letter gauges describe the whole outbox table, not one instance's share: every
+relay instance reports the same values, so aggregate them with ``max``, never ``sum``. The counters and the
+latency histogram are per instance and add up.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+BACKLOG = Gauge(
+    "pin_outbox_backlog",
+    "Outbox rows waiting to be published, by topic (bounded count, refreshed every few seconds).",
+    ["topic"],
+)
+LAG = Gauge("pin_outbox_lag_seconds", "Age of the oldest unpublished outbox row, in seconds (0 when empty).")
+PUBLISHED = Counter("pin_outbox_published", "Outbox rows acknowledged by the broker and deleted.", ["topic"])
+PUBLISH_ERRORS = Counter("pin_outbox_publish_errors", "Failed sends of outbox rows (each will be retried).", ["topic"])
+DEAD_LETTERED = Counter(
+    "pin_outbox_dead_lettered", "Outbox rows moved to outbox.dead_letter (their key is held back).", ["topic"]
+)
+PUBLISH_LATENCY = Histogram(
+    "pin_outbox_publish_latency_seconds",
+    "From the outbox row's creation to its deletion after the broker's acknowledgement.",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0),
+)
+OWNED_VPARTS = Gauge("pin_outbox_owned_vparts", "Virtual partitions whose lease this relay instance holds.")
+DEAD_LETTERS = Gauge(
+    "pin_outbox_dead_letters", "Rows in outbox.dead_letter awaiting an operator (bounded count); alert when > 0."
+)
