@@ -47,6 +47,8 @@ def create_app(settings: Settings, pool: ConnectionPool[Conn]) -> FastAPI:
 def _include_context_routers(app: FastAPI) -> None:
     """Each context contributes one router from its ``http`` module."""
     # Contexts add their routers here (calendar, promotion, crm, notifications, catalog, news).
+    from pin.calendar.http import router as calendar_router
     from pin.promotion.http import router as promotion_router
 
+    app.include_router(calendar_router)
     app.include_router(promotion_router)
