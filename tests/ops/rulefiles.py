@@ -114,7 +114,8 @@ def dashboard_queries() -> list[tuple[str, str, str]]:
 
 # PromQL words that are not metric names.
 _KEYWORDS = frozenset(
-    {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless", "offset", "inf", "nan"}
+    {"by", "without", "on", "ignoring", "group_left", "group_right", "bool"}
+    | {"and", "or", "unless", "offset", "inf", "nan"}
 )
 _GROUPING = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
 
@@ -143,3 +144,18 @@ def label_matchers(expr: str) -> list[tuple[str, set[str]]]:
         (match.group(1), set(re.findall(r"([a-zA-Z_]\w*)\s*(?:=~|!~|!=|=)", match.group(2))))
         for match in re.finditer(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{([^}]*)\}", text)
     ]
+
+
+def grouping_labels(expr: str) -> set[str]:
+    """Label names an expression groups or matches on (``by (...)``, ``on (...)``, ...)."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    labels: set[str] = set()
+    for match in _GROUPING.finditer(text):
+        inside = match.group(0)[match.group(0).index("(") + 1 : -1]
+        labels.update(name.strip() for name in inside.split(",") if name.strip())
+    return labels
+
+
+def legend_labels(legend: str) -> set[str]:
+    """Label names a Grafana legend format uses (``{{topic}}``)."""
+    return set(re.findall(r"\{\{\s*(\w+)\s*\}\}", legend))
