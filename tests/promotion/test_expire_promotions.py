@@ -1,0 +1,362 @@
+"""expire-promotions in process against a real PostgreSQL: seed 002's acceptance criteria AC1, AC3..AC7.
+
+AC2 (several processes), graceful stop and the wake-up precision run real `pin` processes:
+see test_expire_promotions_processes.py. AC8 and the consumer half of AC1 arrive with the consumers.
+"""
+
+# ruff: noqa: N802 - test names carry the seed's acceptance criterion ids (AC1..AC8)
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from datetime import timedelta
+from decimal import Decimal
+
+import psycopg
+import pytest
+from prometheus_client import REGISTRY
+from psycopg_pool import ConnectionPool
+
+from pin.db import connect
+from pin.messaging import topics
+from pin.messaging.contracts import utc_iso
+from pin.promotion import service
+from pin.promotion.domain import PurchaseTerminalError, Target, TargetKind
+from pin.promotion.worker import JOB_NAME, ExpirePromotionsConfig, ExpirePromotionsJob
+from pin.unit_of_work import Conn
+from tests.promotion.support import (
+    RUB,
+    TOP_1D,
+    db_now,
+    execute,
+    fail_updates_of,
+    heal_poison,
+    purchase_events,
+    purchase_rows,
+    seed_purchases,
+    slow_transitions_to,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def _job(pool: ConnectionPool[Conn], batch_size: int = 200, **kwargs: object) -> ExpirePromotionsJob:
+    return ExpirePromotionsJob(pool, ExpirePromotionsConfig(batch_size=batch_size), **kwargs)  # type: ignore[arg-type]
+
+
+def _metric(name: str, labels: dict[str, str] | None = None) -> float:
+    return REGISTRY.get_sample_value(name, labels or {}) or 0.0
+
+
+def test_AC1_expiry_moves_to_expired_with_version_plus_one_and_writes_the_event(pool: ConnectionPool[Conn]) -> None:
+    now = db_now(pool)
+    project, post = uuid.uuid4(), uuid.uuid4()
+    targets = [Target(TargetKind.PROJECT, project), Target(TargetKind.POST, post)]
+    (purchase,) = seed_purchases(pool, ends_at=now - timedelta(seconds=5), targets=targets)
+    expired_before = _metric("promotion_expire_items_total", {"outcome": "expired"})
+    runs_before = _metric("promotion_expire_run_total")
+
+    result = _job(pool).run_once()
+
+    assert (result.expired_count, result.skipped_locked) == (1, 0)
+    assert set(result.as_dict()) == {"ExpiredCount", "SkippedLocked", "DurationMs"}
+    row = purchase_rows(pool)[purchase.id]
+    assert (row["status"], row["version"]) == ("Expired", 2)
+    (event,) = purchase_events(pool, "Expired")
+    as_of = row["updated_at"]  # UpdatedAt = AsOf (seed 002, step 3)
+    assert now <= as_of
+    assert event["topic"] == topics.PURCHASE_CHANGED == "pin.promotion.purchase-changed.v1"
+    assert event["event_type"] == "pin.promotion.purchase-changed"
+    assert event["message_key"] == str(purchase.id)  # key = PurchaseId
+    assert event["contract_version"] == 1
+    payload = event["payload"]
+    assert uuid.UUID(payload.pop("MessageId"))
+    assert payload.pop("ContractVersion") == 1
+    assert payload.pop("OccurredAt") == utc_iso(as_of)  # OccurredAt = AsOf
+    assert payload == {
+        "PurchaseId": str(purchase.id),
+        "TenantId": str(purchase.tenant_id),
+        "BuyerUserId": str(purchase.buyer_user_id),
+        "PackageId": str(TOP_1D),
+        "PackageCode": "TOP-1D",
+        "PackageKind": "Top",
+        "Targets": [
+            {"TargetKind": "Project", "TargetId": str(project)},
+            {"TargetKind": "Post", "TargetId": str(post)},
+        ],
+        "Status": "Expired",
+        "PaymentStatus": "NotRequired",
+        "BoostWeight": 50,
+        "StartsAt": utc_iso(purchase.starts_at),
+        "EndsAt": utc_iso(purchase.ends_at),
+        "Price": {"Amount": "990.00", "CurrencyId": str(RUB), "Currency": {"Code": "RUB", "Symbol": "₽"}},
+        "Version": 2,
+    }
+    with pool.connection() as conn:
+        cycle = conn.execute("SELECT * FROM jobs.cycle WHERE job = %s", (JOB_NAME,)).fetchone()
+    assert cycle is not None
+    assert cycle["succeeded"]
+    assert event["headers"]["correlation-id"] == str(cycle["run_id"])  # the job run id correlates the event
+    assert cycle["counters"]["ExpiredCount"] == 1
+    assert _metric("promotion_expire_items_total", {"outcome": "expired"}) == expired_before + 1
+    assert _metric("promotion_expire_run_total") == runs_before + 1
+    assert _metric("promotion_expire_backlog") == 0
+
+
+def test_AC3_an_expired_purchase_is_never_selected_again(pool: ConnectionPool[Conn]) -> None:
+    (purchase,) = seed_purchases(pool, ends_at=db_now(pool) - timedelta(minutes=1))
+    job = _job(pool)
+    assert job.run_once().expired_count == 1
+
+    again = job.run_once()
+
+    assert (again.expired_count, again.skipped_locked, again.claimed_count) == (0, 0, 0)
+    assert len(purchase_events(pool, "Expired")) == 1
+    assert purchase_rows(pool)[purchase.id]["version"] == 2
+    # INV-6 in the database too: even a hand-written update of a terminal purchase is refused.
+    with pytest.raises(psycopg.errors.CheckViolation, match="TerminalFrozen"):
+        execute(pool, "UPDATE promotion.purchase SET status = 'Active' WHERE id = %s", [purchase.id])
+
+
+def test_AC4_a_cancel_in_flight_is_skipped_then_the_purchase_is_cancelled_never_expired(
+    pool: ConnectionPool[Conn], database_url: str
+) -> None:
+    (purchase,) = seed_purchases(pool, ends_at=db_now(pool) - timedelta(seconds=1))
+    (other,) = seed_purchases(pool, ends_at=db_now(pool) - timedelta(seconds=1))
+    # The cancel's UPDATE sleeps 3 s after it took the row lock: the worker's cycle runs inside that window.
+    slow_transitions_to(pool, "Cancelled", 3)
+    outcome: dict[str, object] = {}
+
+    def cancel() -> None:
+        try:
+            outcome["purchase"] = service.cancel_purchase(
+                pool, purchase_id=purchase.id, tenant_id=purchase.tenant_id, if_match=None, correlation_id="c-1"
+            )
+        except Exception as exc:
+            outcome["error"] = exc
+
+    canceller = threading.Thread(target=cancel)
+    canceller.start()
+    _wait_for_sleeping_backend(database_url)
+
+    during = _job(pool).run_once()
+    canceller.join(15)
+
+    assert (during.expired_count, during.skipped_locked) == (1, 1)  # the other one expired; ours was skipped
+    assert "error" not in outcome
+    after = _job(pool).run_once()
+    assert (after.expired_count, after.skipped_locked) == (0, 0)
+    rows = purchase_rows(pool)
+    assert (rows[purchase.id]["status"], rows[purchase.id]["version"]) == ("Cancelled", 2)
+    assert rows[other.id]["status"] == "Expired"
+    ours = [e["payload"]["Status"] for e in purchase_events(pool) if e["message_key"] == str(purchase.id)]
+    assert ours == ["Active", "Cancelled"]  # never an Expired event for it
+
+
+def test_AC4_a_cancel_waiting_behind_the_batch_reads_expired_and_conflicts(
+    pool: ConnectionPool[Conn], database_url: str
+) -> None:
+    (purchase,) = seed_purchases(pool, ends_at=db_now(pool) - timedelta(seconds=1))
+    slow_transitions_to(pool, "Expired", 2)  # the worker holds the row lock for 2 s
+    worker = threading.Thread(target=_job(pool).run_once)
+    worker.start()
+    _wait_for_sleeping_backend(database_url)
+
+    with pytest.raises(PurchaseTerminalError):
+        service.cancel_purchase(
+            pool, purchase_id=purchase.id, tenant_id=purchase.tenant_id, if_match=None, correlation_id="c-2"
+        )
+    worker.join(15)
+
+    assert purchase_rows(pool)[purchase.id]["status"] == "Expired"
+    ours = [e["payload"]["Status"] for e in purchase_events(pool) if e["message_key"] == str(purchase.id)]
+    assert ours == ["Active", "Expired"]
+
+
+def test_AC5_an_empty_cycle_is_a_no_op(pool: ConnectionPool[Conn]) -> None:
+    now = db_now(pool)
+    (future,) = seed_purchases(pool, ends_at=now + timedelta(hours=1))
+    (cancelled,) = seed_purchases(pool, ends_at=now - timedelta(hours=1))
+    execute(pool, "UPDATE promotion.purchase SET status = 'Cancelled', version = 2 WHERE id = %s", [cancelled.id])
+    events_before = purchase_events(pool)
+
+    result = _job(pool).run_once()
+
+    assert (result.expired_count, result.skipped_locked, result.claimed_count) == (0, 0, 0)
+    assert purchase_events(pool) == events_before
+    rows = purchase_rows(pool)
+    assert (rows[future.id]["status"], rows[future.id]["version"]) == ("Active", 1)
+    assert rows[cancelled.id]["status"] == "Cancelled"
+
+
+def test_AC6_a_poison_purchase_backs_off_and_is_retried_after_its_delay(pool: ConnectionPool[Conn]) -> None:
+    now = db_now(pool)
+    purchases = seed_purchases(pool, 3, ends_at=now - timedelta(minutes=5))
+    poison = purchases[0]  # oldest first: it sits at the head of the order
+    fail_updates_of(pool, poison.id)
+    errors_before = _metric("promotion_expire_errors_total")
+
+    first = _job(pool).run_once()
+
+    assert (first.expired_count, first.failed_count) == (2, 1)
+    assert _metric("promotion_expire_errors_total") == errors_before + 1
+    with pool.connection() as conn:
+        failure = conn.execute("SELECT * FROM jobs.item_failure WHERE job = %s", (JOB_NAME,)).fetchone()
+    assert failure is not None
+    assert failure["item_id"] == poison.id
+    assert failure["attempts"] == 1
+    assert "injected poison" in failure["last_error"]
+    # Backing off: the next cycles leave it alone instead of failing on it at the head, and the worker does
+    # not wake for it before its next attempt.
+    second = _job(pool).run_once()
+    assert (second.claimed_count, second.failed_count) == (0, 0)
+    until = _job(pool).seconds_until_next_due()
+    assert until is not None
+    assert until > 30
+    # Once its delay passed (AsOf injected), it is tried again; healed, it expires and its failure is forgotten.
+    heal_poison(pool)
+    later = _job(pool, clock=lambda conn: failure["next_attempt_at"] + timedelta(seconds=1)).run_once()
+    assert (later.expired_count, later.failed_count) == (1, 0)
+    with pool.connection() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM jobs.item_failure").fetchone() == {"n": 0}
+    assert len(purchase_events(pool, "Expired")) == 3
+
+
+def test_AC6_a_purchase_the_domain_guard_rejects_is_excluded_and_the_rest_commits(pool: ConnectionPool[Conn]) -> None:
+    purchases = seed_purchases(pool, 4, ends_at=db_now(pool) - timedelta(minutes=1))
+    broken = purchases[2]
+    execute(pool, "DELETE FROM promotion.purchase_target WHERE purchase_id = %s", [broken.id])  # an impossible state
+
+    result = _job(pool).run_once()
+
+    assert (result.expired_count, result.failed_count) == (3, 1)
+    rows = purchase_rows(pool)
+    assert rows[broken.id]["status"] == "Active"
+    assert {e["message_key"] for e in purchase_events(pool, "Expired")} == {str(p.id) for p in purchases} - {
+        str(broken.id)
+    }
+
+
+def test_AC7_a_failure_at_commit_rolls_back_the_whole_batch_and_the_next_cycle_redoes_it(
+    pool: ConnectionPool[Conn],
+) -> None:
+    purchases = seed_purchases(pool, 5, ends_at=db_now(pool) - timedelta(seconds=30))
+    # At COMMIT (a deferred constraint trigger fires in pre-commit) the committing backend terminates itself,
+    # once: pg_terminate_backend on the worker's own session, exactly at commit time.
+    execute(pool, "CREATE SEQUENCE public.test_commit_failures")
+    execute(
+        pool,
+        """
+        CREATE FUNCTION public.test_die_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF nextval('public.test_commit_failures') = 1 THEN  -- a sequence is not rolled back: only once
+                PERFORM pg_terminate_backend(pg_backend_pid());
+                PERFORM pg_sleep(5);
+            END IF;
+            RETURN NULL;
+        END $$;
+        """,
+    )
+    execute(
+        pool,
+        "CREATE CONSTRAINT TRIGGER test_die_at_commit AFTER INSERT ON outbox.message"
+        " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.test_die_at_commit()",
+    )
+    job = _job(pool)
+
+    with pytest.raises(psycopg.OperationalError):
+        job.run_once()
+
+    rows = purchase_rows(pool)
+    assert {rows[p.id]["status"] for p in purchases} == {"Active"}
+    assert purchase_events(pool, "Expired") == []
+    with pool.connection() as conn:  # the locks went with the backend
+        locked = conn.execute(
+            "SELECT id FROM promotion.purchase WHERE id = ANY(%s) FOR NO KEY UPDATE NOWAIT",
+            ([p.id for p in purchases],),
+        ).fetchall()
+        assert len(locked) == 5
+        conn.rollback()
+        last = conn.execute("SELECT succeeded FROM jobs.cycle WHERE job = %s", (JOB_NAME,)).fetchone()
+    assert last == {"succeeded": False}
+
+    again = job.run_once()
+
+    assert again.expired_count == 5
+    events = purchase_events(pool, "Expired")
+    assert sorted(e["message_key"] for e in events) == sorted(str(p.id) for p in purchases)  # one each
+    assert {e["payload"]["Version"] for e in events} == {2}
+
+
+def test_backlog_is_taken_oldest_first_by_batches(pool: ConnectionPool[Conn]) -> None:
+    now = db_now(pool)
+    old = seed_purchases(pool, 3, ends_at=now - timedelta(hours=2))
+    recent = seed_purchases(pool, 3, ends_at=now - timedelta(minutes=1))
+    job = _job(pool, batch_size=3)
+
+    first = job.run_once()
+    second = job.run_once()
+    third = job.run_once()
+
+    assert (first.expired_count, first.is_full) == (3, True)
+    assert (second.expired_count, third.expired_count, third.is_full) == (3, 0, False)
+    expired_order = [e["message_key"] for e in purchase_events(pool, "Expired")]
+    assert set(expired_order[:3]) == {str(p.id) for p in old}
+    assert set(expired_order[3:]) == {str(p.id) for p in recent}
+
+
+def test_nothing_expires_before_its_ends_at_on_the_injected_clock(pool: ConnectionPool[Conn]) -> None:
+    (purchase,) = seed_purchases(pool, ends_at=db_now(pool) + timedelta(minutes=10))
+    just_before = _job(pool, clock=lambda conn: purchase.ends_at - timedelta(microseconds=1)).run_once()
+    at_deadline = _job(pool, clock=lambda conn: purchase.ends_at).run_once()
+
+    assert (just_before.expired_count, at_deadline.expired_count) == (0, 1)  # EndsAt <= AsOf
+    row = purchase_rows(pool)[purchase.id]
+    assert row["updated_at"] == purchase.ends_at
+
+
+def test_skipped_locked_counts_rows_another_instance_holds(pool: ConnectionPool[Conn], database_url: str) -> None:
+    purchases = seed_purchases(pool, 6, ends_at=db_now(pool) - timedelta(minutes=1))
+    with connect(database_url) as other:  # another instance's batch holds the two oldest
+        held = sorted(purchases, key=lambda p: (p.ends_at, p.id))[:2]
+        other.execute("SELECT id FROM promotion.purchase WHERE id = ANY(%s) FOR NO KEY UPDATE", ([p.id for p in held],))
+        result = _job(pool, batch_size=3).run_once()
+        other.rollback()
+
+    assert (result.expired_count, result.skipped_locked) == (3, 2)
+    assert _job(pool).run_once().expired_count == 3
+
+
+def test_seconds_until_next_due_follows_the_earliest_active_ends_at(pool: ConnectionPool[Conn]) -> None:
+    job = _job(pool)
+    assert job.seconds_until_next_due() is None
+    seed_purchases(pool, ends_at=db_now(pool) + timedelta(seconds=30))
+    seed_purchases(pool, ends_at=db_now(pool) + timedelta(seconds=10))
+
+    until = job.seconds_until_next_due()
+
+    assert until is not None
+    assert 8 < until <= 10
+
+
+def test_prices_keep_two_decimals(pool: ConnectionPool[Conn]) -> None:
+    (purchase,) = seed_purchases(pool, ends_at=db_now(pool) - timedelta(seconds=1))
+    assert purchase.price.amount == Decimal("990.00")
+    _job(pool).run_once()
+    assert purchase_events(pool, "Expired")[0]["payload"]["Price"]["Amount"] == "990.00"
+
+
+def _wait_for_sleeping_backend(database_url: str, timeout: float = 10.0) -> None:
+    """Until some session of this database sleeps inside a test trigger (holding its row lock)."""
+    deadline = time.monotonic() + timeout
+    with connect(database_url, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT count(*) AS n FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event = 'PgSleep'"
+            ).fetchone()
+            if row and row["n"]:
+                return
+            time.sleep(0.02)
+    raise AssertionError("no session started sleeping in the trigger")

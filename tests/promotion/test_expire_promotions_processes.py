@@ -1,0 +1,160 @@
+"""expire-promotions as real `pin worker expire-promotions` processes: AC2 (several instances), AC6 through
+the command line (logs), graceful stop on SIGTERM mid-cycle, and the wake-up precision."""
+
+# ruff: noqa: N802 - test names carry the seed's acceptance criterion ids (AC1..AC8)
+from __future__ import annotations
+
+import signal
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from psycopg_pool import ConnectionPool
+
+from pin.promotion import service
+from pin.unit_of_work import Conn
+from tests.promotion.support import (
+    STANDARD_7D,
+    db_now,
+    fail_updates_of,
+    json_lines,
+    purchase_events,
+    purchase_rows,
+    seed_purchases,
+    slow_transitions_to,
+)
+from tests.support.processes import RoleProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+WORKER = ("worker", "expire-promotions")
+
+
+def _events_of(process: RoleProcess, event: str) -> list[dict[str, Any]]:
+    return [line for line in json_lines(process.output()) if line.get("event") == event]
+
+
+def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _count_status(pool: ConnectionPool[Conn], status: str) -> int:
+    return sum(1 for row in purchase_rows(pool).values() if row["status"] == status)
+
+
+def test_AC2_three_worker_processes_expire_each_purchase_once_with_exactly_one_event(
+    pool: ConnectionPool[Conn], spawn_role: Callable[..., RoleProcess]
+) -> None:
+    env = {"PIN_EXPIRE_PROMOTIONS_BATCH_SIZE": "50", "PIN_EXPIRE_PROMOTIONS_INTERVAL_SECONDS": "60"}
+    workers = [spawn_role(*WORKER, env=env) for _ in range(3)]
+    _wait(lambda: all(_events_of(w, "cycle completed") for w in workers), 30, "every worker's first cycle")
+    # 1000 purchases fall due at the same instant while all three doze; each expiry holds its row lock 2 ms,
+    # so the instances' batches overlap and they really compete for the head of the index.
+    slow_transitions_to(pool, "Expired", 0.002)
+    purchases = seed_purchases(pool, 1000, ends_at=db_now(pool) + timedelta(seconds=2))
+
+    _wait(lambda: _count_status(pool, "Expired") == 1000, 60, "all 1000 purchases to expire")
+
+    rows = purchase_rows(pool)
+    assert {row["version"] for row in rows.values()} == {2}
+    events = purchase_events(pool, "Expired")
+    per_key = Counter(e["message_key"] for e in events)
+    assert len(per_key) == 1000
+    assert set(per_key.values()) == {1}
+    assert set(per_key) == {str(p.id) for p in purchases}
+    for worker in workers:
+        assert worker.terminate() == 0
+    expired_by = [sum(c["ExpiredCount"] for c in _events_of(w, "cycle completed")) for w in workers]
+    skipped = sum(c["SkippedLocked"] for w in workers for c in _events_of(w, "cycle completed"))
+    assert sum(expired_by) == 1000  # no purchase counted by two instances
+    assert sum(1 for n in expired_by if n > 0) >= 2, expired_by  # the work really was shared
+    assert skipped > 0  # ... and instances really met each other's locks
+    expired_logs = [line["PurchaseId"] for w in workers for line in _events_of(w, "promotion expired")]
+    assert Counter(expired_logs) == Counter({str(p.id): 1 for p in purchases})
+
+
+def test_AC6_once_excludes_the_poison_purchase_logs_it_and_commits_the_rest(
+    pool: ConnectionPool[Conn], spawn_role: Callable[..., RoleProcess]
+) -> None:
+    purchases = seed_purchases(pool, 5, ends_at=db_now(pool) - timedelta(minutes=1))
+    poison = purchases[1]
+    fail_updates_of(pool, poison.id)
+
+    once = spawn_role(*WORKER, "--once")
+    assert once.wait(60) == 0
+
+    lines = json_lines(once.output())
+    result = next(line for line in lines if "ExpiredCount" in line and "event" not in line)
+    assert result == {"ExpiredCount": 4, "SkippedLocked": 0, "DurationMs": result["DurationMs"]}
+    (failed,) = [line for line in lines if line.get("event") == "item failed"]
+    assert failed["level"] == "error"
+    assert failed["PurchaseId"] == str(poison.id)
+    assert "injected poison" in failed["exception"]
+    started = next(line for line in lines if line.get("event") == "cycle started")
+    assert {"RunId", "AsOf"} <= set(started)
+    selected = next(line for line in lines if line.get("event") == "batch selected")
+    assert selected["Count"] == 5
+    expired = [line for line in lines if line.get("event") == "promotion expired"]
+    assert {line["PurchaseId"] for line in expired} == {str(p.id) for p in purchases} - {str(poison.id)}
+    assert all({"TenantId", "PackageKind"} <= set(line) for line in expired)
+    completed = next(line for line in lines if line.get("event") == "cycle completed")
+    assert (completed["ExpiredCount"], completed["SkippedLocked"]) == (4, 0)
+    rows = purchase_rows(pool)
+    assert rows[poison.id]["status"] == "Active"
+    assert sum(1 for p in purchases if rows[p.id]["status"] == "Expired") == 4
+    assert len(purchase_events(pool, "Expired")) == 4
+
+
+def test_sigterm_mid_cycle_finishes_the_batch_and_exits_0(
+    pool: ConnectionPool[Conn], spawn_role: Callable[..., RoleProcess]
+) -> None:
+    seed_purchases(pool, 600, ends_at=db_now(pool) - timedelta(minutes=1))
+    slow_transitions_to(pool, "Expired", 0.005)  # a batch of 200 takes about a second
+    worker = spawn_role(*WORKER, env={"PIN_EXPIRE_PROMOTIONS_BATCH_SIZE": "200"})
+    _wait(lambda: bool(_events_of(worker, "batch selected")), 30, "the first batch to be selected")
+
+    worker.process.send_signal(signal.SIGTERM)
+    assert worker.wait(30) == 0
+
+    assert _events_of(worker, "worker stopped")
+    expired = _count_status(pool, "Expired")
+    assert expired in (200, 400)  # whole batches only; stopped before the backlog was done
+    events = purchase_events(pool, "Expired")
+    assert len(events) == expired == len({e["message_key"] for e in events})
+    completed = _events_of(worker, "cycle completed")
+    assert sum(c["ExpiredCount"] for c in completed) == expired
+
+
+def test_a_purchase_expires_within_a_second_of_its_ends_at_with_a_60_s_interval(
+    pool: ConnectionPool[Conn], spawn_role: Callable[..., RoleProcess]
+) -> None:
+    worker = spawn_role(*WORKER, env={"PIN_EXPIRE_PROMOTIONS_INTERVAL_SECONDS": "60"})
+    _wait(lambda: bool(_events_of(worker, "cycle completed")), 30, "the worker's first cycle")
+    time.sleep(0.5)  # the worker is now dozing towards a tick ~60 s away
+    now = db_now(pool)
+    # Created after the worker went to sleep, through the real use case, ending two seconds from now.
+    purchase = service.activate_purchase(
+        pool,
+        tenant_id=uuid.uuid4(),
+        buyer_user_id=uuid.uuid4(),
+        package_id=STANDARD_7D,
+        targets=[service.TargetInput("Project", uuid.uuid4())],
+        ends_at=now + timedelta(seconds=2),
+        correlation_id="precision",
+    )
+
+    _wait(lambda: purchase_rows(pool, [purchase.id])[purchase.id]["status"] == "Expired", 10, "the expiry")
+
+    as_of = purchase_rows(pool, [purchase.id])[purchase.id]["updated_at"]
+    lateness = (as_of - purchase.ends_at).total_seconds()
+    assert 0 <= lateness < 1.0, lateness  # never early; within about a second
+    assert worker.terminate() == 0
