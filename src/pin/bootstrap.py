@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import structlog
 import uvicorn
 from psycopg_pool import ConnectionPool
 
@@ -90,5 +91,36 @@ def run_expire_promotions(*, once: bool) -> dict[str, int] | None:
             return dict(job.run_once().as_dict())
         JobRunner(job, RunnerConfig(interval_seconds=interval), context.stop).run()
         return None
+    finally:
+        pool.close()
+
+
+def run_consumer(group: str) -> None:
+    """`pin consume <group>`: one consumer instance of the group until SIGTERM/SIGINT (SPEC section 7)."""
+    import os
+    import time
+
+    from pin.messaging.groups import build_runtime, routes_of
+    from pin.messaging.kafka import ensure_topics
+    from pin.messaging.topics import dead_letter_topic
+
+    routes = routes_of(group)  # an unknown group is a configuration error (exit 2) before anything starts
+    context = start_role(f"consume-{group}")
+    settings = context.settings
+    settings.require_kafka()
+    ensure_topics(settings, [*routes, dead_letter_topic(group)], timeout=10.0)
+    options: dict[str, object] = {}
+    if os.environ.get("PIN_CONSUMER_TEST_FAULT") == "hang-after-effect":
+        # Test only: freeze after the first effect committed and before its offset commit, for a kill -9.
+        def hang(message: object) -> None:
+            del message
+            structlog.get_logger(__name__).warning("test fault: effect committed, hanging before offset commit")
+            while True:
+                time.sleep(1)
+
+        options["after_effect"] = hang
+    pool = create_pool(settings.require_database_url(), min_size=1, max_size=2, name=f"consume-{group}")
+    try:
+        build_runtime(group, settings, pool, **options).run(context.stop)
     finally:
         pool.close()

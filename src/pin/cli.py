@@ -94,6 +94,52 @@ def relay(
 
 
 @app.command()
+def consume(
+    group: Annotated[str, typer.Argument(help="The consumer group: crm, notifications, catalog or news.")],
+) -> None:
+    """One consumer instance of a group (SPEC section 7): dedup, retry, dead-letter topic, lag metric."""
+    from pin.bootstrap import run_consumer
+
+    run_consumer(group)
+
+
+# `pin dlq list|replay`: the dead-letter topics of the consumer groups.
+dlq_app = typer.Typer(help="Inspect and replay dead-lettered messages.", no_args_is_help=True)
+app.add_typer(dlq_app, name="dlq")
+
+
+@dlq_app.command("list")
+def dlq_list(
+    group: Annotated[str | None, typer.Option(help="Only this consumer group (default: all).")] = None,
+    idle_seconds: Annotated[float, typer.Option(help="Stop after this long without a new message.")] = 2.0,
+) -> None:
+    """Print one JSON line per dead letter (origin, error, attempts); reads from the beginning, commits nothing."""
+    from pin.messaging.dlq import check_group, read_dead_letters
+    from pin.messaging.topics import CONSUMER_GROUPS
+
+    settings = load_settings()
+    groups = [check_group(group)] if group else list(CONSUMER_GROUPS)
+    for letter in read_dead_letters(settings, groups, idle_seconds=idle_seconds):
+        print_json(letter.summary())
+
+
+@dlq_app.command("replay")
+def dlq_replay(
+    group: Annotated[str, typer.Option(help="The consumer group whose dead letters to replay.")],
+    message_id: Annotated[str | None, typer.Option(help="Only the dead letter with this MessageId.")] = None,
+    idle_seconds: Annotated[float, typer.Option(help="Stop reading after this long without a new message.")] = 2.0,
+) -> None:
+    """Publish dead letters back to their original topics (same key, value and headers, so the same MessageId)."""
+    from pin.messaging.dlq import check_group, replay
+
+    settings = load_settings()
+    replayed = replay(settings, check_group(group), message_id=message_id, idle_seconds=idle_seconds)
+    print_json({"group": group, "replayed": len(replayed), "messageIds": [letter.message_id for letter in replayed]})
+    if message_id is not None and not replayed:
+        raise typer.Exit(1)
+
+
+@app.command()
 def token(
     user: Annotated[uuid.UUID, typer.Option(help="The user id (sub claim).")],
     tenant: Annotated[uuid.UUID, typer.Option(help="The tenant id (tenant_id claim).")],

@@ -24,7 +24,14 @@ from pin.messaging.kafka import ensure_topics
 from pin.settings import Settings, load_settings
 
 # Each role is one `pin` subcommand; `pin up` runs one process of each.
-ROLES: tuple[tuple[str, ...], ...] = (("relay",), ("worker", "expire-promotions"))
+ROLES: tuple[tuple[str, ...], ...] = (
+    ("relay",),
+    ("worker", "expire-promotions"),
+    ("consume", "crm"),
+    ("consume", "notifications"),
+    ("consume", "catalog"),
+    ("consume", "news"),
+)
 
 
 @dataclass

@@ -52,3 +52,13 @@ def _include_context_routers(app: FastAPI) -> None:
 
     app.include_router(calendar_router)
     app.include_router(promotion_router)
+
+    from pin.catalog.http import router as catalog_router
+    from pin.crm.http import router as crm_router
+    from pin.news.http import router as news_router
+    from pin.notifications.http import router as notifications_router
+
+    app.include_router(crm_router)
+    app.include_router(notifications_router)
+    app.include_router(catalog_router)
+    app.include_router(news_router)

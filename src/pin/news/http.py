@@ -1,0 +1,67 @@
+"""news' HTTP routes: the stand-in feed of posts and a post with its promotionBoost (SPEC section 9)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Response
+from pydantic import BaseModel, ConfigDict
+
+from pin.api.auth import Principal, Role, current_principal, require_roles
+from pin.api.deps import IfMatch, Pool, etag
+from pin.api.problems import ApiProblem
+from pin.news.posts import PostNotFoundError, PostVersionMismatchError, post_with_boost, put_post
+
+router = APIRouter(prefix="/news", tags=["news"])
+
+
+class PostBody(BaseModel):
+    """PUT body: whether the post is published."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    published: bool
+
+
+@router.put("/posts/{post_id}")
+def put_post_route(
+    *,
+    post_id: uuid.UUID,
+    body: PostBody,
+    response: Response,
+    pool: Pool,
+    if_match: IfMatch,
+    principal: Annotated[Principal, require_roles(Role.ADMIN)],
+) -> dict[str, Any]:
+    """Create or replace a post of the caller's tenant (201 when created); answers it with its boost."""
+    with pool.connection() as conn:
+        try:
+            created = put_post(
+                conn, post_id=post_id, tenant_id=principal.tenant_id, published=body.published, if_match=if_match
+            )
+        except PostNotFoundError:
+            raise ApiProblem(404, "not-found", "no such post") from None
+        except PostVersionMismatchError:
+            raise ApiProblem(412, "precondition-failed", "the post changed since the given ETag") from None
+        result = post_with_boost(conn, post_id=post_id, tenant_id=principal.tenant_id)
+    assert result is not None
+    response.status_code = 201 if created else 200
+    response.headers["ETag"] = etag(result["version"])
+    return result
+
+
+@router.get("/posts/{post_id}")
+def get_post_route(
+    post_id: uuid.UUID,
+    response: Response,
+    pool: Pool,
+    principal: Annotated[Principal, Depends(current_principal)],
+) -> dict[str, Any]:
+    """A post of the caller's tenant with its promotionBoost."""
+    with pool.connection() as conn:
+        result = post_with_boost(conn, post_id=post_id, tenant_id=principal.tenant_id)
+    if result is None:
+        raise ApiProblem(404, "not-found", "no such post")
+    response.headers["ETag"] = etag(result["version"])
+    return result

@@ -1,0 +1,65 @@
+"""The post replica and its PromotionBoost (the read side of news, and the stand-in feed of posts)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pin.messaging.consumer import Conn
+from pin.messaging.contracts import utc_iso
+
+# PromotionBoost = the sum of the active contributions of the same tenant to this post.
+_POST_WITH_BOOST = """
+SELECT p.id, p.published, p.version, p.updated_at,
+       COALESCE((
+           SELECT sum(b.boost_weight) FROM news.boost_contribution AS b
+           WHERE b.active AND b.post_id = p.id AND b.tenant_id = p.tenant_id
+       ), 0)::bigint AS promotion_boost
+FROM news.post AS p
+WHERE p.id = %s AND p.tenant_id = %s
+"""
+
+# A post of another tenant is never overwritten (zero rows: answered as not found).
+_UPSERT_POST = """
+INSERT INTO news.post AS p (id, tenant_id, published) VALUES (%s, %s, %s)
+ON CONFLICT (id) DO UPDATE
+SET published = EXCLUDED.published, version = p.version + 1, updated_at = now()
+WHERE p.tenant_id = EXCLUDED.tenant_id AND (%s::integer IS NULL OR p.version = %s::integer)
+RETURNING (xmax = 0) AS created
+"""
+
+_POST_EXISTS = "SELECT 1 FROM news.post WHERE id = %s AND tenant_id = %s"
+
+
+class PostNotFoundError(Exception):
+    """No such post in the caller's tenant."""
+
+
+class PostVersionMismatchError(Exception):
+    """The post's Version is not the one If-Match names."""
+
+
+def put_post(conn: Conn, *, post_id: uuid.UUID, tenant_id: uuid.UUID, published: bool, if_match: int | None) -> bool:
+    """Create or replace a post in the replica; True when it was created."""
+    row = conn.execute(_UPSERT_POST, (post_id, tenant_id, published, if_match, if_match)).fetchone()
+    if row is not None:
+        return bool(row["created"])
+    if conn.execute(_POST_EXISTS, (post_id, tenant_id)).fetchone() is None:
+        raise PostNotFoundError
+    raise PostVersionMismatchError
+
+
+def post_with_boost(conn: Conn, *, post_id: uuid.UUID, tenant_id: uuid.UUID) -> dict[str, Any] | None:
+    """The post as camelCase JSON with its promotionBoost, or None when the tenant has no such post."""
+    row = conn.execute(_POST_WITH_BOOST, (post_id, tenant_id)).fetchone()
+    return _json(row) if row is not None else None
+
+
+def _json(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": str(row["id"]),
+        "published": row["published"],
+        "promotionBoost": int(row["promotion_boost"]),
+        "version": row["version"],
+        "updatedAt": utc_iso(row["updated_at"]),
+    }

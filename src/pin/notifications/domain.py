@@ -1,0 +1,139 @@
+"""Who is told what (seed 003, «Потребители», notifications; seed 002, «срок истёк»). No IO.
+
+Recipients of AppointmentCancelled by Reason: DeclinedByAgent and CancelledByAgent -> the investor;
+CancelledByInvestor -> the agent; Expired -> both, each with their own text; a reschedule -> nobody (the new
+appointment's appointment-created tells the participants); an unknown Reason -> both, neutral text (fail safe).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+
+class NotificationKind(StrEnum):
+    """What a notification is about."""
+
+    APPOINTMENT_CANCELLED = "AppointmentCancelled"
+    APPOINTMENT_CONFIRMED = "AppointmentConfirmed"
+    APPOINTMENT_CREATED = "AppointmentCreated"
+    PROMOTION_EXPIRED = "PromotionExpired"
+
+
+class AppointmentCancelReason(StrEnum):
+    """Reason of appointment-cancelled as notifications knows it (additive upstream)."""
+
+    DECLINED_BY_AGENT = "DeclinedByAgent"
+    CANCELLED_BY_INVESTOR = "CancelledByInvestor"
+    CANCELLED_BY_AGENT = "CancelledByAgent"
+    EXPIRED = "Expired"
+
+
+class EventKind(StrEnum):
+    """Kind of a meeting (additive upstream: an unknown one reads as «встреча»)."""
+
+    SHOWING = "Showing"
+    CONSULTATION = "Consultation"
+
+
+class PurchaseStatus(StrEnum):
+    """Status of a promotion purchase."""
+
+    ACTIVE = "Active"
+    EXPIRED = "Expired"
+    CANCELLED = "Cancelled"
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One notification to render and deliver: to whom, which template, the Russian text."""
+
+    recipient_user_id: uuid.UUID
+    kind: NotificationKind
+    template_key: str
+    text: str
+
+
+_NOUNS = {EventKind.SHOWING: "показ", EventKind.CONSULTATION: "консультация"}
+
+
+@dataclass(frozen=True)
+class Meeting:
+    """The meeting a notification is about, as its text names it."""
+
+    kind: EventKind | None
+    start_at: datetime
+    time_zone: str
+
+    def describe(self) -> str:
+        """«показ 01.12.2026 10:00 (Europe/Moscow)»: the kind and the local start time of the slot."""
+        noun = _NOUNS[self.kind] if self.kind is not None else "встреча"
+        try:
+            local = self.start_at.astimezone(ZoneInfo(self.time_zone))
+            zone = self.time_zone
+        except (ZoneInfoNotFoundError, ValueError):
+            local, zone = self.start_at, "UTC"
+        return f"{noun} {local:%d.%m.%Y %H:%M} ({zone})"
+
+
+def cancellation_notices(
+    reason: AppointmentCancelReason | None,
+    *,
+    rescheduled: bool,
+    agent: uuid.UUID,
+    investor: uuid.UUID,
+    meeting: Meeting,
+) -> list[Notice]:
+    """The AppointmentCancelled notifications of one terminal appointment (seed 003's recipient table)."""
+    if rescheduled:
+        return []  # a reschedule is not a cancellation: appointment-created of the new one tells them
+    what = meeting.describe()
+    kind = NotificationKind.APPOINTMENT_CANCELLED
+    if reason is AppointmentCancelReason.DECLINED_BY_AGENT:
+        return [Notice(investor, kind, "appointment-cancelled.declined-by-agent.investor",
+                       f"Агент отклонил запись: {what}. Выберите другой слот.")]  # fmt: skip
+    if reason is AppointmentCancelReason.CANCELLED_BY_AGENT:
+        return [Notice(investor, kind, "appointment-cancelled.cancelled-by-agent.investor",
+                       f"Агент отменил запись: {what}.")]  # fmt: skip
+    if reason is AppointmentCancelReason.CANCELLED_BY_INVESTOR:
+        return [Notice(agent, kind, "appointment-cancelled.cancelled-by-investor.agent",
+                       f"Инвестор отменил запись: {what}.")]  # fmt: skip
+    if reason is AppointmentCancelReason.EXPIRED:
+        return [
+            Notice(investor, kind, "appointment-cancelled.expired.investor",
+                   f"Агент не подтвердил запись, выберите другой слот ({what})."),
+            Notice(agent, kind, "appointment-cancelled.expired.agent",
+                   f"Запись просрочена: {what} — решение не принято вовремя."),
+        ]  # fmt: skip
+    return [
+        Notice(investor, kind, "appointment-cancelled.neutral.investor", f"Запись отменена: {what}."),
+        Notice(agent, kind, "appointment-cancelled.neutral.agent", f"Запись отменена: {what}."),
+    ]
+
+
+def confirmation_notice(*, investor: uuid.UUID, meeting: Meeting) -> Notice:
+    """The investor hears that the agent confirmed."""
+    return Notice(investor, NotificationKind.APPOINTMENT_CONFIRMED, "appointment-confirmed.investor",
+                  f"Агент подтвердил запись: {meeting.describe()}.")  # fmt: skip
+
+
+def creation_notice(*, agent: uuid.UUID, meeting: Meeting, pending: bool, rescheduled: bool) -> Notice:
+    """The agent hears of a new booking, or of the new appointment of a reschedule."""
+    what = meeting.describe()
+    kind = NotificationKind.APPOINTMENT_CREATED
+    if rescheduled:
+        return Notice(agent, kind, "appointment-created.rescheduled.agent", f"Инвестор перенёс запись: {what}.")
+    if pending:
+        return Notice(agent, kind, "appointment-created.pending.agent", f"Новая запись ждёт подтверждения: {what}.")
+    return Notice(agent, kind, "appointment-created.confirmed.agent", f"Новая запись: {what}.")
+
+
+def purchase_notices(status: PurchaseStatus | None, *, buyer: uuid.UUID | None, package_code: str) -> list[Notice]:
+    """Seed 002: the buyer (the company's manager) hears «срок истёк» when a purchase expires; nothing else."""
+    if status is not PurchaseStatus.EXPIRED or buyer is None:
+        return []
+    return [Notice(buyer, NotificationKind.PROMOTION_EXPIRED, "promotion-expired.buyer",
+                   f"Продвижение по пакету {package_code}: срок истёк.")]  # fmt: skip

@@ -1,0 +1,33 @@
+"""Reading a user's notifications."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pin.messaging.consumer import Conn
+from pin.messaging.contracts import utc_iso
+
+_MINE = """
+SELECT id, kind, template_key, text, subject_id, created_at
+FROM notifications.notification
+WHERE tenant_id = %s AND recipient_user_id = %s
+ORDER BY created_at DESC, id
+LIMIT %s
+"""
+
+
+def notifications_of(conn: Conn, *, tenant_id: uuid.UUID, user_id: uuid.UUID, limit: int) -> list[dict[str, Any]]:
+    """The newest notifications of one user in one tenant, as camelCase JSON objects."""
+    return [_json(row) for row in conn.execute(_MINE, (tenant_id, user_id, limit)).fetchall()]
+
+
+def _json(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": str(row["id"]),
+        "kind": row["kind"],
+        "templateKey": row["template_key"],
+        "text": row["text"],
+        "subjectId": str(row["subject_id"]),
+        "createdAt": utc_iso(row["created_at"]),
+    }
