@@ -324,8 +324,8 @@ def cluster_save(conn: Conn, cluster: AppointmentCluster) -> None:
     ConflictError; the caller's transaction must then be rolled back.
     """
     with translated_errors():
+        _appointment_save(conn, cluster.appointment)  # the root first: its guard is the one that usually trips
         _slot_save(conn, cluster.slot)
-        _appointment_save(conn, cluster.appointment)
         _event_save(conn, cluster.event)
 
 
