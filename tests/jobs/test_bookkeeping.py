@@ -1,0 +1,122 @@
+"""The shared job bookkeeping against a real PostgreSQL: poison items, their exclusion, cycles, backlog, deadlines."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from psycopg_pool import ConnectionPool
+
+from pin.db import database_now
+from pin.jobs import bookkeeping
+from pin.unit_of_work import Conn
+
+pytestmark = pytest.mark.integration
+
+JOB = "test-job"
+
+
+@pytest.fixture
+def items(pool: ConnectionPool[Conn]) -> list[uuid.UUID]:
+    """A throwaway job table of 5 due items."""
+    ids = [uuid.uuid4() for _ in range(5)]
+    with pool.connection() as conn:
+        conn.execute("CREATE TABLE public.test_item (id uuid PRIMARY KEY, due_at timestamptz NOT NULL)")
+        for position, item_id in enumerate(ids):
+            conn.execute(
+                "INSERT INTO public.test_item VALUES (%s, clock_timestamp() - %s)",
+                (item_id, timedelta(minutes=10 - position)),
+            )
+    return ids
+
+
+def _claimable(conn: Conn) -> list[uuid.UUID]:
+    rows = conn.execute(
+        f"SELECT i.id FROM public.test_item AS i WHERE i.due_at <= %(as_of)s AND {bookkeeping.not_backing_off('i')}"
+        " ORDER BY i.due_at",
+        {"job": JOB, "as_of": database_now(conn)},
+    ).fetchall()
+    return [row["id"] for row in rows]  # type: ignore[misc]
+
+
+def test_a_failed_item_backs_off_exponentially_and_is_cleared_on_success(
+    pool: ConnectionPool[Conn], items: list[uuid.UUID]
+) -> None:
+    poison = items[0]
+    with pool.connection() as conn:
+        attempts = [
+            bookkeeping.item_failure_record(
+                conn, JOB, poison, ValueError(f"bad {n}\nsecond line"), base=timedelta(minutes=1)
+            )
+            for n in range(3)
+        ]
+        row = conn.execute(
+            "SELECT attempts, last_error, next_attempt_at - last_failed_at AS delay FROM jobs.item_failure"
+        ).fetchone()
+        assert attempts == [1, 2, 3]
+        assert row is not None
+        assert row["last_error"] == "ValueError: bad 2"  # type and first line only
+        assert timedelta(minutes=3, seconds=59) < row["delay"] <= timedelta(minutes=4)  # 1, 2, 4 minutes
+        assert _claimable(conn) == items[1:]  # excluded while it backs off; the rest is not blocked
+
+        assert bookkeeping.item_failure_clear(conn, JOB, [poison]) == 1
+        assert _claimable(conn) == items
+
+
+def test_the_backoff_is_capped() -> None:
+    assert bookkeeping.backoff_delay(1, timedelta(seconds=60)) == timedelta(seconds=60)
+    assert bookkeeping.backoff_delay(3, timedelta(seconds=60)) == timedelta(seconds=240)
+    assert bookkeeping.backoff_delay(50, timedelta(seconds=60)) == bookkeeping.MAX_BACKOFF
+
+
+def test_failures_are_per_job_and_pruned_when_the_item_no_longer_waits(
+    pool: ConnectionPool[Conn], items: list[uuid.UUID]
+) -> None:
+    with pool.connection() as conn:
+        bookkeeping.item_failure_record(conn, "other-job", items[0], RuntimeError("x"), base=timedelta(minutes=1))
+        assert _claimable(conn) == items  # another job's failure does not exclude it here
+        bookkeeping.item_failure_record(conn, JOB, items[1], RuntimeError("x"), base=timedelta(minutes=1))
+        conn.execute("DELETE FROM public.test_item WHERE id = %s", (items[1],))
+
+        pruned = bookkeeping.item_failure_prune(
+            conn, JOB, "EXISTS (SELECT 1 FROM public.test_item AS i WHERE i.id = f.item_id)"
+        )
+
+        assert pruned == 1
+        remaining = conn.execute("SELECT job FROM jobs.item_failure").fetchall()
+        assert remaining == [{"job": "other-job"}]
+
+
+def test_backlog_count_is_bounded(pool: ConnectionPool[Conn], items: list[uuid.UUID]) -> None:
+    with pool.connection() as conn:
+        assert bookkeeping.backlog_count(conn, "SELECT 1 FROM public.test_item") == 5
+        assert bookkeeping.backlog_count(conn, "SELECT 1 FROM generate_series(1, 20000)") == bookkeeping.BACKLOG_CAP
+
+
+def test_seconds_until_measures_on_the_database_clock(pool: ConnectionPool[Conn]) -> None:
+    with pool.connection() as conn:
+        soon = bookkeeping.seconds_until(conn, "SELECT clock_timestamp() + interval '30 seconds' AS at")
+        none = bookkeeping.seconds_until(conn, "SELECT NULL::timestamptz AS at")
+        empty = bookkeeping.seconds_until(conn, "SELECT clock_timestamp() AS at WHERE false")
+    assert soon is not None
+    assert 29 < soon <= 30
+    assert none is None
+    assert empty is None
+
+
+def test_cycle_record_keeps_the_last_cycle_per_instance(pool: ConnectionPool[Conn]) -> None:
+    with pool.connection() as conn:
+        now = database_now(conn)
+        for run, ok in ((uuid.uuid4(), True), (uuid.uuid4(), False)):
+            bookkeeping.cycle_record(
+                conn, job=JOB, instance="host:1", run_id=run, as_of=now, duration_ms=7, counters={"A": 1}, succeeded=ok
+            )
+        bookkeeping.cycle_record(
+            conn, job=JOB, instance="host:2", run_id=uuid.uuid4(), as_of=now, duration_ms=1, counters={}, succeeded=True
+        )
+        rows = conn.execute("SELECT instance, succeeded, counters FROM jobs.cycle ORDER BY instance").fetchall()
+    assert rows == [
+        {"instance": "host:1", "succeeded": False, "counters": {"A": 1}},
+        {"instance": "host:2", "succeeded": True, "counters": {}},
+    ]

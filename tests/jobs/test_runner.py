@@ -1,0 +1,139 @@
+"""The JobRunner loop with a scripted job (pure pacing logic; the jobs themselves are tested on PostgreSQL)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import pytest
+
+from pin.jobs.runner import JobRunner, RunnerConfig
+
+pytestmark = pytest.mark.unit
+
+
+@dataclass(frozen=True)
+class _Result:
+    is_full: bool = False
+
+    def as_dict(self) -> Mapping[str, int]:
+        return {}
+
+
+class _ScriptedJob:
+    """Records when each cycle ran; ``until_due`` answers the next-deadline question."""
+
+    name = "scripted"
+
+    def __init__(
+        self,
+        stop: threading.Event,
+        *,
+        results: list[_Result | Exception] | None = None,
+        until_due: Callable[[], float | None] = lambda: None,
+        max_cycles: int = 1000,
+    ) -> None:
+        self.stop = stop
+        self.results = results or []
+        self.until_due = until_due
+        self.max_cycles = max_cycles
+        self.cycles: list[float] = []
+        self.due_queries = 0
+
+    def run_once(self) -> _Result:
+        self.cycles.append(time.monotonic())
+        if len(self.cycles) >= self.max_cycles:
+            self.stop.set()
+        outcome = self.results.pop(0) if self.results else _Result()
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def seconds_until_next_due(self) -> float | None:
+        self.due_queries += 1
+        return self.until_due()
+
+
+def _run(job: _ScriptedJob, config: RunnerConfig, *, stop_after: float) -> threading.Thread:
+    thread = threading.Thread(target=JobRunner(job, config, job.stop).run)
+    thread.start()
+    threading.Timer(stop_after, job.stop.set).start()
+    return thread
+
+
+def test_a_full_batch_loops_at_once_then_the_runner_sleeps_to_the_tick() -> None:
+    stop = threading.Event()
+    job = _ScriptedJob(stop, results=[_Result(is_full=True), _Result(is_full=True), _Result()])
+    thread = _run(job, RunnerConfig(interval_seconds=30, jitter_fraction=0), stop_after=0.5)
+    thread.join(5)
+
+    assert len(job.cycles) == 3  # two full batches back to back, then one not full, then a 30 s doze
+    assert job.cycles[2] - job.cycles[0] < 0.2
+
+
+def test_a_near_deadline_wakes_the_runner_before_the_tick() -> None:
+    stop = threading.Event()
+    started = time.monotonic()
+    job = _ScriptedJob(stop, until_due=lambda: max(0.001, 0.3 - (time.monotonic() - started)), max_cycles=2)
+    thread = _run(job, RunnerConfig(interval_seconds=60, deadline_slack_seconds=0.01), stop_after=5)
+    thread.join(6)
+
+    assert len(job.cycles) == 2
+    assert 0.25 < job.cycles[1] - started < 0.6
+
+
+def test_a_deadline_born_while_dozing_is_seen_at_the_next_poll() -> None:
+    stop = threading.Event()
+    started = time.monotonic()
+
+    def until_due() -> float | None:  # nothing for 0.5 s, then a deadline 0.2 s after that appears
+        return None if time.monotonic() - started < 0.5 else 0.7 - (time.monotonic() - started)
+
+    job = _ScriptedJob(stop, until_due=until_due, max_cycles=2)
+    thread = _run(job, RunnerConfig(interval_seconds=60, due_poll_seconds=0.2, jitter_fraction=0), stop_after=5)
+    thread.join(6)
+
+    assert len(job.cycles) == 2
+    assert 0.65 < job.cycles[1] - started < 1.0
+
+
+def test_an_overdue_item_the_cycle_could_not_take_is_retried_per_poll_not_spun_on() -> None:
+    stop = threading.Event()
+    job = _ScriptedJob(stop, until_due=lambda: -5.0)  # due, yet locked elsewhere
+    thread = _run(job, RunnerConfig(interval_seconds=60, due_poll_seconds=0.2), stop_after=1.0)
+    thread.join(5)
+
+    assert 4 <= len(job.cycles) <= 7  # about one cycle per poll interval, not hundreds
+
+
+def test_a_failing_cycle_backs_off_and_the_loop_goes_on() -> None:
+    stop = threading.Event()
+    job = _ScriptedJob(stop, results=[RuntimeError("database down"), _Result()], max_cycles=2)
+    thread = _run(job, RunnerConfig(interval_seconds=60, error_backoff_seconds=0.2), stop_after=5)
+    thread.join(6)
+
+    assert len(job.cycles) == 2
+    assert 0.19 < job.cycles[1] - job.cycles[0] < 0.5
+
+
+def test_stop_ends_a_doze_at_once() -> None:
+    stop = threading.Event()
+    job = _ScriptedJob(stop)
+    thread = _run(job, RunnerConfig(interval_seconds=60), stop_after=0.2)
+    started = time.monotonic()
+    thread.join(5)
+
+    assert not thread.is_alive()
+    assert time.monotonic() - started < 1.0
+    assert len(job.cycles) == 1
+
+
+def test_ticks_missed_during_a_long_cycle_are_skipped_not_queued() -> None:
+    runner = JobRunner(_ScriptedJob(threading.Event()), RunnerConfig(interval_seconds=1.0), threading.Event())
+    now = time.monotonic()
+
+    next_tick = runner._next_tick(now - 3.5)  # the cycle took 3.5 intervals
+
+    assert now < next_tick <= now + 1.0
