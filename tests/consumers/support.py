@@ -167,7 +167,12 @@ class Producing:
         self._producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "linger.ms": 0})
 
     def send(
-        self, topic: str, value: dict[str, Any] | bytes, *, key: str | None = None, headers: dict[str, str] | None = None
+        self,
+        topic: str,
+        value: dict[str, Any] | bytes,
+        *,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         """Produce one message and wait for its ack."""
         if isinstance(value, dict):
@@ -192,9 +197,7 @@ class Producing:
 
 
 @contextmanager
-def running(
-    group: str, settings: Settings, pool: ConnectionPool[Conn], **options: Any
-) -> Iterator[ConsumerRuntime]:
+def running(group: str, settings: Settings, pool: ConnectionPool[Conn], **options: Any) -> Iterator[ConsumerRuntime]:
     """Run one consumer of ``group`` in a thread for the block; any crash of the loop fails the test."""
     ensure_topics(settings)
     runtime = build_runtime(group, settings, pool, **{"backoff_base": 0.05, "backoff_cap": 0.5, **options})
@@ -234,3 +237,32 @@ def rows(pool: ConnectionPool[Conn], sql: str, *params: object) -> list[dict[str
     """The rows of a query on the test's database."""
     with pool.connection() as conn:
         return list(conn.execute(sql, params).fetchall())
+
+
+def metric(name: str, **labels: str) -> float:
+    """The current value of a metric sample of this process (0 when it has not been touched)."""
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def in_inbox(pool: ConnectionPool[Conn], group: str, message_id: object) -> bool:
+    """Whether ``group`` has handled the message (its inbox row committed)."""
+    return bool(
+        rows(pool, "SELECT 1 FROM messaging.inbox WHERE consumer_group = %s AND message_id = %s", group, message_id)
+    )
+
+
+def notifications_about(pool: ConnectionPool[Conn], subject_id: object) -> list[dict[str, Any]]:
+    """The notifications about one appointment or purchase."""
+    return rows(
+        pool,
+        "SELECT recipient_user_id, kind, template_key, text FROM notifications.notification WHERE subject_id = %s"
+        " ORDER BY template_key",
+        subject_id,
+    )
+
+
+def feed_entries(pool: ConnectionPool[Conn], appointment_id: object) -> list[dict[str, Any]]:
+    """The lead feed entries of one appointment."""
+    return rows(pool, "SELECT * FROM crm.lead_feed_entry WHERE appointment_id = %s", appointment_id)

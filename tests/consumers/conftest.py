@@ -1,0 +1,67 @@
+"""Fixtures of the consumer tests: one broker and one database per module, with consumers running in threads.
+
+Starting a broker, a database and a consumer group (a join takes about half the session timeout) per test
+would cost seconds each; the acceptance tests of a module share them instead and isolate themselves by using
+fresh ids (tenants, users, appointments, purchases) in every test.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from psycopg_pool import ConnectionPool
+
+from pin.db import create_pool
+from pin.embedded.kafka import EmbeddedKafka
+from pin.messaging.kafka import ensure_topics
+from pin.settings import Settings
+from pin.unit_of_work import Conn
+from tests.conftest import JWT_SECRET
+from tests.support.infra import TestDatabases
+
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
+    from fastapi.testclient import TestClient  # noqa: F401 - imported here once, under the filter
+
+
+@pytest.fixture(scope="module")
+def module_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedKafka]:
+    """A broker shared by the tests of one module."""
+    broker = EmbeddedKafka(Path(tmp_path_factory.mktemp("broker")) / "broker.log")
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="module")
+def module_database_url(test_databases: TestDatabases) -> Iterator[str]:
+    """A migrated database shared by the tests of one module."""
+    url = test_databases.create()
+    yield url
+    test_databases.drop(url)
+
+
+@pytest.fixture(scope="module")
+def module_pool(module_database_url: str) -> Iterator[ConnectionPool[Conn]]:
+    """A pool on the module's database."""
+    pool = create_pool(module_database_url, min_size=1, max_size=10, name="consumer-tests")
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="module")
+def module_settings(module_database_url: str, module_kafka: EmbeddedKafka) -> Settings:
+    """Settings on the module's database and broker, with the topics created."""
+    settings = Settings.model_validate(
+        {
+            "database_url": module_database_url,
+            "kafka_bootstrap_servers": module_kafka.bootstrap_servers,
+            "jwt_secret": JWT_SECRET,
+            "kafka_session_timeout_ms": 6000,
+        }
+    )
+    ensure_topics(settings)
+    return settings

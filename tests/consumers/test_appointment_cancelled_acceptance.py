@@ -1,0 +1,288 @@
+"""Seed 003, «Acceptance-критерии»: crm and notifications consuming appointment-cancelled from a real broker.
+
+Both groups run as real consumers (threads of this process) on one broker and database for the module; each
+test uses fresh ids. Orderings are forced through Kafka's per-key order: a second message on the same key
+is handled after the first, so once its effect is visible the first one has been handled too.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack
+
+import pytest
+from psycopg_pool import ConnectionPool
+
+from pin.messaging import topics
+from pin.messaging.dlq import DeadLetter, read_dead_letters
+from pin.settings import Settings
+from pin.unit_of_work import Conn
+from tests.consumers.support import (
+    Producing,
+    cancelled,
+    confirmed,
+    created,
+    feed_entries,
+    in_inbox,
+    metric,
+    notifications_about,
+    purchase,
+    running,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def producer(module_settings: Settings, module_pool: ConnectionPool[Conn]) -> Iterator[Producing]:
+    """crm and notifications consumers running for the whole module; yields a producer to their topics."""
+    with ExitStack() as stack:
+        stack.enter_context(running("crm", module_settings, module_pool))
+        stack.enter_context(running("notifications", module_settings, module_pool))
+        yield Producing(module_settings.require_kafka())
+
+
+@pytest.fixture
+def people() -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
+    """A fresh tenant, agent and investor."""
+    return uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+
+
+def _handled_by_both(pool: ConnectionPool[Conn], message_id: object) -> bool:
+    return in_inbox(pool, "crm", message_id) and in_inbox(pool, "notifications", message_id)
+
+
+def test_decline_by_agent_notifies_the_investor_only(producer, module_pool, people):
+    tenant, agent, investor = people
+    event = cancelled(tenant=tenant, agent=agent, investor=investor, reason="DeclinedByAgent")
+    producer.send(topics.APPOINTMENT_CANCELLED, event)
+
+    wait_for(lambda: _handled_by_both(module_pool, event["MessageId"]), what="both groups to handle the decline")
+    sent = notifications_about(module_pool, event["AppointmentId"])
+    assert [(n["recipient_user_id"], n["kind"]) for n in sent] == [(investor, "AppointmentCancelled")]
+    assert "Агент отклонил запись" in sent[0]["text"]
+    assert "01.12.2026 10:00 (Europe/Moscow)" in sent[0]["text"]  # StartAt in the slot's time zone
+    [entry] = feed_entries(module_pool, event["AppointmentId"])
+    assert (entry["entry_kind"], entry["text"]) == ("DeclinedByAgent", "запись отклонена агентом")
+    assert entry["investor_user_id"] == investor
+
+
+def test_cancel_by_investor_notifies_the_agent(producer, module_pool, people):
+    tenant, agent, investor = people
+    event = cancelled(
+        tenant=tenant, agent=agent, investor=investor, reason="CancelledByInvestor", cancelled_by="Investor"
+    )
+    producer.send(topics.APPOINTMENT_CANCELLED, event)
+
+    wait_for(lambda: _handled_by_both(module_pool, event["MessageId"]), what="both groups to handle the cancel")
+    sent = notifications_about(module_pool, event["AppointmentId"])
+    assert [(n["recipient_user_id"], n["template_key"]) for n in sent] == [
+        (agent, "appointment-cancelled.cancelled-by-investor.agent")
+    ]
+    assert [e["text"] for e in feed_entries(module_pool, event["AppointmentId"])] == ["запись отменена инвестором"]
+
+
+def test_cancel_by_agent_notifies_the_investor(producer, module_pool, people):
+    tenant, agent, investor = people
+    event = cancelled(tenant=tenant, agent=agent, investor=investor, reason="CancelledByAgent", cancelled_by="Agent")
+    producer.send(topics.APPOINTMENT_CANCELLED, event)
+
+    wait_for(lambda: _handled_by_both(module_pool, event["MessageId"]), what="both groups to handle the cancel")
+    assert [n["recipient_user_id"] for n in notifications_about(module_pool, event["AppointmentId"])] == [investor]
+    assert [e["text"] for e in feed_entries(module_pool, event["AppointmentId"])] == ["запись отменена агентом"]
+
+
+def test_expiry_notifies_both_sides_with_their_texts(producer, module_pool, people):
+    tenant, agent, investor = people
+    event = cancelled(tenant=tenant, agent=agent, investor=investor, reason="Expired")
+    producer.send(topics.APPOINTMENT_CANCELLED, event)
+
+    wait_for(lambda: _handled_by_both(module_pool, event["MessageId"]), what="both groups to handle the expiry")
+    sent = {n["recipient_user_id"]: n["text"] for n in notifications_about(module_pool, event["AppointmentId"])}
+    assert set(sent) == {agent, investor}
+    assert "агент не подтвердил запись, выберите другой слот" in sent[investor].lower()
+    assert "запись просрочена" in sent[agent].lower()
+    [entry] = feed_entries(module_pool, event["AppointmentId"])
+    assert (entry["entry_kind"], entry["text"]) == ("Expired", "запись просрочена без решения агента")
+
+
+@pytest.mark.parametrize("created_first", [False, True], ids=["cancelled-first", "created-first"])
+def test_reschedule_sends_no_cancel_notification_and_links_the_new_appointment(
+    producer, module_pool, people, created_first
+):
+    tenant, agent, investor = people
+    old, new = uuid.uuid4(), uuid.uuid4()
+    cancel = cancelled(
+        tenant=tenant, agent=agent, investor=investor, appointment=old, reason="CancelledByInvestor",
+        cancelled_by="Investor", rescheduled_to=new,
+    )  # fmt: skip
+    booking = created(tenant=tenant, agent=agent, investor=investor, appointment=new, rescheduled_from=old)
+    first, second = ((topics.APPOINTMENT_CREATED, booking), (topics.APPOINTMENT_CANCELLED, cancel))
+    if not created_first:
+        first, second = second, first
+    producer.send(*first)
+    # the cross-topic order is not guaranteed: make sure the first one was really handled first
+    wait_for(lambda: in_inbox(module_pool, "crm", first[1]["MessageId"]), what="the first half")
+    producer.send(*second)
+
+    wait_for(lambda: _handled_by_both(module_pool, second[1]["MessageId"]), what="the second half")
+    assert notifications_about(module_pool, old) == []  # no AppointmentCancelled for a reschedule
+    [entry] = feed_entries(module_pool, old)
+    assert entry["entry_kind"] == "Rescheduled"
+    assert entry["rescheduled_to_appointment_id"] == new
+    assert entry["reason"] == "CancelledByInvestor"  # filled by the cancellation whatever the order
+    assert entry["rescheduled_start_at"] is not None  # filled by the creation whatever the order
+    assert feed_entries(module_pool, new) == []
+    # the new appointment's booking is what tells the agent
+    assert [n["template_key"] for n in notifications_about(module_pool, new)] == [
+        "appointment-created.rescheduled.agent"
+    ]
+
+
+def test_duplicate_delivery_adds_no_second_entry_or_notification(producer, module_pool, people):
+    tenant, agent, investor = people
+    event = cancelled(tenant=tenant, agent=agent, investor=investor, reason="Expired")
+    duplicates_before = metric(
+        "pin_consumer_duplicates_total", group="notifications", topic=topics.APPOINTMENT_CANCELLED
+    )
+    producer.send(topics.APPOINTMENT_CANCELLED, event)
+    producer.send(topics.APPOINTMENT_CANCELLED, event)  # the same message again (same MessageId)
+    # a different message about the same terminal appointment (e.g. a producer retry with a new id)
+    again = {**event, "MessageId": str(uuid.uuid4())}
+    producer.send(topics.APPOINTMENT_CANCELLED, again)
+
+    wait_for(lambda: _handled_by_both(module_pool, again["MessageId"]), what="the last of the three")
+    assert len(feed_entries(module_pool, event["AppointmentId"])) == 1
+    assert len(notifications_about(module_pool, event["AppointmentId"])) == 2  # agent and investor, once each
+    assert (
+        metric("pin_consumer_duplicates_total", group="notifications", topic=topics.APPOINTMENT_CANCELLED)
+        == duplicates_before + 1
+    )
+
+
+def test_unknown_reason_takes_the_neutral_path_and_never_the_dlq(producer, module_pool, module_settings, people):
+    tenant, agent, investor = people
+    unknown_before = metric("pin_consumer_unknown_values_total", group="crm", field="Reason")
+    event = cancelled(
+        tenant=tenant, agent=agent, investor=investor, reason="CancelledByPlatform", cancelled_by="Moderator",
+        SomeFutureField={"nested": True},
+    )  # fmt: skip
+    producer.send(topics.APPOINTMENT_CANCELLED, event)
+
+    wait_for(lambda: _handled_by_both(module_pool, event["MessageId"]), what="both groups to handle it")
+    [entry] = feed_entries(module_pool, event["AppointmentId"])
+    assert (entry["entry_kind"], entry["text"], entry["reason"]) == (
+        "Cancelled", "запись отменена", "CancelledByPlatform"
+    )  # fmt: skip
+    sent = {n["recipient_user_id"]: n["text"] for n in notifications_about(module_pool, event["AppointmentId"])}
+    assert set(sent) == {agent, investor}
+    assert all(text.startswith("Запись отменена") for text in sent.values())
+    assert metric("pin_consumer_unknown_values_total", group="crm", field="Reason") == unknown_before + 1
+    assert _dead_letters(module_settings, "crm", event["MessageId"], expect=False) == []
+
+
+def test_unknown_contract_version_is_processed(producer, module_pool, people):
+    tenant, agent, investor = people
+    event = {**cancelled(tenant=tenant, agent=agent, investor=investor, reason="DeclinedByAgent"), "ContractVersion": 7}
+    producer.send(topics.APPOINTMENT_CANCELLED, event)
+
+    wait_for(lambda: _handled_by_both(module_pool, event["MessageId"]), what="both groups to handle it")
+    assert [e["entry_kind"] for e in feed_entries(module_pool, event["AppointmentId"])] == ["DeclinedByAgent"]
+
+
+@pytest.mark.parametrize(
+    "breakage",
+    ["missing-required-field", "wrong-type", "not-json"],
+)
+def test_incompatible_payload_goes_to_the_dlq_and_later_messages_are_processed(
+    producer, module_pool, module_settings, people, breakage
+):
+    tenant, agent, investor = people
+    appointment = uuid.uuid4()
+    bad = cancelled(tenant=tenant, agent=agent, investor=investor, reason="Expired", appointment=appointment)
+    bad_id = bad["MessageId"]
+    if breakage == "missing-required-field":
+        del bad["InvestorUserId"]
+        value: dict[str, object] | bytes = bad
+    elif breakage == "wrong-type":
+        bad["Reason"] = {"Code": "Expired"}  # an object where the contract has a string
+        value = bad
+    else:
+        value = b"\x00not json{"
+    dead_before = metric("pin_consumer_dead_lettered_total", group="crm", topic=topics.APPOINTMENT_CANCELLED)
+    producer.send(topics.APPOINTMENT_CANCELLED, value, key=str(appointment), headers={"message-id": bad_id})
+    # a later message on the same key, so on the same partition, behind the bad one
+    good = cancelled(tenant=tenant, agent=agent, investor=investor, reason="Expired", appointment=appointment)
+    producer.send(topics.APPOINTMENT_CANCELLED, good)
+
+    wait_for(lambda: _handled_by_both(module_pool, good["MessageId"]), what="the message behind the bad one")
+    assert len(feed_entries(module_pool, appointment)) == 1
+    assert not in_inbox(module_pool, "crm", bad_id)
+    for group in ("crm", "notifications"):
+        [letter] = _dead_letters(module_settings, group, bad_id)
+        origin = letter.provenance
+        assert origin["dlt-original-topic"] == topics.APPOINTMENT_CANCELLED
+        assert origin["dlt-consumer-group"] == group
+        assert origin["dlt-attempts"] == "1"  # never retried: it can never be read
+        assert origin["dlt-exception-type"] == "UnreadableMessageError"
+        assert int(origin["dlt-original-offset"]) >= 0
+        assert int(origin["dlt-original-partition"]) in range(topics.PARTITIONS)
+        assert origin["dlt-failed-at"].endswith("Z")
+        assert letter.record.key == str(appointment).encode()
+        assert letter.record.value == (value if isinstance(value, bytes) else json.dumps(value).encode())
+        assert ("message-id", bad_id.encode()) in letter.original_headers
+    assert metric("pin_consumer_dead_lettered_total", group="crm", topic=topics.APPOINTMENT_CANCELLED) == (
+        dead_before + 1
+    )
+
+
+def test_stale_confirmation_after_the_terminal_event_is_a_no_op(producer, module_pool, people):
+    tenant, agent, investor = people
+    appointment = uuid.uuid4()
+    cancel = cancelled(
+        tenant=tenant, agent=agent, investor=investor, reason="CancelledByAgent", appointment=appointment
+    )
+    producer.send(topics.APPOINTMENT_CANCELLED, cancel)
+    wait_for(lambda: in_inbox(module_pool, "notifications", cancel["MessageId"]), what="the cancellation")
+    stale = confirmed(tenant=tenant, agent=agent, investor=investor, appointment=appointment)
+    producer.send(topics.APPOINTMENT_CONFIRMED, stale)
+
+    wait_for(lambda: in_inbox(module_pool, "notifications", stale["MessageId"]), what="the stale confirmation")
+    assert [n["kind"] for n in notifications_about(module_pool, appointment)] == ["AppointmentCancelled"]
+
+
+def test_confirmation_of_a_live_appointment_tells_the_investor(producer, module_pool, people):
+    tenant, agent, investor = people
+    event = confirmed(tenant=tenant, agent=agent, investor=investor, appointment=uuid.uuid4())
+    producer.send(topics.APPOINTMENT_CONFIRMED, event)
+
+    wait_for(lambda: in_inbox(module_pool, "notifications", event["MessageId"]), what="the confirmation")
+    sent = notifications_about(module_pool, event["AppointmentId"])
+    assert [(n["recipient_user_id"], n["kind"]) for n in sent] == [(investor, "AppointmentConfirmed")]
+
+
+def test_expired_purchase_tells_the_buyer_its_term_is_over(producer, module_pool, people):
+    tenant, buyer, _ = people
+    purchase_id = uuid.uuid4()
+    active = purchase(tenant=tenant, purchase_id=purchase_id, targets=[], status="Active", version=1, buyer=buyer)
+    expired = purchase(tenant=tenant, purchase_id=purchase_id, targets=[], status="Expired", version=2, buyer=buyer)
+    producer.send(topics.PURCHASE_CHANGED, active)
+    producer.send(topics.PURCHASE_CHANGED, expired)
+
+    wait_for(lambda: in_inbox(module_pool, "notifications", expired["MessageId"]), what="the expiry")
+    sent = notifications_about(module_pool, purchase_id)
+    assert [(n["recipient_user_id"], n["kind"]) for n in sent] == [(buyer, "PromotionExpired")]
+    assert "срок истёк" in sent[0]["text"]
+
+
+def _dead_letters(settings: Settings, group: str, message_id: str, *, expect: bool = True) -> list[DeadLetter]:
+    def probe() -> list[DeadLetter]:
+        letters = read_dead_letters(settings, [group], idle_seconds=0.5)
+        return [letter for letter in letters if letter.message_id == message_id]
+
+    if not expect:
+        return probe()
+    return wait_for(probe, timeout=15, what=f"the dead letter in {group}'s DLQ")
