@@ -140,6 +140,19 @@ def dlq_replay(
 
 
 @app.command()
+def status(
+    watch: Annotated[bool, typer.Option("--watch", help="Refresh in place until Ctrl-C.")] = False,
+    interval: Annotated[float, typer.Option(help="Seconds between refreshes with --watch.", min=0.5)] = 2.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the snapshot as one JSON document.")] = False,
+    kafka: Annotated[bool, typer.Option(help="Ask the broker for consumer offsets and dead-letter counts.")] = True,
+) -> None:
+    """Backlogs, lags and last cycles for an operator: workers, outbox, relays, consumer groups (n/a when unknown)."""
+    from pin.status import run_status
+
+    raise typer.Exit(run_status(load_settings(), watch=watch, interval=interval, as_json=as_json, kafka=kafka))
+
+
+@app.command()
 def token(
     user: Annotated[uuid.UUID, typer.Option(help="The user id (sub claim).")],
     tenant: Annotated[uuid.UUID, typer.Option(help="The tenant id (tenant_id claim).")],

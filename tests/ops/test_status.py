@@ -1,0 +1,231 @@
+"""`pin status` against a real database (and a real broker): what an operator sees, and n/a for what is missing."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from psycopg_pool import ConnectionPool
+from rich.console import Console
+
+from pin.embedded.kafka import EmbeddedKafka
+from pin.messaging import topics
+from pin.messaging.kafka import ensure_topics
+from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
+from pin.settings import Settings
+from pin.status import collect_status, render
+from pin.unit_of_work import Conn
+from tests.promotion.support import db_now, seed_purchases
+
+
+def _text(report: dict[str, Any]) -> str:
+    console = Console(record=True, width=220, color_system=None)
+    console.print(render(report))
+    return console.export_text()
+
+
+def _promotion(report: dict[str, Any]) -> dict[str, Any]:
+    (worker,) = [w for w in report["workers"] if w["job"] == "expire-promotions"]
+    return worker
+
+
+@pytest.mark.integration
+def test_status_shows_a_backlog_draining_cycle_by_cycle(
+    pool: ConnectionPool[Conn], make_settings: Callable[..., Settings]
+) -> None:
+    settings = make_settings()
+    now = db_now(pool)
+    overdue = seed_purchases(pool, 5, ends_at=now - timedelta(minutes=10))
+    seed_purchases(pool, 2, ends_at=now + timedelta(hours=2))  # not due: never counted
+    oldest = min(overdue, key=lambda p: (p.ends_at, p.id))
+
+    before = collect_status(settings, kafka=False)
+    worker = _promotion(before)
+    assert worker["backlog"]["backlog"] == 5
+    assert worker["backlog"]["oldestId"] == str(oldest.id)
+    assert worker["backlog"]["oldestOverdueSeconds"] >= 600
+    assert worker["instances"] == []  # no cycle yet
+    outbox = before["outbox"]["backlog"]
+    assert {t["topic"]: t["rows"] for t in outbox["topics"]} == {topics.PURCHASE_CHANGED: 7}  # the activations
+    assert "no cycle yet" in _text(before)
+
+    job = ExpirePromotionsJob(pool, ExpirePromotionsConfig(batch_size=2, instance="ops-test-1"))
+    backlogs = []
+    for _ in range(3):
+        job.run_once()
+        backlogs.append(_promotion(collect_status(settings, kafka=False))["backlog"]["backlog"])
+    assert backlogs == [3, 1, 0]  # the operator watches it drain
+
+    after = collect_status(settings, kafka=False)
+    (instance,) = _promotion(after)["instances"]
+    assert instance["instance"] == "ops-test-1"
+    assert instance["succeeded"] is True
+    assert instance["counters"]["ExpiredCount"] == 1  # the last cycle's own counters
+    rows = {t["topic"]: t["rows"] for t in after["outbox"]["backlog"]["topics"]}
+    assert rows == {topics.PURCHASE_CHANGED: 12}  # 7 activations + 5 expiries wait for the relay
+    text = _text(after)
+    assert "ops-test-1" in text
+    assert "ExpiredCount=1" in text
+
+
+@pytest.mark.integration
+def test_status_shows_poison_items_dead_letters_and_relay_leases(
+    pool: ConnectionPool[Conn], make_settings: Callable[..., Settings]
+) -> None:
+    with pool.connection() as conn:
+        conn.execute(
+            "INSERT INTO jobs.item_failure (job, item_id, attempts, last_error, next_attempt_at)"
+            " VALUES ('appointment-timeout', %s, 4, 'CheckViolation: ...', now() + interval '8 minutes')",
+            (uuid.uuid4(),),
+        )
+        conn.execute(
+            """
+            INSERT INTO outbox.dead_letter (id, message_id, vpart, topic, message_key, event_type, contract_version,
+                                            payload, headers, occurred_at, created_at, attempts, error)
+            VALUES (42, %s, 7, %s, 'k-1', 'pin.calendar.appointment-cancelled', 1, '{}', '{}', now(), now(), 10,
+                    'MSG_SIZE_TOO_LARGE')
+            """,
+            (uuid.uuid4(), topics.APPOINTMENT_CANCELLED),
+        )
+        conn.execute(
+            "UPDATE outbox.relay_lease SET owner = 'relay-a', expires_at = now() + interval '1 minute' WHERE vpart < 40"
+        )
+        conn.execute(
+            "UPDATE outbox.relay_lease SET owner = 'relay-b', expires_at = now() - interval '1 second'"
+            " WHERE vpart >= 40"
+        )
+
+    report = collect_status(make_settings(), kafka=False)
+    (timeout_worker,) = [w for w in report["workers"] if w["job"] == "appointment-timeout"]
+    assert timeout_worker["poison"]["items"] == 1
+    assert timeout_worker["poison"]["maxAttempts"] == 4
+    assert report["outbox"]["deadLetters"]["total"] == 1
+    leases = report["outbox"]["leases"]
+    assert leases["relays"][0]["owner"] == "relay-a"
+    assert leases["relays"][0]["vparts"] == 40
+    assert leases["unownedVparts"] == 24  # relay-b's leases expired: those vparts have no publisher
+    text = _text(report)
+    assert "24 of 64 vparts unowned" in text
+    assert "(up to 4 attempts)" in text
+
+
+@pytest.mark.integration
+def test_missing_tables_show_na_and_the_rest_still_reports(database_url: str, settings_env: dict[str, str]) -> None:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA calendar CASCADE")  # a context that is not deployed yet
+        conn.execute("DROP TABLE jobs.cycle")
+    env = {**os.environ, **settings_env}
+    env.pop("PIN_KAFKA_BOOTSTRAP_SERVERS", None)
+    runs = {
+        form: subprocess.run(
+            [sys.executable, "-m", "pin", "status", *form],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        for form in ((), ("--json",))
+    }
+    for result in runs.values():
+        assert result.returncode == 0, result.stderr
+        assert "Traceback" not in result.stdout + result.stderr
+    assert "n/a: not deployed yet" in runs[()].stdout
+    assert "expire-promotions" in runs[()].stdout  # the rest still reads
+    report = json.loads(runs[("--json",)].stdout)
+    (timeout_worker,) = [w for w in report["workers"] if w["job"] == "appointment-timeout"]
+    assert timeout_worker["backlog"]["na"] == 'not deployed yet (relation "calendar.appointment" does not exist)'
+    assert timeout_worker["instances"]["na"] == 'not deployed yet (relation "jobs.cycle" does not exist)'
+    assert _promotion(report)["backlog"]["backlog"] == 0
+    assert report["consumers"][0]["broker"]["na"] == "PIN_KAFKA_BOOTSTRAP_SERVERS is not set"
+
+
+@pytest.mark.integration
+def test_an_unreachable_database_is_na_not_a_stack_trace() -> None:
+    settings = Settings(database_url="postgresql://nobody@127.0.0.1:1/none", kafka_bootstrap_servers=None)
+    report = collect_status(settings)
+    assert report["database"]["na"].startswith("database unreachable")
+    assert all(w["backlog"]["na"].startswith("database unreachable") for w in report["workers"])
+    assert "n/a: database unreachable" in _text(report)
+
+
+@pytest.mark.integration
+def test_consumer_groups_committed_offsets_and_missing_topics(
+    kafka: EmbeddedKafka, make_settings: Callable[..., Settings]
+) -> None:
+    settings = make_settings(kafka_bootstrap_servers=kafka.bootstrap_servers)
+    before = collect_status(settings)
+    crm = next(c for c in before["consumers"] if c["group"] == "crm")["broker"]
+    assert topics.APPOINTMENT_CANCELLED in crm["missingTopics"]
+    assert crm["partitions"] == []
+
+    ensure_topics(settings)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
+    for i in range(4):
+        producer.produce(topics.APPOINTMENT_CANCELLED, key=f"k{i}".encode(), value=b"{}", partition=1)
+    producer.produce(topics.dead_letter_topic("crm"), key=b"k", value=b"{}")
+    assert producer.flush(15) == 0
+    committer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": "crm", "enable.auto.commit": False})
+    committer.commit(offsets=[TopicPartition(topics.APPOINTMENT_CANCELLED, 1, 3)], asynchronous=False)
+    committer.close()
+
+    report = collect_status(settings)
+    by_group = {c["group"]: c["broker"] for c in report["consumers"]}
+    crm_partitions = {(p["topic"], p["partition"]): p for p in by_group["crm"]["partitions"]}
+    assert crm_partitions[(topics.APPOINTMENT_CANCELLED, 1)]["committed"] == 3
+    assert crm_partitions[(topics.APPOINTMENT_CANCELLED, 0)]["committed"] is None
+    assert by_group["crm"]["missingTopics"] == []
+    assert isinstance(by_group["crm"]["deadLettered"], int)  # a count from watermarks: informational on Tansu
+    notifications = {(p["topic"], p["partition"]) for p in by_group["notifications"]["partitions"]}
+    assert (topics.PURCHASE_CHANGED, 2) in notifications  # every topic the group reads, every partition
+    assert "informational" in _text(report)
+
+
+@pytest.mark.integration
+def test_watch_refreshes_in_place_and_stops_cleanly_on_ctrl_c(settings_env: dict[str, str], tmp_path: Path) -> None:
+    primary, replica = pty.openpty()
+    env = {**os.environ, **settings_env, "COLUMNS": "160", "LINES": "60", "TERM": "xterm-256color"}
+    env.pop("PIN_KAFKA_BOOTSTRAP_SERVERS", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pin", "status", "--watch", "--interval", "0.5"],
+        env=env,
+        stdin=replica,
+        stdout=replica,
+        stderr=replica,
+        close_fds=True,
+    )
+    os.close(replica)
+    output = b""
+    deadline = time.monotonic() + 30
+    try:
+        # wait for at least three frames (one header per frame)
+        while output.count(b"pin status") < 3 and time.monotonic() < deadline:
+            ready, _, _ = select.select([primary], [], [], 0.5)
+            if ready:
+                try:
+                    output += os.read(primary, 65536)
+                except OSError:
+                    break
+        assert output.count(b"pin status") >= 3, output[-2000:]
+        process.send_signal(signal.SIGINT)
+        assert process.wait(15) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(primary)
+    assert b"Traceback" not in output
+    assert b"\x1b[2K" in output or b"\x1b[1A" in output  # rich's Live moves the cursor up and redraws in place
