@@ -1,0 +1,170 @@
+"""The published contract documents (docs/contracts) match the models and what the code really writes.
+
+Regenerate them with ``python -m pin.calendar.contracts docs/contracts``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from psycopg_pool import ConnectionPool
+
+from pin.calendar import contracts, service
+from pin.calendar.domain import Kind
+from pin.db import database_now
+from pin.outbox.writer import MessageContext
+from pin.unit_of_work import Conn, UnitOfWork
+from tests.calendar.conftest import outbox
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "contracts"
+
+
+_TYPES = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "null": lambda v: v is None,
+    "object": lambda v: isinstance(v, dict),
+    "boolean": lambda v: isinstance(v, bool),
+}
+
+
+def _errors(schema: dict[str, Any], value: Any, path: str = "$") -> list[str]:
+    """A small JSON Schema check covering the keywords the documents use (no third-party validator needed)."""
+    if "anyOf" in schema:
+        matches = any(not _errors(option, value, path) for option in schema["anyOf"])
+        return [] if matches else [f"{path}: matches no option of anyOf"]
+    problems = _scalar_errors(schema, value, path)
+    if problems or schema.get("type") != "object":
+        return problems
+    problems = [f"{path}: missing {name}" for name in schema.get("required", []) if name not in value]
+    if schema.get("additionalProperties") is False:
+        problems += [f"{path}: unexpected {name}" for name in value if name not in schema["properties"]]
+    for name, sub in schema.get("properties", {}).items():
+        if name in value:
+            problems += _errors(sub, value[name], f"{path}.{name}")
+    return problems
+
+
+def _scalar_errors(schema: dict[str, Any], value: Any, path: str) -> list[str]:
+    problems = []
+    if "const" in schema and value != schema["const"]:
+        problems.append(f"{path}: {value!r} != const {schema['const']!r}")
+    kind = schema.get("type")
+    if kind is not None and not _TYPES[kind](value):
+        return [*problems, f"{path}: {value!r} is not of type {kind}"]
+    if "enum" in schema and value not in schema["enum"]:
+        problems.append(f"{path}: {value!r} not in {schema['enum']}")
+    if not _format_ok(schema.get("format"), value):
+        problems.append(f"{path}: {value!r} is not a {schema['format']}")
+    return problems
+
+
+def _format_ok(fmt: str | None, value: Any) -> bool:
+    try:
+        if fmt == "uuid":
+            return str(uuid.UUID(value)) == value  # canonical, lower case
+        if fmt == "date-time":  # contracts write UTC with a Z
+            return bool(value.endswith("Z") and datetime.fromisoformat(value).utcoffset() == timedelta(0))
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.unit
+def test_committed_documents_are_generated_from_the_models() -> None:
+    expected = contracts.documents()
+    committed = {path.name: path.read_text(encoding="utf-8") for path in DOCS.glob("*calendar*.json")}
+    assert committed == expected, "run: python -m pin.calendar.contracts docs/contracts"
+
+
+@pytest.mark.unit
+def test_schemas_list_exactly_the_contract_fields_and_the_envelope() -> None:
+    for contract in contracts.CALENDAR_CONTRACTS:
+        schema = json.loads((DOCS / f"{contract.EVENT_TYPE}.v1.schema.json").read_text(encoding="utf-8"))
+        fields = {info.serialization_alias for info in contract.model_fields.values()}
+        assert set(schema["properties"]) == fields | {"MessageId", "ContractVersion", "OccurredAt"}
+        assert set(schema["required"]) == set(schema["properties"])
+        assert "CancelReason" not in schema["properties"]
+        assert schema["x-topic"] == contract.TOPIC
+    asyncapi = json.loads((DOCS / "calendar.asyncapi.json").read_text(encoding="utf-8"))
+    assert asyncapi["asyncapi"] == "3.0.0"
+    addresses = {channel["address"] for channel in asyncapi["channels"].values()}
+    assert addresses == {c.TOPIC for c in contracts.CALENDAR_CONTRACTS}
+    for operation in asyncapi["operations"].values():
+        assert operation["action"] == "send"
+        channel = operation["channel"]["$ref"].removeprefix("#/channels/")
+        assert channel in asyncapi["channels"]
+
+
+@pytest.mark.unit
+def test_the_validator_of_this_module_can_fail() -> None:
+    schema = json.loads((DOCS / "pin.calendar.appointment-cancelled.v1.schema.json").read_text(encoding="utf-8"))
+    assert _errors(schema, {"AppointmentId": "x"})
+    assert _errors(schema["properties"]["Reason"], "Rescheduled")
+    assert _errors(schema["properties"]["StartAt"], "2026-01-01T10:00:00+03:00")
+
+
+def _produce_every_calendar_message(pool: ConnectionPool[Conn]) -> None:
+    calendar = service.Calendar(pool, service.CalendarPolicy(), MessageContext("docs-check"))
+    tenant = uuid.uuid4()
+    agent, investor = service.Actor(uuid.uuid4(), tenant), service.Actor(uuid.uuid4(), tenant)
+    with pool.connection() as conn:
+        now = database_now(conn)
+
+    def slot(days: int, *, auto: bool = False) -> uuid.UUID:
+        start = now + timedelta(days=days)
+        created = service.create_slot(
+            calendar, agent, kind=Kind.CONSULTATION, start_at=start, end_at=start + timedelta(hours=1),
+            time_zone="Asia/Yekaterinburg", min_lead_time_minutes=15, auto_confirm=auto,
+        )  # fmt: skip
+        return created.id
+
+    confirmed = service.book_slot(calendar, investor, slot(2)).appointment.id
+    service.confirm_appointment(calendar, agent, confirmed)
+    service.cancel_appointment_by_agent(calendar, agent, confirmed, "ill")
+    declined = service.book_slot(calendar, investor, slot(3)).appointment.id
+    service.decline_appointment(calendar, agent, declined, "busy")
+    moved = service.book_slot(calendar, investor, slot(4, auto=True)).appointment.id
+    service.reschedule_my_appointment(calendar, investor, moved, slot(5))
+    cancelled = service.book_slot(calendar, investor, slot(6)).appointment.id
+    service.cancel_my_appointment(calendar, investor, cancelled, None)
+    expired = service.book_slot(calendar, investor, slot(7)).appointment
+    assert expired.pending_expires_at is not None
+    with UnitOfWork(pool, MessageContext("run")) as uow:
+        service.expire_appointment(uow, expired.id, expired.pending_expires_at + timedelta(seconds=1))
+        uow.commit()
+
+
+@pytest.mark.integration
+def test_every_outbox_row_matches_its_published_schema(pool: ConnectionPool[Conn]) -> None:
+    _produce_every_calendar_message(pool)
+    schemas = {
+        c.EVENT_TYPE: json.loads((DOCS / f"{c.EVENT_TYPE}.v1.schema.json").read_text(encoding="utf-8"))
+        for c in contracts.CALENDAR_CONTRACTS
+    }
+    asyncapi = json.loads((DOCS / "calendar.asyncapi.json").read_text(encoding="utf-8"))
+    messages = {m["title"]: m for m in asyncapi["components"]["messages"].values()}
+    rows = outbox(pool)
+    assert {row["event_type"] for row in rows} == set(schemas)  # every contract really written
+    reasons = {row["payload"].get("Reason") for row in rows} - {None}
+    assert reasons == {"DeclinedByAgent", "CancelledByInvestor", "CancelledByAgent", "Expired"}
+    for row in rows:
+        schema = schemas[row["event_type"]]
+        assert row["topic"] == schema["x-topic"]
+        assert row["message_key"] == row["payload"][schema["x-key"]]
+        assert _errors(schema, row["payload"]) == [], row["payload"]
+        message = messages[row["event_type"]]
+        assert _errors(message["payload"], row["payload"]) == []
+        # the Kafka headers the relay sends: the row's own plus the envelope's
+        kafka_headers = {
+            **row["headers"],
+            "message-id": str(row["message_id"]),
+            "contract-version": str(row["contract_version"]),
+            "event-type": row["event_type"],
+        }
+        assert _errors(message["headers"], kafka_headers) == [], kafka_headers
