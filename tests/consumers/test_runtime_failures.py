@@ -1,0 +1,182 @@
+"""The consumer runtime under failure, against a real broker and PostgreSQL (SPEC section 7).
+
+- a consumer killed (kill -9) after its effect committed and before its offset commit: redelivered, no
+  second effect, and a graceful stop (SIGTERM) of the next one;
+- the database unreachable for a while: retried, then applied exactly once, nothing dead-lettered;
+- a handler failing on every attempt: N attempts, then the dead-letter topic with its provenance, the
+  partition goes on; after the fix, `pin dlq replay` sends it back and it is applied once; `pin dlq list`.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import psycopg
+import pytest
+from psycopg_pool import ConnectionPool
+
+from pin.db import create_pool
+from pin.messaging import topics
+from pin.messaging.dlq import read_dead_letters
+from pin.messaging.kafka import ensure_topics
+from pin.settings import Settings
+from pin.unit_of_work import Conn
+from tests.consumers.support import Producing, cancelled, feed_entries, in_inbox, metric, rows, running, wait_for
+from tests.support.infra import TestDatabases
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def settings(make_settings, kafka) -> Settings:
+    """Settings on this test's database and broker, topics created."""
+    settings: Settings = make_settings(kafka_bootstrap_servers=kafka.bootstrap_servers)
+    ensure_topics(settings)
+    return settings
+
+
+def _event(appointment: uuid.UUID | None = None) -> dict[str, object]:
+    return cancelled(
+        tenant=uuid.uuid4(), agent=uuid.uuid4(), investor=uuid.uuid4(), reason="Expired", appointment=appointment
+    )
+
+
+@pytest.mark.slow
+def test_kill_9_after_the_effect_before_the_offset_commit_redelivers_without_a_second_effect(
+    spawn_role, kafka, pool, settings
+):
+    env = {"PIN_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers}
+    doomed = spawn_role("consume", "crm", env={**env, "PIN_CONSUMER_TEST_FAULT": "hang-after-effect"})
+    producer = Producing(kafka.bootstrap_servers)
+    first = _event()
+    producer.send(topics.APPOINTMENT_CANCELLED, first)
+    wait_for(lambda: "hanging before offset commit" in doomed.output(), what="the effect to commit")
+    assert len(feed_entries(pool, first["AppointmentId"])) == 1
+    doomed.kill9()  # the offset of `first` was never committed
+
+    successor = spawn_role("consume", "crm", env=env)
+    # a second message on the same key, so on the same partition, behind the redelivered one
+    second = _event()
+    producer.send(topics.APPOINTMENT_CANCELLED, second, key=str(first["AppointmentId"]))
+    wait_for(lambda: feed_entries(pool, second["AppointmentId"]), timeout=45, what="the successor to catch up")
+
+    assert len(feed_entries(pool, first["AppointmentId"])) == 1
+    assert len(rows(pool, "SELECT 1 FROM messaging.inbox WHERE message_id = %s", first["MessageId"])) == 1
+    log = [json.loads(line) for line in successor.output().splitlines() if line.startswith("{")]
+    assert any(r.get("event") == "duplicate message skipped" and r.get("message_id") == first["MessageId"] for r in log)
+
+    assert successor.terminate() == 0  # graceful stop: finishes the message in hand, leaves the group
+    assert "consumer stopped" in successor.output()
+
+
+def test_database_unreachable_for_a_while_retries_then_applies_once(
+    kafka, settings, database_url, pool, test_databases: TestDatabases
+):
+    name = database_url.split("?", 1)[0].rsplit("/", 1)[1]
+    consumer_pool = create_pool(database_url, min_size=1, max_size=2, name="outage")
+    admin = psycopg.connect(test_databases.server_url, autocommit=True)
+    producer = Producing(kafka.bootstrap_servers)
+    retries_before = metric("pin_consumer_retries_total", group="crm", topic=topics.APPOINTMENT_CANCELLED)
+    dead_before = metric("pin_consumer_dead_lettered_total", group="crm", topic=topics.APPOINTMENT_CANCELLED)
+    try:
+        with running("crm", settings, consumer_pool, db_timeout=0.5, max_attempts=2):
+            warmup = _event()
+            producer.send(topics.APPOINTMENT_CANCELLED, warmup)
+            wait_for(lambda: feed_entries(pool, warmup["AppointmentId"]), what="the consumer to be up")
+
+            # the outage: no new connections, and every open one cut
+            admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false')
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+            events = [_event() for _ in range(3)]
+            for event in events:
+                producer.send(topics.APPOINTMENT_CANCELLED, event)
+            # more failed attempts than max_attempts: an outage never sends anything to the DLQ
+            wait_for(
+                lambda: (
+                    metric("pin_consumer_retries_total", group="crm", topic=topics.APPOINTMENT_CANCELLED)
+                    >= retries_before + 6
+                ),
+                what="retries during the outage",
+            )
+            admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS true')
+
+            for event in events:
+                wait_for(lambda e=event: feed_entries(pool, e["AppointmentId"]), what="the backlog after the outage")
+    finally:
+        admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS true')
+        admin.close()
+        consumer_pool.close()
+
+    for event in events:
+        assert len(feed_entries(pool, event["AppointmentId"])) == 1
+    assert metric("pin_consumer_dead_lettered_total", group="crm", topic=topics.APPOINTMENT_CANCELLED) == dead_before
+    assert read_dead_letters(settings, ["crm"], idle_seconds=0.5) == []
+
+
+def test_failing_handler_is_dead_lettered_after_n_attempts_then_replayed_after_the_fix(
+    kafka, settings, pool, spawn_role
+):
+    producer = Producing(kafka.bootstrap_servers)
+    env = {"PIN_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers}
+    retries_before = metric("pin_consumer_retries_total", group="crm", topic=topics.APPOINTMENT_CANCELLED)
+    duplicates_before = metric("pin_consumer_duplicates_total", group="crm", topic=topics.APPOINTMENT_CANCELLED)
+    with running("crm", settings, pool, max_attempts=3):
+        warmup = _event()
+        producer.send(topics.APPOINTMENT_CANCELLED, warmup)
+        wait_for(lambda: feed_entries(pool, warmup["AppointmentId"]), what="the consumer to be up")
+
+        _execute(pool, "ALTER TABLE crm.lead_feed_entry RENAME TO lead_feed_entry_moved")  # a broken deploy
+        failing = _event()
+        producer.send(topics.APPOINTMENT_CANCELLED, failing)
+        [letter] = wait_for(
+            lambda: [
+                x for x in read_dead_letters(settings, ["crm"], idle_seconds=0.3)
+                if x.message_id == failing["MessageId"]
+            ],
+            what="the dead letter",
+        )  # fmt: skip
+        _execute(pool, "ALTER TABLE crm.lead_feed_entry_moved RENAME TO lead_feed_entry")  # the fix
+
+        origin = letter.provenance
+        assert origin["dlt-attempts"] == "3"
+        assert origin["dlt-exception-type"] == "UndefinedTable"
+        assert origin["dlt-consumer-group"] == "crm"
+        assert origin["dlt-original-topic"] == topics.APPOINTMENT_CANCELLED
+        assert metric("pin_consumer_retries_total", group="crm", topic=topics.APPOINTMENT_CANCELLED) == (
+            retries_before + 2
+        )
+        # the partition went on: a later message on the same key is handled
+        behind = _event()
+        producer.send(topics.APPOINTMENT_CANCELLED, behind, key=str(failing["AppointmentId"]))
+        wait_for(lambda: feed_entries(pool, behind["AppointmentId"]), what="the message behind the dead letter")
+        assert feed_entries(pool, failing["AppointmentId"]) == []
+
+        listing = spawn_role("dlq", "list", "--group", "crm", "--idle-seconds", "1", env=env)
+        assert listing.wait(60) == 0, listing.output()
+        listed = [json.loads(line) for line in listing.output().splitlines() if line.startswith('{"')]
+        [summary] = [item for item in listed if item.get("messageId") == failing["MessageId"]]
+        assert summary["originTopic"] == topics.APPOINTMENT_CANCELLED
+        assert (summary["attempts"], summary["errorType"]) == ("3", "UndefinedTable")
+
+        for _ in range(2):  # the second replay is a duplicate: the inbox skips it
+            replay = spawn_role(
+                "dlq", "replay", "--group", "crm", "--message-id", failing["MessageId"], "--idle-seconds", "1", env=env
+            )
+            assert replay.wait(60) == 0, replay.output()
+            assert '"replayed": 1' in replay.output()
+            wait_for(lambda: in_inbox(pool, "crm", failing["MessageId"]), what="the replayed message handled")
+        wait_for(
+            lambda: (
+                metric("pin_consumer_duplicates_total", group="crm", topic=topics.APPOINTMENT_CANCELLED)
+                == duplicates_before + 1
+            ),
+            what="the second replay skipped as a duplicate",
+        )
+
+    assert len(feed_entries(pool, failing["AppointmentId"])) == 1
+
+
+def _execute(pool: ConnectionPool[Conn], sql: str) -> None:
+    with pool.connection() as conn:
+        conn.execute(sql)  # type: ignore[arg-type]
