@@ -12,13 +12,17 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from fastapi import FastAPI
 from psycopg_pool import ConnectionPool
 
+from pin.calendar import service
+from pin.calendar.domain import ConflictError
 from pin.db import connect
+from pin.outbox.writer import MessageContext
 from pin.unit_of_work import Conn
 from tests.calendar.conftest import CalendarApi, Person, TestClient, fetch_all, fetch_one, outbox
 
@@ -238,3 +242,18 @@ def test_reschedule_to_a_slot_being_booked(
         assert old_topics == ["pin.calendar.appointment-created.v1"]
         event = fetch_one(pool, "SELECT status FROM calendar.calendar_event WHERE id = %s", old["calendarEventId"])
         assert event["status"] == "Scheduled"
+
+
+def test_a_request_never_waits_forever_for_a_held_row(
+    api: CalendarApi, pool: ConnectionPool[Conn], database_url: str
+) -> None:
+    """A row held longer than the lock timeout (a stuck transaction) is a 409 conflict, not a hung request."""
+    agent, investor = _people(api)
+    appointment = api.booked(agent, investor)
+    calendar = service.Calendar(
+        pool, service.CalendarPolicy(lock_timeout=timedelta(milliseconds=200)), MessageContext("t")
+    )
+    actor = service.Actor(agent.user_id, agent.tenant_id)
+    with _row_locked(database_url, "appointment", appointment["id"]), pytest.raises(ConflictError):
+        service.confirm_appointment(calendar, actor, uuid.UUID(appointment["id"]))
+    assert service.confirm_appointment(calendar, actor, uuid.UUID(appointment["id"])).status == "Confirmed"

@@ -11,7 +11,8 @@ own appointments; a record of another tenant, or of another user, is reported as
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -48,6 +49,8 @@ class CalendarPolicy:
     pending_ttl: timedelta = timedelta(hours=24)
     # INV-APT-3: an investor may cancel or reschedule until StartAt minus this.
     cancel_cutoff: timedelta = timedelta(minutes=60)
+    # How long a request waits for a row another transaction holds before answering 409 (never hangs).
+    lock_timeout: timedelta = timedelta(seconds=5)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> CalendarPolicy:
@@ -74,9 +77,13 @@ class Calendar:
     policy: CalendarPolicy
     context: MessageContext
 
-    def unit_of_work(self) -> UnitOfWork:
+    @contextmanager
+    def unit_of_work(self) -> Iterator[UnitOfWork]:
         """A new transaction whose recorded events carry this request's correlation id and trace."""
-        return UnitOfWork(self.pool, self.context, traceparent_provider=current_traceparent)
+        with UnitOfWork(self.pool, self.context, traceparent_provider=current_traceparent) as uow:
+            milliseconds = int(self.policy.lock_timeout.total_seconds() * 1000)
+            uow.conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{milliseconds}ms",))
+            yield uow
 
 
 # ------------------------------------------------------------------------------------------------ slots
