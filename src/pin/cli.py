@@ -85,12 +85,18 @@ def api(
 def relay(
     once: Annotated[bool, typer.Option(help="Publish what is in the outbox now, print the totals, exit.")] = False,
 ) -> None:
-    """One outbox relay instance: publishes outbox rows to Kafka, in order per key (SPEC section 5)."""
+    """One outbox relay instance: publishes outbox rows to Kafka, in order per key (SPEC section 5).
+
+    With --once it takes a fair share of the vparts (all of them when no other relay runs), publishes what is
+    due there, prints the totals as JSON and exits: 0, or 1 when a send failed (the rows stay for a retry).
+    """
     from pin.bootstrap import run_relay
 
     totals = run_relay(once=once)
     if totals is not None:
         print_json(totals)
+        if totals["failed"]:
+            raise typer.Exit(1)
 
 
 @app.command()

@@ -150,11 +150,11 @@ class SendError:
 
     code: str
     reason: str
-    # broker unavailability (timeouts, transport): retried with backoff for ever, never dead-lettered
+    # broker unavailability or a broken producer: retried with backoff for ever, never dead-lettered
     retriable: bool = False
     # the broker will never accept this message: dead-lettered at once
     permanent: bool = False
-    # the producer instance is unusable and must be replaced
+    # the producer instance is unusable and is replaced
     fatal: bool = False
 
     def text(self) -> str:
@@ -174,16 +174,58 @@ _PERMANENT_CODES = frozenset(
     }
 )
 _UNKNOWN_TOPIC_CODES = frozenset({KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART})
+# The broker (or the way to it) is unavailable: nothing is wrong with the message. Retried for ever with
+# backoff, never dead-lettered. (librdkafka's retriable() flag is not set on delivery-report errors such as
+# _MSG_TIMED_OUT, so the codes are listed.)
+_UNAVAILABLE_CODES = frozenset(
+    {
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError._TIMED_OUT,
+        KafkaError._TIMED_OUT_QUEUE,
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._QUEUE_FULL,
+        KafkaError._RESOLVE,
+        KafkaError._PURGE_QUEUE,
+        KafkaError._PURGE_INFLIGHT,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+        KafkaError.NOT_ENOUGH_REPLICAS,
+        KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.BROKER_NOT_AVAILABLE,
+        KafkaError.KAFKA_STORAGE_ERROR,
+    }
+)
+# The idempotent producer's own state is broken (seen after a broker freeze: PRODUCER_FENCED for every send):
+# replace the producer; the message is fine, so this never counts towards dead-lettering.
+_PRODUCER_STATE_CODES = frozenset(
+    {
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+        KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        KafkaError.UNKNOWN_PRODUCER_ID,
+        KafkaError.INVALID_PRODUCER_ID_MAPPING,
+        KafkaError._FATAL,
+        KafkaError._FENCED,
+        KafkaError._INCONSISTENT,
+        KafkaError._GAPLESS_GUARANTEE,
+    }
+)
 
 
 def send_error_of(error: KafkaError) -> SendError:
     """Classify a librdkafka error."""
+    code = error.code()
+    producer_broken = bool(error.fatal()) or code in _PRODUCER_STATE_CODES
     return SendError(
         code=str(error.name()),
         reason=str(error.str()),
-        retriable=bool(error.retriable()) and error.code() not in _UNKNOWN_TOPIC_CODES,
-        permanent=error.code() in _PERMANENT_CODES,
-        fatal=bool(error.fatal()),
+        retriable=code in _UNAVAILABLE_CODES or producer_broken,
+        permanent=code in _PERMANENT_CODES,
+        fatal=producer_broken,
     )
 
 
@@ -446,9 +488,10 @@ class OutboxRelay:
                 else:
                     failures.append((row, error))
                     blocked.add(row.key)  # no later row of this key goes out in this batch
-        if any(error.fatal for _, error in failures):
-            log.warning("kafka producer fatal error: replacing the producer")
-            self._producer = self._producer_factory()
+            broken = next((e for e in outcomes.values() if e is not None and e.fatal), None)
+            if broken is not None:
+                log.warning("kafka producer unusable: replacing it", error=broken.text())
+                self._producer = self._producer_factory()
         return acked, failures, unsent
 
     def _send_wave(self, rows: Sequence[PendingRow]) -> dict[int, SendError | None]:
@@ -468,10 +511,13 @@ class OutboxRelay:
             log.warning("kafka flush timed out", still_queued=remaining)
         for row in rows:
             outcomes.setdefault(row.id, SendError("_UNRESOLVED", "no delivery report before the flush timeout", True))
+        created: dict[str, SendError | None] = {}
         for row in rows:
             error = outcomes[row.id]
             if error is not None and error.code in {"UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC"}:
-                outcomes[row.id] = self._unknown_topic(row, error)
+                if row.topic not in created:
+                    created[row.topic] = self._create_topic(row.topic)
+                outcomes[row.id] = created[row.topic] or error
         return outcomes
 
     def _produce(self, row: PendingRow, outcomes: dict[int, SendError | None]) -> SendError | None:
@@ -496,15 +542,20 @@ class OutboxRelay:
             return None
         return SendError("_QUEUE_FULL", "the producer queue stayed full", retriable=True)
 
-    def _unknown_topic(self, row: PendingRow, error: SendError) -> SendError:
-        """Unknown topic: create it once; if that fails the broker will never take the row."""
+    def _create_topic(self, topic: str) -> SendError | None:
+        """An unknown topic is created once per batch; if the broker refuses, its rows can never be delivered."""
         if self._ensure_topic is None:
-            return error
+            return None
         try:
-            self._ensure_topic(row.topic)
-        except Exception as exc:  # noqa: BLE001 - any failure to create the topic makes the row undeliverable
-            return SendError(error.code, f"{error.reason}; creating the topic failed: {exc}", permanent=True)
-        return error
+            self._ensure_topic(topic)
+        except KafkaException as exc:
+            error = send_error_of(exc.args[0])
+            if error.retriable:  # the broker is away: not the topic's fault
+                return error
+            return SendError(error.code, f"unknown topic and creating it failed: {error.reason}", permanent=True)
+        except Exception as exc:  # noqa: BLE001 - any other refusal to create the topic is final too
+            return SendError("TOPIC_CREATION_FAILED", f"unknown topic and creating it failed: {exc}", permanent=True)
+        return None
 
     def _settle(self, acked: Sequence[PendingRow], failures: Sequence[tuple[PendingRow, SendError]]) -> tuple[int, int]:
         """One transaction: delete the acknowledged rows, mark or dead-letter the failed ones."""
