@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+import structlog
 from psycopg_pool import ConnectionPool
 
 from pin.calendar import repository
@@ -39,6 +40,8 @@ from pin.observability.tracing import current_traceparent
 from pin.outbox.writer import MessageContext
 from pin.settings import Settings
 from pin.unit_of_work import Conn, UnitOfWork
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -365,8 +368,21 @@ def _check_version(current: int, expected: int | None) -> None:
 
 
 def _record(uow: UnitOfWork, cluster: AppointmentCluster) -> None:
+    appointment = cluster.appointment
     for event in cluster.pull_events():
-        uow.record(to_contract(event), event.occurred_at)
+        contract = to_contract(event)
+        uow.record(contract, event.occurred_at)
+        # identifiers and enums only: no names, no free-text reasons (SPEC section 6)
+        log.info(
+            "calendar event recorded",
+            event_type=contract.EVENT_TYPE,
+            appointment_id=str(appointment.id),
+            slot_id=str(cluster.slot.id),
+            calendar_event_id=str(cluster.event.id),
+            tenant_id=str(appointment.tenant_id),
+            appointment_status=appointment.status.value,
+            slot_status=cluster.slot.status.value,
+        )
 
 
 def _commit(uow: UnitOfWork) -> None:
