@@ -141,7 +141,10 @@ def test_AC4_a_cancel_in_flight_is_skipped_then_the_purchase_is_cancelled_never_
     _wait_for_sleeping_backend(database_url)
 
     during = _job(pool).run_once()
+    cancel_still_in_flight = canceller.is_alive()  # the worker did not wait for the lock: it skipped the row
     canceller.join(15)
+
+    assert cancel_still_in_flight
 
     assert (during.expired_count, during.skipped_locked) == (1, 1)  # the other one expired; ours was skipped
     assert "error" not in outcome

@@ -27,6 +27,8 @@ from typing import Protocol
 
 import structlog
 
+from pin.observability import liveness
+
 log = structlog.get_logger(__name__)
 
 
@@ -78,9 +80,12 @@ class JobRunner:
     def run(self) -> None:
         """Loop until stopped; a failing cycle is logged and retried by a later cycle."""
         log.info("worker started", job=self._job.name, interval_seconds=self._config.interval_seconds)
+        # The liveness probe fails when the loop stops turning (a hung call): beats come per cycle and per doze poll.
+        liveness.expect_beats_within(max(liveness.DEFAULT_MAX_SILENCE_SECONDS, 3 * self._config.interval_seconds))
         failures = 0
         next_tick = time.monotonic()
         while not self._stop.is_set():
+            liveness.beat()
             try:
                 result = self._job.run_once()
             except Exception:
@@ -115,6 +120,7 @@ class JobRunner:
             if until_tick <= 0:
                 return
             horizon = min(until_tick, config.due_poll_seconds) if config.due_poll_seconds > 0 else until_tick
+            liveness.beat()
             until_due = self._until_due()
             if until_due is not None and until_due <= 0:
                 # Due now yet not taken by the last cycle: another instance (or an in-flight cancel) holds it.
