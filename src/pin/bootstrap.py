@@ -95,6 +95,28 @@ def run_expire_promotions(*, once: bool) -> dict[str, int] | None:
         pool.close()
 
 
+def run_appointment_timeout(*, once: bool) -> dict[str, int] | None:
+    """`pin worker appointment-timeout`: expire due Pending appointments until SIGTERM/SIGINT, or one cycle."""
+    from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
+    from pin.jobs.runner import JobRunner, RunnerConfig
+
+    context = start_role("appointment-timeout", metrics=not once)
+    settings = context.settings
+    pool = create_pool(settings.require_database_url(), min_size=1, max_size=2, name="appointment-timeout")
+    try:
+        interval = settings.appointment_timeout_interval_seconds
+        config = AppointmentTimeoutConfig(
+            batch_size=settings.appointment_timeout_batch_size, poison_retry_seconds=interval
+        )
+        job = AppointmentTimeoutJob(pool, config, stop=context.stop)
+        if once:
+            return dict(job.run_once().as_dict())
+        JobRunner(job, RunnerConfig(interval_seconds=interval), context.stop).run()
+        return None
+    finally:
+        pool.close()
+
+
 def run_consumer(group: str) -> None:
     """`pin consume <group>`: one consumer instance of the group until SIGTERM/SIGINT (SPEC section 7)."""
     import os

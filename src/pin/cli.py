@@ -36,6 +36,18 @@ def expire_promotions(
         print_json(result)
 
 
+@worker_app.command("appointment-timeout")
+def appointment_timeout(
+    once: Annotated[bool, typer.Option(help="Run one cycle, print its counters as JSON, exit.")] = False,
+) -> None:
+    """Expire Pending appointments past their PendingExpiresAt, with the calendar cascade (seed 000)."""
+    from pin.bootstrap import run_appointment_timeout
+
+    result = run_appointment_timeout(once=once)
+    if result is not None:
+        print_json(result)
+
+
 @app.command()
 def up(
     demo: Annotated[bool, typer.Option(help="Add sample data that expires within minutes.")] = False,

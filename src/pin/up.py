@@ -27,6 +27,7 @@ from pin.settings import Settings, load_settings
 ROLES: tuple[tuple[str, ...], ...] = (
     ("relay",),
     ("worker", "expire-promotions"),
+    ("worker", "appointment-timeout"),
     ("consume", "crm"),
     ("consume", "notifications"),
     ("consume", "catalog"),

@@ -1,0 +1,455 @@
+"""The worker appointment-timeout (seed 000): Pending appointments past PendingExpiresAt become Expired.
+
+One cycle (``run_once``), driven by :class:`~pin.jobs.runner.JobRunner` (60 s ticks, no overlap, a full batch
+loops at once, a wake-up for the next PendingExpiresAt):
+
+1. AsOf is read once from the database clock, the one clock every instance shares (injectable in tests); a run
+   id is the correlation id of every outbox row the cycle writes and the ``pin.run_id`` of its span.
+2. Items are claimed **one per transaction**, up to BatchSize per cycle: ``Status = Pending AND
+   PendingExpiresAt < AsOf`` over ix_appointments_pending_expires_at, oldest first, ``LIMIT 1 FOR NO KEY
+   UPDATE SKIP LOCKED`` in a materialized CTE, poison items still backing off left out. The row lock taken by
+   the claim is the lock the item is processed under: it lives until that item commits or rolls back
+   (research/skiplocked.md section 7, "lock-in-tx per item"), so no other instance, and no confirm, decline or
+   cancel of the agent or investor, can touch the appointment meanwhile; they are skipped, not waited for.
+3. In the same transaction the calendar's own use case :func:`pin.calendar.service.expire_appointment` locks the
+   rest of the cluster (slot, event, reminders, in the calendar's lock order), re-reads it, runs the one
+   cascade (``AppointmentCluster.expire``), saves with guarded UPDATEs (a row that changed under us raises a
+   conflict and is rolled back, never overwritten) and records the two events; the unit of work writes them
+   to the outbox and commits (seed 000: per item, INV-APT-6).
+4. A poison item (an unexpected cascade state) is rolled back, logged at ERROR, counted and recorded in
+   ``jobs.item_failure`` so that it backs off and the due items behind it still expire. An infrastructure
+   error (the database gone) rolls the current item back and ends the cycle; the runner retries.
+5. A stop request (SIGTERM) is checked between items: the current item commits or rolls back whole first.
+
+SkippedLockedCount is the number of distinct due appointments this cycle's claims passed over because
+another transaction held them: each claim counts, on its own snapshot, the due rows that sort before the row
+it locked (or all due rows, when it locked none) and that it did not get. Those rows were locked by another
+instance or by an in-flight operation (or were expired by another instance between that snapshot and the lock
+attempt: also "taken by someone else"). A cluster whose slot or event stayed locked past the item's lock
+timeout is counted there too.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, LiteralString, cast
+
+import psycopg
+import structlog
+from prometheus_client import Counter, Gauge, Histogram
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from pin.calendar import repository
+from pin.calendar.domain import ConflictError, DomainError, SlotOutcome
+from pin.calendar.service import ExpiryResult, ExpiryStatus, expire_appointment
+from pin.db import database_now
+from pin.jobs import bookkeeping
+from pin.observability.tracing import current_traceparent, tracer
+from pin.outbox.writer import MessageContext
+from pin.unit_of_work import Conn, UnitOfWork
+
+log = structlog.get_logger(__name__)
+
+JOB_NAME = "appointment-timeout"
+
+# ------------------------------------------------------------------------------------------------ metrics
+# The names of seed 000's observability table (prometheus-client adds ``_total`` to counters).
+
+CYCLE_DURATION = Histogram(
+    "calendar_appointment_timeout_cycle_duration_seconds",
+    "Duration of one appointment-timeout cycle.",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+ITEMS = Counter(
+    "calendar_appointment_timeout_items",
+    "Appointments expired by appointment-timeout, by what happened to their slot (INV-SLT-5).",
+    ["slot_outcome"],
+)
+BACKLOG = Gauge(
+    "calendar_appointment_timeout_backlog",
+    "Pending appointments past PendingExpiresAt not processed yet, after the last cycle (counted up to 10 001).",
+)
+SKIP_LOCKED = Counter(
+    "calendar_appointment_timeout_skip_locked",
+    "Due appointments a cycle skipped because another instance or an in-flight operation held them.",
+)
+ERRORS = Counter(
+    "calendar_appointment_timeout_errors",
+    "Poison appointments rolled back, and cycles ended by an infrastructure error.",
+)
+LAST_SUCCESS = Gauge(
+    "calendar_appointment_timeout_last_success_timestamp_seconds",
+    "Unix time of the last appointment-timeout cycle that completed.",
+)
+
+# Pre-create the labelled series so that dashboards and rate() see 0 before the first expiry.
+for _outcome in SlotOutcome:
+    ITEMS.labels(slot_outcome=_outcome.value)
+
+# ---------------------------------------------------------------------------------------------------- SQL
+
+_DUE: LiteralString = """a.status = 'Pending' AND a.pending_expires_at < %(as_of)s"""
+
+# The claim of one item (seed 000, "Что читаем"): the oldest due Pending appointment nobody holds, not backing
+# off as poison and not already tried in this cycle, locked FOR NO KEY UPDATE SKIP LOCKED in a materialized CTE
+# (the planner cannot run it twice or lock more than the limit; FOR NO KEY UPDATE leaves the foreign-key checks
+# of other transactions, FOR KEY SHARE, unblocked). ``passed_over`` is computed on the same snapshot: the due
+# rows before the claimed one (all of them when none was claimed) that the claim did not get.
+_CLAIM_NEXT = f"""
+WITH claimed AS MATERIALIZED (
+    SELECT a.id, a.tenant_id, a.pending_expires_at
+      FROM calendar.appointment AS a
+     WHERE {_DUE} AND NOT (a.id = ANY (%(attempted)s::uuid[])) AND {bookkeeping.not_backing_off("a")}
+     ORDER BY a.pending_expires_at, a.id
+     LIMIT 1
+       FOR NO KEY UPDATE OF a SKIP LOCKED
+),
+passed_over AS MATERIALIZED (
+    SELECT a.id
+      FROM calendar.appointment AS a
+     WHERE {_DUE} AND NOT (a.id = ANY (%(attempted)s::uuid[])) AND {bookkeeping.not_backing_off("a")}
+       AND NOT EXISTS (SELECT 1 FROM claimed AS c WHERE c.id = a.id)
+       AND (NOT EXISTS (SELECT 1 FROM claimed)
+            OR (a.pending_expires_at, a.id) < (SELECT c.pending_expires_at, c.id FROM claimed AS c))
+     ORDER BY a.pending_expires_at, a.id
+     LIMIT {bookkeeping.BACKLOG_CAP}
+)
+SELECT c.id, c.tenant_id,
+       EXISTS (SELECT 1 FROM jobs.item_failure AS f WHERE f.job = %(job)s AND f.item_id = c.id) AS has_failure,
+       (SELECT coalesce(array_agg(p.id), '{{}}'::uuid[]) FROM passed_over AS p) AS passed_over
+  FROM (SELECT 1) AS one
+  LEFT JOIN claimed AS c ON true
+"""
+
+# Due now, over the partial index: the cycle's "batch selected" count (bounded by BatchSize) and the backlog gauge.
+DUE_SQL = f"SELECT 1 FROM calendar.appointment AS a WHERE {_DUE} AND {bookkeeping.not_backing_off('a')}"
+
+# The next moment something falls due: the earliest PendingExpiresAt (one step down the partial index), or the
+# next retry of a poison item. Measured against clock_timestamp() by bookkeeping.seconds_until.
+NEXT_DEADLINE_SQL = f"""
+SELECT least(
+    (SELECT a.pending_expires_at FROM calendar.appointment AS a
+      WHERE a.status = 'Pending' AND {bookkeeping.not_backing_off("a", as_of="clock_timestamp()")}
+      ORDER BY a.pending_expires_at, a.id LIMIT 1),
+    (SELECT min(f.next_attempt_at) FROM jobs.item_failure AS f
+      WHERE f.job = %(job)s AND f.next_attempt_at > clock_timestamp())
+) AS at
+"""
+
+# A poison appointment's failure row is kept while the appointment still waits (is Pending).
+STILL_PENDING_SQL = "EXISTS (SELECT 1 FROM calendar.appointment AS a WHERE a.id = f.item_id AND a.status = 'Pending')"
+
+
+@dataclass(frozen=True)
+class ClaimedItem:
+    """What one claim returned: the locked appointment (None when nothing was free) and the rows it passed over."""
+
+    appointment_id: uuid.UUID | None
+    tenant_id: uuid.UUID | None
+    has_failure: bool
+    passed_over: list[uuid.UUID]
+
+
+def appointment_claim_next(conn: Conn, *, as_of: datetime, attempted: list[uuid.UUID]) -> ClaimedItem:
+    """Lock the oldest due Pending appointment that nobody else holds, in the caller's transaction."""
+    params = {"as_of": as_of, "attempted": attempted, "job": JOB_NAME}
+    row = cast(dict[str, Any], conn.execute(_CLAIM_NEXT, params).fetchone())
+    return ClaimedItem(row["id"], row["tenant_id"], bool(row["has_failure"]), list(row["passed_over"]))
+
+
+# ----------------------------------------------------------------------------------------------- the job
+
+
+@dataclass(frozen=True)
+class AppointmentTimeoutConfig:
+    """Settings of one worker instance."""
+
+    # Appointments claimed per cycle (seed 000: AppointmentTimeoutOptions.BatchSize = 200); a full batch loops.
+    batch_size: int = 200
+    # First back-off of a poison appointment, doubling per failure up to an hour; the interval means "next cycle".
+    poison_retry_seconds: float = 60.0
+    # The longest an item waits for its slot, event or reminder rows (held by an in-flight operation): then it is
+    # rolled back and skipped, so a stuck lock can neither hang the cycle nor delay a graceful stop.
+    item_lock_timeout_seconds: float = 3.0
+    # This instance's name in jobs.cycle.
+    instance: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+
+
+@dataclass(frozen=True)
+class TimeoutResult:
+    """The counters of one cycle (seed 000, "Результат")."""
+
+    expired_count: int = 0
+    slots_released_count: int = 0
+    slots_expired_count: int = 0
+    skipped_locked_count: int = 0
+    duration_ms: int = 0
+    failed_count: int = 0  # poison items rolled back this cycle
+    claimed_count: int = 0  # items claimed (expired, failed or found changed)
+    batch_size: int = 200
+
+    @property
+    def is_full(self) -> bool:
+        """The cycle claimed BatchSize items: more due appointments are probably waiting."""
+        return self.claimed_count >= self.batch_size
+
+    def as_dict(self) -> Mapping[str, int]:
+        """The result as seed 000 names it."""
+        return {
+            "ExpiredCount": self.expired_count,
+            "SlotsReleasedCount": self.slots_released_count,
+            "SlotsExpiredCount": self.slots_expired_count,
+            "SkippedLockedCount": self.skipped_locked_count,
+            "DurationMs": self.duration_ms,
+        }
+
+
+@dataclass
+class _Tally:
+    """What a cycle has done so far (kept when an infrastructure error ends it early)."""
+
+    expired: int = 0
+    released: int = 0
+    slots_expired: int = 0
+    failed: int = 0
+    attempted: list[uuid.UUID] = field(default_factory=list)
+    skipped: set[uuid.UUID] = field(default_factory=set)
+
+    def result(self, started: float, batch_size: int) -> TimeoutResult:
+        return TimeoutResult(
+            expired_count=self.expired,
+            slots_released_count=self.released,
+            slots_expired_count=self.slots_expired,
+            skipped_locked_count=len(self.skipped),
+            duration_ms=_elapsed_ms(started),
+            failed_count=self.failed,
+            claimed_count=len(self.attempted),
+            batch_size=batch_size,
+        )
+
+
+class InfrastructureError(Exception):
+    """The database could not be reached or the connection broke; the cycle ends and the next one retries."""
+
+
+class AppointmentTimeoutJob:
+    """One instance of appointment-timeout; ``run_once()`` is one cycle, the JobRunner loops it."""
+
+    name = JOB_NAME
+
+    def __init__(
+        self,
+        pool: ConnectionPool[Conn],
+        config: AppointmentTimeoutConfig | None = None,
+        *,
+        clock: Callable[[Conn], datetime] = database_now,
+        stop: threading.Event | None = None,
+    ) -> None:
+        self._pool = pool
+        self._config = config or AppointmentTimeoutConfig()
+        self._clock = clock  # AsOf: the database clock every instance shares (research/skiplocked.md, clock skew)
+        self._stop = stop or threading.Event()  # set by SIGTERM: finish the current item, then end the cycle
+
+    def run_once(self) -> TimeoutResult:
+        """One cycle; an infrastructure failure is logged, counted and raised (the current item rolled back)."""
+        run_id = uuid.uuid4()
+        started = time.monotonic()
+        tally = _Tally()
+        as_of: datetime | None = None
+        with tracer().start_as_current_span("appointment-timeout cycle", attributes={"pin.run_id": str(run_id)}):
+            try:
+                as_of = self._as_of()
+                log.info("cycle started", job=JOB_NAME, RunId=str(run_id), AsOf=as_of.isoformat())
+                self._expire_due(run_id, as_of, tally)
+            except Exception as exc:
+                ERRORS.inc()
+                result = tally.result(started, self._config.batch_size)
+                log.error(
+                    "cycle failed", job=JOB_NAME, RunId=str(run_id), **result.as_dict(),
+                    error=bookkeeping.describe_error(exc), exc_info=True,
+                )  # fmt: skip
+                self._after_cycle(run_id, as_of, result, succeeded=False)
+                raise
+        result = tally.result(started, self._config.batch_size)
+        self._observe(result)
+        log.info(
+            "cycle completed", job=JOB_NAME, RunId=str(run_id), **result.as_dict(),
+            SkippedLocked=result.skipped_locked_count, FailedCount=result.failed_count,
+        )  # fmt: skip
+        self._after_cycle(run_id, as_of, result, succeeded=True)
+        return result
+
+    def seconds_until_next_due(self) -> float | None:
+        """Seconds until the earliest PendingExpiresAt of a Pending appointment (or a poison retry), DB clock."""
+        with self._pool.connection() as conn:
+            return bookkeeping.seconds_until(conn, NEXT_DEADLINE_SQL, {"job": JOB_NAME})
+
+    # -- the cycle ---------------------------------------------------------------------------------------------
+
+    def _as_of(self) -> datetime:
+        with self._pool.connection() as conn:
+            return self._clock(conn)
+
+    def _expire_due(self, run_id: uuid.UUID, as_of: datetime, tally: _Tally) -> None:
+        """Claim and expire one item per transaction until none is free, BatchSize is reached, or a stop."""
+        batch_size = self._config.batch_size
+        with self._pool.connection() as conn:
+            selected = _count(conn, DUE_SQL, {"job": JOB_NAME, "as_of": as_of}, limit=batch_size)
+        log.info("batch selected", job=JOB_NAME, RunId=str(run_id), Count=selected)
+        if selected == 0:
+            return  # empty batch: a no-op, no claim transaction at all
+        while len(tally.attempted) < batch_size and not self._stop.is_set():
+            if not self._expire_next(run_id, as_of, tally):
+                return
+
+    def _expire_next(self, run_id: uuid.UUID, as_of: datetime, tally: _Tally) -> bool:
+        """One item in one transaction; False when no due appointment was free to claim."""
+        failure: Exception | None = None
+        expiry: ExpiryResult | None = None
+        with UnitOfWork(self._pool, MessageContext(str(run_id)), traceparent_provider=current_traceparent) as uow:
+            try:
+                self._limit_lock_waits(uow.conn)
+                claim = appointment_claim_next(uow.conn, as_of=as_of, attempted=tally.attempted)
+            except Exception as exc:
+                raise InfrastructureError(bookkeeping.describe_error(exc)) from exc
+            tally.skipped.update(claim.passed_over)
+            if claim.appointment_id is None:
+                return False
+            appointment_id = claim.appointment_id
+            tally.attempted.append(appointment_id)
+            attributes = {
+                "pin.run_id": str(run_id),
+                "pin.appointment_id": str(appointment_id),
+                "pin.tenant_id": str(claim.tenant_id),
+            }
+            with tracer().start_as_current_span("appointment-timeout item", attributes=attributes):
+                try:
+                    expiry = self._expire_claimed(uow, appointment_id, as_of, has_failure=claim.has_failure)
+                except ConflictError:
+                    # Changed or held under us (guarded UPDATE matched nothing, lock timeout, deadlock): rolled back,
+                    # never overwritten; the next cycle re-reads it (seed 000, "Гонка worker <-> агент").
+                    _raise_if_infrastructure(uow.conn)
+                    tally.skipped.add(appointment_id)
+                    log.warning(
+                        "item skipped: changed concurrently", job=JOB_NAME, RunId=str(run_id),
+                        AppointmentId=str(appointment_id),
+                    )  # fmt: skip
+                    return True
+                except Exception as exc:  # noqa: BLE001 - poison fails in any way; infrastructure is re-raised
+                    _raise_if_infrastructure(uow.conn, exc)
+                    uow.rollback()  # the whole item, before its failure is recorded in a transaction of its own
+                    failure = exc
+        if failure is not None:
+            self._poisoned(run_id, appointment_id, failure)
+            tally.failed += 1
+        elif expiry is not None:
+            self._expired(run_id, expiry, tally)
+        return True
+
+    def _limit_lock_waits(self, conn: Conn) -> None:
+        timeout_ms = int(self._config.item_lock_timeout_seconds * 1000)
+        conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{timeout_ms}ms",))
+
+    def _expire_claimed(
+        self, uow: UnitOfWork, appointment_id: uuid.UUID, as_of: datetime, *, has_failure: bool
+    ) -> ExpiryResult | None:
+        """The calendar's expiry use case on the claimed row, then commit; None when there was nothing to do."""
+        expiry = expire_appointment(uow, appointment_id, as_of)
+        if expiry.status is not ExpiryStatus.EXPIRED:
+            return None  # re-read under the lock: no longer Pending or not due (idempotent by state)
+        if has_failure:
+            bookkeeping.item_failure_clear(uow.conn, JOB_NAME, [appointment_id])  # a former poison item healed
+        with repository.translated_errors():
+            uow.commit()  # the transition, the cascade and the two outbox rows, atomically (INV-APT-6)
+        return expiry
+
+    def _expired(self, run_id: uuid.UUID, expiry: ExpiryResult, tally: _Tally) -> None:
+        assert expiry.cluster is not None
+        assert expiry.slot_outcome is not None
+        appointment = expiry.cluster.appointment
+        outcome = expiry.slot_outcome
+        tally.expired += 1
+        if outcome is SlotOutcome.RELEASED:
+            tally.released += 1
+        else:
+            tally.slots_expired += 1
+        ITEMS.labels(slot_outcome=outcome.value).inc()
+        log.info(
+            "appointment expired", job=JOB_NAME, RunId=str(run_id), AppointmentId=str(appointment.id),
+            SlotId=str(appointment.slot_id), CalendarEventId=str(appointment.calendar_event_id),
+            TenantId=str(appointment.tenant_id), SlotOutcome=outcome.value,
+        )  # fmt: skip
+
+    def _poisoned(self, run_id: uuid.UUID, appointment_id: uuid.UUID, exc: Exception) -> None:
+        """Log, count and record a poison item, in a short transaction of its own after the item's rollback."""
+        ERRORS.inc()
+        base = timedelta(seconds=self._config.poison_retry_seconds)
+        try:
+            with self._pool.connection() as conn:
+                attempts = bookkeeping.item_failure_record(conn, JOB_NAME, appointment_id, exc, base=base)
+        except Exception as record_exc:
+            raise InfrastructureError(bookkeeping.describe_error(record_exc)) from record_exc
+        log.error(
+            "item failed", job=JOB_NAME, RunId=str(run_id), AppointmentId=str(appointment_id),
+            error=bookkeeping.describe_error(exc), Attempts=attempts, exc_info=exc,
+        )  # fmt: skip
+
+    # -- after the cycle -------------------------------------------------------------------------------------
+
+    def _observe(self, result: TimeoutResult) -> None:
+        CYCLE_DURATION.observe(result.duration_ms / 1000)
+        SKIP_LOCKED.inc(result.skipped_locked_count)
+        LAST_SUCCESS.set(time.time())
+
+    def _after_cycle(
+        self, run_id: uuid.UUID, as_of: datetime | None, result: TimeoutResult, *, succeeded: bool
+    ) -> None:
+        """Backlog gauge, poison pruning and the jobs.cycle record, in a short transaction (best effort)."""
+        try:
+            with self._pool.connection() as conn:
+                now = database_now(conn)
+                BACKLOG.set(bookkeeping.backlog_count(conn, DUE_SQL, {"job": JOB_NAME, "as_of": now}))
+                bookkeeping.item_failure_prune(conn, JOB_NAME, STILL_PENDING_SQL)
+                bookkeeping.cycle_record(
+                    conn,
+                    job=JOB_NAME,
+                    instance=self._config.instance,
+                    run_id=run_id,
+                    as_of=as_of or now,
+                    duration_ms=result.duration_ms,
+                    counters={**result.as_dict(), "FailedCount": result.failed_count},
+                    succeeded=succeeded,
+                )
+        except Exception:
+            log.warning("cycle bookkeeping failed", job=JOB_NAME, RunId=str(run_id), exc_info=True)
+
+
+def _raise_if_infrastructure(conn: Conn, exc: Exception | None = None) -> None:
+    """Re-raise as InfrastructureError when the connection is gone or the error is not about this item.
+
+    A domain error is about the item (poison, or a conflict). A driver error on a healthy connection that is not
+    operational (a check violation, bad data) is about the item too. An OperationalError or a broken connection is
+    about the database: the cycle ends and the next one retries.
+    """
+    if conn.broken or conn.closed:
+        raise InfrastructureError("the database connection was lost") from exc
+    if exc is not None and not isinstance(exc, DomainError) and isinstance(exc, psycopg.OperationalError | PoolTimeout):
+        raise InfrastructureError(bookkeeping.describe_error(exc)) from exc
+
+
+def _count(conn: Conn, query: str, params: Mapping[str, object], *, limit: int) -> int:
+    """How many rows ``query`` returns, counting at most ``limit`` (a bounded scan of the partial index)."""
+    sql = f"SELECT count(*) AS n FROM ({query} LIMIT %(count_limit)s) AS due"
+    row = cast(dict[str, Any], conn.execute(sql, {**params, "count_limit": limit}).fetchone())
+    return int(row["n"])
+
+
+def _elapsed_ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)

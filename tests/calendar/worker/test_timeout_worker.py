@@ -1,0 +1,541 @@
+"""appointment-timeout in process against a real PostgreSQL: one test per row of seed 000's Тесты table.
+
+Concurrency rows make the race happen with real connections: the agent's confirm runs the real use case in a
+thread, held open inside its transaction by a pg_sleep trigger; the infrastructure error terminates the worker's
+real backend with pg_terminate_backend while it waits on a row lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import REGISTRY
+from psycopg_pool import ConnectionPool
+from structlog.testing import capture_logs
+
+from pin.calendar import service, timeout_worker
+from pin.calendar.domain import AppointmentNotPendingError
+from pin.calendar.service import Actor, Calendar, CalendarPolicy
+from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
+from pin.db import connect, database_now
+from pin.jobs.runner import JobRunner, RunnerConfig
+from pin.messaging.contracts import utc_iso
+from pin.outbox.writer import MessageContext
+from pin.unit_of_work import Conn
+from tests.calendar.worker.factory import (
+    Cluster,
+    break_slot,
+    db_now,
+    execute,
+    outbox_rows,
+    rows_by_id,
+    seed_appointments,
+    slow_expiry,
+    statuses,
+)
+
+pytestmark = pytest.mark.integration
+
+CANCELLED = "pin.calendar.appointment-cancelled"
+STATUS_CHANGED = "pin.calendar.event-status-changed"
+EXPIRED_TEXT = "Запись не подтверждена агентом в срок"
+
+
+class RecordingClock:
+    """The database clock, remembering every AsOf it gave (the injectable clock of the job)."""
+
+    def __init__(self, shift: timedelta = timedelta(0)) -> None:
+        self.shift = shift
+        self.readings: list[datetime] = []
+
+    def __call__(self, conn: Conn) -> datetime:
+        value = database_now(conn) + self.shift
+        self.readings.append(value)
+        return value
+
+
+def make_job(pool: ConnectionPool[Conn], clock: Callable[[Conn], datetime] = database_now, **config: Any) -> Any:
+    """An appointment-timeout job on ``pool`` named "test" in jobs.cycle."""
+    return AppointmentTimeoutJob(pool, AppointmentTimeoutConfig(instance="test", **config), clock=clock)
+
+
+def last_run_id(pool: ConnectionPool[Conn], instance: str = "test") -> str:
+    """The run id of this instance's last cycle, from jobs.cycle."""
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT run_id FROM jobs.cycle WHERE job = 'appointment-timeout' AND instance = %s", (instance,)
+        ).fetchone()
+    assert row is not None
+    return str(row["run_id"])
+
+
+def metric(name: str, **labels: str) -> float:
+    """The current value of a sample of the default registry (0 when absent)."""
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``predicate`` until true, or fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def per_key(pool: ConnectionPool[Conn], event_type: str) -> dict[str, int]:
+    """How many outbox rows of ``event_type`` each message key has."""
+    counts: dict[str, int] = {}
+    for row in outbox_rows(pool, event_type):
+        counts[row["message_key"]] = counts.get(row["message_key"], 0) + 1
+    return counts
+
+
+@pytest.fixture
+def runner(pool: ConnectionPool[Conn]) -> Iterator[Callable[..., threading.Thread]]:
+    """Start a JobRunner of a job in a thread; every runner is stopped at the end of the test."""
+    started: list[tuple[threading.Event, threading.Thread]] = []
+
+    def _start(job: AppointmentTimeoutJob, config: RunnerConfig) -> threading.Thread:
+        stop = threading.Event()
+        thread = threading.Thread(target=JobRunner(job, config, stop).run, daemon=True)
+        thread.start()
+        started.append((stop, thread))
+        return thread
+
+    yield _start
+    for stop, thread in started:
+        stop.set()
+        thread.join(10)
+
+
+# ---------------------------------------------------------------------------------------------- Empty batch
+
+
+def test_empty_batch(pool: ConnectionPool[Conn]) -> None:
+    not_due = seed_appointments(pool, 2, pending_expires_at=db_now(pool) + timedelta(hours=1))
+    confirmed = seed_appointments(pool, 1, auto_confirm=True)
+    ids = [c.appointment_id for c in [*not_due, *confirmed]]
+    before = rows_by_id(pool, "appointment", ids)
+
+    with capture_logs() as logs:
+        result = make_job(pool).run_once()
+
+    assert dict(result.as_dict()) == {
+        "ExpiredCount": 0,
+        "SlotsReleasedCount": 0,
+        "SlotsExpiredCount": 0,
+        "SkippedLockedCount": 0,
+        "DurationMs": result.duration_ms,
+    }
+    assert not result.is_full
+    assert rows_by_id(pool, "appointment", ids) == before  # no mutation
+    assert outbox_rows(pool) == []  # no event
+    events = [entry["event"] for entry in logs]
+    assert events == ["cycle started", "batch selected", "cycle completed"]
+    assert logs[1]["Count"] == 0
+    with pool.connection() as conn:
+        cycle = conn.execute("SELECT succeeded, counters FROM jobs.cycle WHERE instance = 'test'").fetchone()
+    assert cycle is not None
+    assert cycle["succeeded"] is True  # a no-op is a success
+
+
+# ---------------------------------------------------------------------------- Таймаут, слот пригоден
+
+
+def test_timeout_slot_still_bookable(pool: ConnectionPool[Conn], monkeypatch: pytest.MonkeyPatch) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(timeout_worker, "tracer", lambda: provider.get_tracer("pin"))
+    (c,) = seed_appointments(pool, 1, start_at=db_now(pool) + timedelta(days=2), lead_minutes=60)
+    clock = RecordingClock()
+
+    with capture_logs() as logs:
+        result = make_job(pool, clock).run_once()
+
+    (as_of,) = clock.readings  # AsOf read once per cycle
+    assert dict(result.as_dict()) == {
+        "ExpiredCount": 1,
+        "SlotsReleasedCount": 1,
+        "SlotsExpiredCount": 0,
+        "SkippedLockedCount": 0,
+        "DurationMs": result.duration_ms,
+    }
+    appointment = rows_by_id(pool, "appointment", [c.appointment_id])[c.appointment_id]
+    assert appointment["status"] == "Expired"
+    assert appointment["version"] == 2
+    assert appointment["updated_at"] == as_of
+    assert appointment["cancelled_by"] is None  # a timeout is not a cancellation
+    assert appointment["cancel_reason"] is None
+    slot = rows_by_id(pool, "availability_slot", [c.slot_id])[c.slot_id]
+    assert (slot["status"], slot["version"], slot["updated_at"]) == ("Available", 3, as_of)  # INV-SLT-5
+    event = rows_by_id(pool, "calendar_event", [c.event_id])[c.event_id]
+    assert (event["status"], event["cancel_reason"], event["version"]) == ("Cancelled", EXPIRED_TEXT, 2)
+    assert statuses(pool, "event_reminder", list(c.reminder_ids)) == ["Skipped", "Skipped"]
+
+    run_id = last_run_id(pool)
+    rows = outbox_rows(pool)
+    assert [row["event_type"] for row in rows] == [CANCELLED, STATUS_CHANGED]
+    cancelled, changed = rows
+    assert cancelled["topic"] == "pin.calendar.appointment-cancelled.v1"
+    assert cancelled["message_key"] == str(c.appointment_id)
+    assert {k: v for k, v in cancelled["payload"].items() if k != "MessageId"} == {
+        "AppointmentId": str(c.appointment_id),
+        "TenantId": str(c.tenant_id),
+        "AgentUserId": str(c.agent_user_id),
+        "InvestorUserId": str(c.investor_user_id),
+        "Kind": "Showing",
+        "StartAt": utc_iso(c.start_at),
+        "TimeZone": "Europe/Moscow",
+        "Reason": "Expired",
+        "CancelledBy": None,
+        "RescheduledToAppointmentId": None,
+        "ContractVersion": 1,
+        "OccurredAt": utc_iso(as_of),
+    }
+    assert changed["topic"] == "pin.calendar.event-status-changed.v1"
+    assert changed["message_key"] == str(c.event_id)
+    assert {k: v for k, v in changed["payload"].items() if k != "MessageId"} == {
+        "CalendarEventId": str(c.event_id),
+        "TenantId": str(c.tenant_id),
+        "OwnerUserId": str(c.agent_user_id),
+        "Origin": "Appointment",
+        "AppointmentId": str(c.appointment_id),
+        "Status": "Cancelled",
+        "StartAt": utc_iso(c.start_at),
+        "EndAt": utc_iso(c.end_at),
+        "TimeZone": "Europe/Moscow",
+        "Version": 2,
+        "ContractVersion": 1,
+        "OccurredAt": utc_iso(as_of),
+    }
+    # correlation id = job run id; the traceparent is the item span's, inside the cycle span's trace
+    spans = {span.name: span for span in exporter.get_finished_spans()}
+    cycle_span, item_span = spans["appointment-timeout cycle"], spans["appointment-timeout item"]
+    assert cycle_span.attributes is not None
+    assert item_span.attributes is not None
+    assert cycle_span.attributes["pin.run_id"] == run_id
+    assert item_span.attributes["pin.tenant_id"] == str(c.tenant_id)
+    assert item_span.parent is not None
+    assert item_span.parent.span_id == cycle_span.context.span_id
+    expected_traceparent = f"00-{item_span.context.trace_id:032x}-{item_span.context.span_id:016x}-"
+    for row in rows:
+        assert row["headers"]["correlation-id"] == run_id
+        assert row["headers"]["traceparent"].startswith(expected_traceparent)  # then the trace flags
+
+    expired_logs = [entry for entry in logs if entry["event"] == "appointment expired"]
+    assert expired_logs == [
+        {
+            "event": "appointment expired",
+            "log_level": "info",
+            "job": "appointment-timeout",
+            "RunId": run_id,
+            "AppointmentId": str(c.appointment_id),
+            "SlotId": str(c.slot_id),
+            "CalendarEventId": str(c.event_id),
+            "TenantId": str(c.tenant_id),
+            "SlotOutcome": "released",
+        }
+    ]
+    (completed,) = [entry for entry in logs if entry["event"] == "cycle completed"]
+    assert completed["ExpiredCount"] == 1
+    assert completed["SkippedLocked"] == 0
+    assert "DurationMs" in completed
+
+    # idempotent by state: the next cycle finds nothing, no second pair of events
+    assert make_job(pool).run_once().expired_count == 0
+    assert len(outbox_rows(pool)) == 2
+
+
+# -------------------------------------------------------------------------- Таймаут, lead time прошёл
+
+
+def test_timeout_after_lead_time(pool: ConnectionPool[Conn]) -> None:
+    now = db_now(pool)
+    # StartAt - MinLeadTime is 30 min ago: the slot cannot be sold again
+    (late,) = seed_appointments(pool, 1, start_at=now + timedelta(minutes=30), lead_minutes=60)
+    (early,) = seed_appointments(pool, 1, start_at=now + timedelta(days=1), lead_minutes=60)
+    released_before = metric("calendar_appointment_timeout_items_total", slot_outcome="released")
+    expired_before = metric("calendar_appointment_timeout_items_total", slot_outcome="expired")
+
+    result = make_job(pool).run_once()
+
+    assert (result.expired_count, result.slots_released_count, result.slots_expired_count) == (2, 1, 1)
+    assert statuses(pool, "appointment", [late.appointment_id, early.appointment_id]) == ["Expired", "Expired"]
+    assert statuses(pool, "availability_slot", [late.slot_id, early.slot_id]) == ["Expired", "Available"]
+    assert statuses(pool, "calendar_event", [late.event_id]) == ["Cancelled"]
+    assert statuses(pool, "event_reminder", list(late.reminder_ids)) == ["Skipped", "Skipped"]
+    assert per_key(pool, CANCELLED) == {str(late.appointment_id): 1, str(early.appointment_id): 1}
+    assert per_key(pool, STATUS_CHANGED) == {str(late.event_id): 1, str(early.event_id): 1}
+    assert metric("calendar_appointment_timeout_items_total", slot_outcome="released") == released_before + 1
+    assert metric("calendar_appointment_timeout_items_total", slot_outcome="expired") == expired_before + 1
+
+
+# ------------------------------------------------------------------------------- Auto-confirm вне выборки
+
+
+def test_auto_confirm_never_selected(pool: ConnectionPool[Conn]) -> None:
+    auto = seed_appointments(pool, 3, auto_confirm=True)
+    ids = [c.appointment_id for c in auto]
+    job = make_job(pool, RecordingClock(shift=timedelta(days=3650)))  # whatever AsOf: PendingExpiresAt is null
+
+    assert job.seconds_until_next_due() is None  # no deadline at all: the wake-up ignores them too
+    result = job.run_once()
+
+    assert result.expired_count == 0
+    assert statuses(pool, "appointment", ids) == ["Confirmed"] * 3
+    assert [r["version"] for r in rows_by_id(pool, "appointment", ids).values()] == [1, 1, 1]
+    assert outbox_rows(pool) == []
+    (pending,) = seed_appointments(pool, 1)  # beside them, a due Pending one is expired in the same setting
+    assert job.run_once().expired_count == 1
+    assert statuses(pool, "appointment", [pending.appointment_id, *ids]) == ["Expired"] + ["Confirmed"] * 3
+
+
+# ------------------------------------------------------------------------------------------ Partial failure
+
+
+def test_partial_failure(pool: ConnectionPool[Conn]) -> None:
+    poison, *healthy = seed_appointments(pool, 5)  # the poison item sorts first: the head of the index
+    break_slot(pool, poison.slot_id)
+    errors_before = metric("calendar_appointment_timeout_errors_total")
+    job = make_job(pool, batch_size=2)
+
+    with capture_logs() as logs:
+        first = job.run_once()
+
+    # the poison item rolled back whole; the rest of the batch committed
+    assert (first.expired_count, first.failed_count, first.is_full) == (1, 1, True)
+    assert statuses(pool, "appointment", [poison.appointment_id, healthy[0].appointment_id]) == ["Pending", "Expired"]
+    assert statuses(pool, "availability_slot", [poison.slot_id]) == ["Available"]  # as the test left it
+    assert statuses(pool, "calendar_event", [poison.event_id]) == ["Scheduled"]
+    assert statuses(pool, "event_reminder", list(poison.reminder_ids)) == ["Pending", "Pending"]
+    assert str(poison.appointment_id) not in per_key(pool, CANCELLED)
+    (failed,) = [entry for entry in logs if entry["event"] == "item failed"]
+    assert failed["log_level"] == "error"
+    assert failed["AppointmentId"] == str(poison.appointment_id)
+    assert failed["error"].startswith("SlotNotBookedError")
+    assert isinstance(failed["exc_info"], Exception)
+    assert metric("calendar_appointment_timeout_errors_total") == errors_before + 1
+    with pool.connection() as conn:
+        failure = conn.execute("SELECT attempts, last_error FROM jobs.item_failure WHERE item_id = %s",
+                               (poison.appointment_id,)).fetchone()  # fmt: skip
+    assert failure is not None
+    assert failure["attempts"] == 1
+
+    # not starving later cycles: the poison item backs off, the due items behind it are taken
+    second, third = job.run_once(), job.run_once()
+    assert (second.expired_count, second.failed_count, third.expired_count) == (2, 0, 1)
+    assert statuses(pool, "appointment", [c.appointment_id for c in healthy]) == ["Expired"] * 4
+    assert set(per_key(pool, CANCELLED)) == {str(c.appointment_id) for c in healthy}
+
+    # repaired, and its back-off over: the next cycle expires it and forgets the failure
+    execute(pool, "UPDATE calendar.availability_slot SET status = 'Booked', version = version + 1 WHERE id = %s",
+            (poison.slot_id,))  # fmt: skip
+    execute(pool, "UPDATE jobs.item_failure SET next_attempt_at = clock_timestamp() - interval '1 second'")
+    assert job.run_once().expired_count == 1
+    assert statuses(pool, "appointment", [poison.appointment_id]) == ["Expired"]
+    with pool.connection() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM jobs.item_failure").fetchone() == {"n": 0}
+
+
+# ------------------------------------------------------------------------- Гонка с подтверждением агента
+
+
+def _calendar(pool: ConnectionPool[Conn]) -> Calendar:
+    return Calendar(pool, CalendarPolicy(), MessageContext("test-agent-request"))
+
+
+def _slow_confirm(pool: ConnectionPool[Conn], seconds: float) -> None:
+    """Every Pending -> Confirmed UPDATE sleeps inside its transaction, holding the appointment's row lock."""
+    execute(pool, f"CREATE FUNCTION public.test_slow_confirm() RETURNS trigger LANGUAGE plpgsql AS $$"
+                  f" BEGIN PERFORM pg_sleep({seconds}); RETURN NEW; END $$")  # fmt: skip
+    execute(pool, "CREATE TRIGGER test_slow_confirm BEFORE UPDATE ON calendar.appointment FOR EACH ROW"
+                  " WHEN (OLD.status = 'Pending' AND NEW.status = 'Confirmed')"
+                  " EXECUTE FUNCTION public.test_slow_confirm()")  # fmt: skip
+
+
+def _sleeping_backends(pool: ConnectionPool[Conn]) -> int:
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'"
+        ).fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+def test_race_with_agent_confirm_holding_the_row_lock(pool: ConnectionPool[Conn]) -> None:
+    (c,) = seed_appointments(pool, 1)
+    _slow_confirm(pool, 1.5)
+    agent = Actor(c.agent_user_id, c.tenant_id)
+    outcome: list[object] = []
+
+    def confirm() -> None:
+        outcome.append(service.confirm_appointment(_calendar(pool), agent, c.appointment_id))
+
+    thread = threading.Thread(target=confirm)
+    thread.start()
+    wait_for(lambda: _sleeping_backends(pool) == 1, 5, "the confirm to hold the appointment's row lock")
+
+    during = make_job(pool).run_once()  # the cycle runs while the confirm is in flight
+
+    assert (during.expired_count, during.skipped_locked_count) == (0, 1)  # skipped, not waited for, counted
+    thread.join(10)
+    assert len(outcome) == 1  # the confirm committed
+    after = make_job(pool).run_once()
+    assert (after.expired_count, after.skipped_locked_count) == (0, 0)  # Confirmed: out of the selection
+    appointment = rows_by_id(pool, "appointment", [c.appointment_id])[c.appointment_id]
+    assert (appointment["status"], appointment["version"]) == ("Confirmed", 2)
+    assert statuses(pool, "availability_slot", [c.slot_id]) == ["Booked"]
+    assert [row["event_type"] for row in outbox_rows(pool)] == ["pin.calendar.appointment-confirmed"]
+
+
+def test_race_with_agent_confirm_committed_just_before(pool: ConnectionPool[Conn]) -> None:
+    (c,) = seed_appointments(pool, 1)
+    service.confirm_appointment(_calendar(pool), Actor(c.agent_user_id, c.tenant_id), c.appointment_id)
+
+    with capture_logs() as logs:
+        result = make_job(pool).run_once()
+
+    assert (result.expired_count, result.skipped_locked_count) == (0, 0)
+    assert [entry["Count"] for entry in logs if entry["event"] == "batch selected"] == [0]  # not selected
+    assert statuses(pool, "appointment", [c.appointment_id]) == ["Confirmed"]
+    assert [row["event_type"] for row in outbox_rows(pool)] == ["pin.calendar.appointment-confirmed"]
+
+
+def test_race_with_agent_confirm_arriving_while_the_worker_holds_the_lock(pool: ConnectionPool[Conn]) -> None:
+    (c,) = seed_appointments(pool, 1)
+    slow_expiry(pool, 1.0)
+    results: list[object] = []
+    worker = threading.Thread(target=lambda: results.append(make_job(pool).run_once()))
+    worker.start()
+    wait_for(lambda: _sleeping_backends(pool) == 1, 5, "the worker to hold the appointment inside its expiry")
+
+    # the confirm waits for the worker's row lock, then re-reads: no longer Pending, the confirm loses
+    with pytest.raises(AppointmentNotPendingError):
+        service.confirm_appointment(_calendar(pool), Actor(c.agent_user_id, c.tenant_id), c.appointment_id)
+
+    worker.join(10)
+    assert statuses(pool, "appointment", [c.appointment_id]) == ["Expired"]
+    assert [row["event_type"] for row in outbox_rows(pool)] == [CANCELLED, STATUS_CHANGED]
+
+
+# ------------------------------------------------------------------------------------------------ SLO точности
+
+
+def _expired_at(pool: ConnectionPool[Conn], c: Cluster) -> datetime | None:
+    """AsOf of the expiry (the appointment's UpdatedAt) once it is Expired, checking the slot is released with it."""
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT a.status, a.updated_at, s.status AS slot_status FROM calendar.appointment AS a"
+            " JOIN calendar.availability_slot AS s ON s.id = a.slot_id WHERE a.id = %s",
+            (c.appointment_id,),
+        ).fetchone()
+    assert row is not None
+    if row["status"] != "Expired":
+        assert row["slot_status"] == "Booked"
+        return None
+    assert row["slot_status"] == "Available"  # the released slot is visible as soon as the expiry committed
+    updated_at = row["updated_at"]
+    assert isinstance(updated_at, datetime)
+    return updated_at
+
+
+def _wait_for_first_cycle(pool: ConnectionPool[Conn]) -> None:
+    def done() -> bool:
+        with pool.connection() as conn:
+            return conn.execute("SELECT 1 FROM jobs.cycle WHERE instance = 'test'").fetchone() is not None
+
+    wait_for(done, 5, "the worker's first cycle")
+
+
+def test_slo_expired_by_t_plus_interval_plus_cycle(
+    pool: ConnectionPool[Conn], runner: Callable[..., threading.Thread]
+) -> None:
+    """Without the wake-up (deadline polling off), the 60 s tick alone bounds the delay: t + interval + cycle."""
+    interval = 1.5
+    runner(make_job(pool), RunnerConfig(interval_seconds=interval, jitter_fraction=0.0, due_poll_seconds=0))
+    _wait_for_first_cycle(pool)  # the worker now sleeps towards its next tick, knowing of no deadline
+    (c,) = seed_appointments(pool, 1, pending_expires_at=db_now(pool) + timedelta(seconds=0.2))
+    assert c.pending_expires_at is not None
+
+    wait_for(lambda: _expired_at(pool, c) is not None, interval + 3, "the expiry on the next tick")
+
+    expired_at = _expired_at(pool, c)
+    assert expired_at is not None
+    with pool.connection() as conn:
+        cycle = conn.execute("SELECT duration_ms FROM jobs.cycle WHERE instance = 'test'").fetchone()
+    assert cycle is not None
+    assert expired_at - c.pending_expires_at <= timedelta(seconds=interval, milliseconds=cycle["duration_ms"] + 100)
+
+
+def test_slo_wake_up_expires_within_two_seconds_of_t(
+    pool: ConnectionPool[Conn], runner: Callable[..., threading.Thread]
+) -> None:
+    """With the real schedule (60 s ticks), an appointment booked after the worker fell asleep expires within 2 s."""
+    (booked_before,) = seed_appointments(pool, 1, pending_expires_at=db_now(pool) + timedelta(seconds=1))
+    runner(make_job(pool), RunnerConfig(interval_seconds=60))
+    _wait_for_first_cycle(pool)
+    time.sleep(0.3)  # the worker is dozing towards the first deadline: the second one is born meanwhile
+    (booked_after,) = seed_appointments(pool, 1, pending_expires_at=db_now(pool) + timedelta(seconds=1.5))
+
+    for c in (booked_before, booked_after):
+        wait_for(lambda c=c: _expired_at(pool, c) is not None, 4, "the expiry at its deadline")  # type: ignore[misc]
+        expired_at = _expired_at(pool, c)
+        assert expired_at is not None
+        assert c.pending_expires_at is not None
+        assert timedelta(0) < expired_at - c.pending_expires_at < timedelta(seconds=2)
+        assert db_now(pool) - c.pending_expires_at < timedelta(seconds=2.5)  # and committed by then
+
+
+# ------------------------------------------------------------------------- Инфраструктурная ошибка
+
+
+def test_infrastructure_error_connection_terminated_mid_cycle(
+    pool: ConnectionPool[Conn], database_url: str, runner: Callable[..., threading.Thread]
+) -> None:
+    clusters = seed_appointments(pool, 4)
+    errors_before = metric("calendar_appointment_timeout_errors_total")
+    blocker = connect(database_url)
+    try:
+        # an in-flight operation holds the second appointment's slot: the worker's item waits on it mid-cycle
+        blocker.execute("SELECT 1 FROM calendar.availability_slot WHERE id = %s FOR NO KEY UPDATE",
+                        (clusters[1].slot_id,))  # fmt: skip
+        thread = runner(make_job(pool, item_lock_timeout_seconds=30), RunnerConfig(interval_seconds=60))
+
+        def waiting_worker() -> int | None:
+            row = blocker.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()
+            return None if row is None else int(row["pid"])  # type: ignore[call-overload]
+
+        wait_for(lambda: waiting_worker() is not None, 5, "the worker to wait on the slot lock")
+        assert statuses(pool, "appointment", [clusters[0].appointment_id]) == ["Expired"]
+        blocker.execute("SELECT pg_terminate_backend(%s)", (waiting_worker(),))
+    finally:
+        blocker.rollback()
+        blocker.close()
+
+    ids = [c.appointment_id for c in clusters]
+    wait_for(lambda: statuses(pool, "appointment", ids) == ["Expired"] * 4, 10, "the next cycle to expire the rest")
+    assert thread.is_alive()  # the loop survived
+    assert metric("calendar_appointment_timeout_errors_total") == errors_before + 1
+    # no event lost or doubled: exactly one pair per appointment
+    assert per_key(pool, CANCELLED) == {str(i): 1 for i in ids}
+    assert per_key(pool, STATUS_CHANGED) == {str(c.event_id): 1 for c in clusters}
+    assert statuses(pool, "availability_slot", [c.slot_id for c in clusters]) == ["Available"] * 4
+    with pool.connection() as conn:
+        locks = conn.execute(
+            "SELECT count(*) AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+            " WHERE c.relname = 'appointment' AND l.pid <> pg_backend_pid()"
+        ).fetchone()
+    assert locks == {"n": 0}
