@@ -8,18 +8,28 @@ import socket
 import time
 import urllib.error
 import urllib.request
+import uuid
+import warnings
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg_pool import ConnectionPool
 
+from pin.api.app import create_app
+from pin.db import database_now
 from pin.settings import Settings
 from pin.status import collect_status
 from pin.unit_of_work import Conn
 from tests.promotion.support import db_now, seed_purchases
 from tests.support.processes import RoleProcess
+
+# Starlette 1.x warns at import when its test client runs on httpx rather than httpx2 (not a dependency here).
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
+    from fastapi.testclient import TestClient
 
 
 def _free_port() -> int:
@@ -123,4 +133,89 @@ def test_expire_promotions_process_exports_the_seed_metrics_after_real_cycles(
     assert after["backlog"]["backlog"] == 0  # type: ignore[index]
     (instance,) = after["instances"]  # type: ignore[misc]
     assert instance["succeeded"] is True
+    assert worker.terminate() == 0
+
+
+def _book_pending(
+    client: TestClient, tenant: uuid.UUID, token: Callable[..., str], start_at: datetime, lead_minutes: int
+) -> str:
+    """A slot of a new agent, booked by a new investor of the tenant: a Pending appointment's id."""
+    agent = {"Authorization": f"Bearer {token(uuid.uuid4(), tenant, 'agent')}"}
+    investor = {"Authorization": f"Bearer {token(uuid.uuid4(), tenant, 'investor')}"}
+    body = {
+        "startAt": start_at.isoformat(),
+        "endAt": (start_at + timedelta(hours=1)).isoformat(),
+        "timeZone": "Europe/Moscow",
+        "kind": "Consultation",
+        "minLeadTimeMinutes": lead_minutes,
+        "autoConfirm": False,
+    }
+    slot = client.post("/calendar/slots", headers=agent, json=body)
+    assert slot.status_code == 201, slot.text
+    booked = client.post(f"/calendar/slots/{slot.json()['id']}/book", headers=investor)
+    assert booked.status_code == 201, booked.text
+    assert booked.json()["status"] == "Pending"
+    appointment_id: str = booked.json()["id"]
+    return appointment_id
+
+
+@pytest.mark.integration
+def test_appointment_timeout_process_exports_the_seed_metrics_after_real_cycles(
+    pool: ConnectionPool[Conn],
+    spawn_role: Callable[..., RoleProcess],
+    make_settings: Callable[..., Settings],
+    token: Callable[..., str],
+) -> None:
+    settings = make_settings(appointment_pending_ttl_seconds=2)  # Pending for two seconds only
+    client = TestClient(create_app(settings, pool), raise_server_exceptions=False)
+    tenant = uuid.uuid4()
+    with pool.connection() as conn:
+        now = database_now(conn)
+    # three slots far ahead: released when their appointment expires; one whose lead time ends with the
+    # appointment's PendingExpiresAt: too late to sell again, so the slot expires too (INV-SLT-5)
+    for day in (2, 3, 4):
+        _book_pending(client, tenant, token, now + timedelta(days=day), 60)
+    _book_pending(client, tenant, token, now + timedelta(minutes=60, seconds=2), 60)
+
+    def timeout_status() -> dict[str, Any]:
+        report = collect_status(settings, kafka=False)
+        worker: dict[str, Any] = next(w for w in report["workers"] if w["job"] == "appointment-timeout")
+        return worker
+
+    deadline = time.monotonic() + 30
+    while timeout_status()["backlog"]["backlog"] < 4:  # their PendingExpiresAt passes (a deadline, not a loop)
+        assert time.monotonic() < deadline, timeout_status()
+        time.sleep(0.2)
+
+    port = _free_port()
+    started = time.time()
+    worker = spawn_role(
+        "worker", "appointment-timeout", env={"PIN_METRICS_PORT": str(port), "PIN_APPOINTMENT_TIMEOUT_BATCH_SIZE": "3"}
+    )
+    released = ("calendar_appointment_timeout_items_total", frozenset({("slot_outcome", "released")}))
+    expired = ("calendar_appointment_timeout_items_total", frozenset({("slot_outcome", "expired")}))
+
+    def drained() -> bool:
+        samples = scrape(port)
+        return (
+            samples.get(released) == 3
+            and samples.get(expired) == 1
+            and samples.get(("calendar_appointment_timeout_backlog", frozenset())) == 0
+        )
+
+    wait_for(drained, 60, "4 expired appointments in /metrics", worker)
+    samples = scrape(port)
+    assert samples[("calendar_appointment_timeout_cycle_duration_seconds_count", frozenset())] >= 2  # 3 + 1
+    assert samples[("calendar_appointment_timeout_errors_total", frozenset())] == 0
+    assert samples[("calendar_appointment_timeout_skip_locked_total", frozenset())] == 0
+    last_success = samples[("calendar_appointment_timeout_last_success_timestamp_seconds", frozenset())]
+    assert started - 5 <= last_success <= time.time() + 5
+
+    status, body = _get(f"http://127.0.0.1:{port}/healthz/liveness")
+    assert status == 200, body
+    assert json.loads(body)["status"] == "alive"
+
+    after = timeout_status()
+    assert after["backlog"]["backlog"] == 0
+    assert after["instances"][0]["succeeded"] is True
     assert worker.terminate() == 0
