@@ -195,29 +195,48 @@ class Producing:
         self._producer.flush(15)
         assert errors == [None], errors
 
+    def close(self) -> None:
+        """Flush and close the producer (so that no connection keeps the broker from stopping at once)."""
+        self._producer.flush(5)
+        self._producer.close()
+
 
 @contextmanager
 def running(group: str, settings: Settings, pool: ConnectionPool[Conn], **options: Any) -> Iterator[ConsumerRuntime]:
     """Run one consumer of ``group`` in a thread for the block; any crash of the loop fails the test."""
+    with running_groups([group], settings, pool, **options) as runtimes:
+        yield runtimes[0]
+
+
+@contextmanager
+def running_groups(
+    groups: list[str], settings: Settings, pool: ConnectionPool[Conn], **options: Any
+) -> Iterator[list[ConsumerRuntime]]:
+    """Run one consumer per group, each in its thread; they are stopped together (leaving a group takes a while)."""
     ensure_topics(settings)
-    runtime = build_runtime(group, settings, pool, **{"backoff_base": 0.05, "backoff_cap": 0.5, **options})
+    runtimes = [
+        build_runtime(group, settings, pool, **{"backoff_base": 0.05, "backoff_cap": 0.5, **options})
+        for group in groups
+    ]
     stop = threading.Event()
     crashed: list[BaseException] = []
 
-    def _run() -> None:
+    def _run(runtime: ConsumerRuntime) -> None:
         try:
             runtime.run(stop)
         except BaseException as exc:
             crashed.append(exc)
 
-    thread = threading.Thread(target=_run, name=f"consumer-{group}", daemon=True)
-    thread.start()
+    threads = [threading.Thread(target=_run, args=(r,), name=f"consumer-{r.group}", daemon=True) for r in runtimes]
+    for thread in threads:
+        thread.start()
     try:
-        yield runtime
+        yield runtimes
     finally:
         stop.set()
-        thread.join(30)
-        assert not thread.is_alive(), "the consumer did not stop within 30 s"
+        for thread in threads:
+            thread.join(30)
+            assert not thread.is_alive(), "a consumer did not stop within 30 s"
     if crashed:
         raise crashed[0]
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack
 
 import pytest
 from psycopg_pool import ConnectionPool
@@ -29,7 +28,7 @@ from tests.consumers.support import (
     metric,
     notifications_about,
     purchase,
-    running,
+    running_groups,
     wait_for,
 )
 
@@ -39,10 +38,10 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def producer(module_settings: Settings, module_pool: ConnectionPool[Conn]) -> Iterator[Producing]:
     """crm and notifications consumers running for the whole module; yields a producer to their topics."""
-    with ExitStack() as stack:
-        stack.enter_context(running("crm", module_settings, module_pool))
-        stack.enter_context(running("notifications", module_settings, module_pool))
-        yield Producing(module_settings.require_kafka())
+    with running_groups(["crm", "notifications"], module_settings, module_pool):
+        producer = Producing(module_settings.require_kafka())
+        yield producer
+        producer.close()
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 import uuid
 import warnings
 from collections.abc import Iterator
-from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +22,7 @@ from pin.messaging import topics
 from pin.settings import Settings
 from pin.unit_of_work import Conn
 from tests.conftest import JWT_SECRET
-from tests.consumers.support import Producing, in_inbox, metric, purchase, rows, running, wait_for
+from tests.consumers.support import Producing, in_inbox, metric, purchase, rows, running_groups, wait_for
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
@@ -73,10 +72,10 @@ class World:
 @pytest.fixture(scope="module")
 def running_boost(module_settings: Settings, module_pool: ConnectionPool[Conn]) -> Iterator[Producing]:
     """catalog and news consumers for the whole module."""
-    with ExitStack() as stack:
-        stack.enter_context(running("catalog", module_settings, module_pool))
-        stack.enter_context(running("news", module_settings, module_pool))
-        yield Producing(module_settings.require_kafka())
+    with running_groups(["catalog", "news"], module_settings, module_pool):
+        producer = Producing(module_settings.require_kafka())
+        yield producer
+        producer.close()
 
 
 @pytest.fixture

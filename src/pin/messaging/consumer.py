@@ -364,6 +364,7 @@ class ConsumerRuntime:
             self._held.clear()
             consumer.close()  # leaves the group, so the partitions move at once
             self._producer.flush(5)
+            self._producer.close()
             self._consumer = self._producer = None
             self._log.info("consumer stopped")
 

@@ -152,6 +152,7 @@ def replay(
         )
         replayed.append(letter)
     remaining = producer.flush(30)
+    producer.close()
     if remaining or failures:
         raise RuntimeError(f"replay of {group}: {len(failures) + remaining} message(s) not acknowledged")
     return replayed
