@@ -131,6 +131,34 @@ def slow_transitions_to(pool: ConnectionPool[Conn], status: str, seconds: float)
     )
 
 
+def die_once_at_commit(pool: ConnectionPool[Conn]) -> None:
+    """The next transaction that commits outbox rows has its backend terminated at COMMIT (once).
+
+    A deferred constraint trigger fires in pre-commit, and the backend terminates itself there with
+    pg_terminate_backend: a real infrastructure failure exactly at commit time. A sequence gates it to the
+    first time, because sequences are not rolled back with the transaction.
+    """
+    execute(pool, "CREATE SEQUENCE public.test_commit_failures")
+    execute(
+        pool,
+        """
+        CREATE FUNCTION public.test_die_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF nextval('public.test_commit_failures') = 1 THEN
+                PERFORM pg_terminate_backend(pg_backend_pid());
+                PERFORM pg_sleep(5);
+            END IF;
+            RETURN NULL;
+        END $$;
+        """,
+    )
+    execute(
+        pool,
+        "CREATE CONSTRAINT TRIGGER test_die_at_commit AFTER INSERT ON outbox.message"
+        " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.test_die_at_commit()",
+    )
+
+
 def json_lines(text: str) -> list[dict[str, Any]]:
     """The JSON objects among the lines of a role's output."""
     lines = []

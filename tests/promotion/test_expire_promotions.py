@@ -29,6 +29,7 @@ from tests.promotion.support import (
     RUB,
     TOP_1D,
     db_now,
+    die_once_at_commit,
     execute,
     fail_updates_of,
     heal_poison,
@@ -245,27 +246,7 @@ def test_AC7_a_failure_at_commit_rolls_back_the_whole_batch_and_the_next_cycle_r
     pool: ConnectionPool[Conn],
 ) -> None:
     purchases = seed_purchases(pool, 5, ends_at=db_now(pool) - timedelta(seconds=30))
-    # At COMMIT (a deferred constraint trigger fires in pre-commit) the committing backend terminates itself,
-    # once: pg_terminate_backend on the worker's own session, exactly at commit time.
-    execute(pool, "CREATE SEQUENCE public.test_commit_failures")
-    execute(
-        pool,
-        """
-        CREATE FUNCTION public.test_die_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-            IF nextval('public.test_commit_failures') = 1 THEN  -- a sequence is not rolled back: only once
-                PERFORM pg_terminate_backend(pg_backend_pid());
-                PERFORM pg_sleep(5);
-            END IF;
-            RETURN NULL;
-        END $$;
-        """,
-    )
-    execute(
-        pool,
-        "CREATE CONSTRAINT TRIGGER test_die_at_commit AFTER INSERT ON outbox.message"
-        " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.test_die_at_commit()",
-    )
+    die_once_at_commit(pool)  # pg_terminate_backend of the worker's own session, exactly at COMMIT
     job = _job(pool)
 
     with pytest.raises(psycopg.OperationalError):

@@ -20,6 +20,7 @@ from pin.unit_of_work import Conn
 from tests.promotion.support import (
     STANDARD_7D,
     db_now,
+    die_once_at_commit,
     fail_updates_of,
     json_lines,
     purchase_events,
@@ -157,4 +158,20 @@ def test_a_purchase_expires_within_a_second_of_its_ends_at_with_a_60_s_interval(
     as_of = purchase_rows(pool, [purchase.id])[purchase.id]["updated_at"]
     lateness = (as_of - purchase.ends_at).total_seconds()
     assert 0 <= lateness < 1.0, lateness  # never early; within about a second
+    assert worker.terminate() == 0
+
+
+def test_AC7_a_running_worker_whose_backend_is_terminated_at_commit_recovers_with_one_event_each(
+    pool: ConnectionPool[Conn], spawn_role: Callable[..., RoleProcess]
+) -> None:
+    purchases = seed_purchases(pool, 20, ends_at=db_now(pool) - timedelta(seconds=10))
+    die_once_at_commit(pool)
+
+    worker = spawn_role(*WORKER)
+    _wait(lambda: _count_status(pool, "Expired") == 20, 30, "the retried batch to commit")
+
+    assert _events_of(worker, "cycle failed")  # the first batch died at commit ...
+    assert worker.process.poll() is None  # ... and the worker lived on and retried
+    events = purchase_events(pool, "Expired")
+    assert sorted(e["message_key"] for e in events) == sorted(str(p.id) for p in purchases)
     assert worker.terminate() == 0

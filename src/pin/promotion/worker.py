@@ -49,6 +49,9 @@ class ExpirePromotionsConfig:
     batch_size: int = 200
     # First back-off of a poison purchase, doubling per failure up to an hour; the interval means "next cycle".
     poison_retry_seconds: float = 60.0
+    # The server ends a batch transaction stuck this long (a hung process), releasing its row locks for the
+    # other instances (research/skiplocked.md: long transactions are the first failure mode); 0 disables.
+    transaction_timeout_seconds: int = 60
     # This instance's name in jobs.cycle.
     instance: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
 
@@ -104,9 +107,10 @@ class ExpirePromotionsJob:
             except Exception as exc:
                 metrics.ERRORS.inc()
                 duration_ms = _elapsed_ms(started)
+                # no traceback here: the runner logs it once
                 log.error(
                     "cycle failed", job=JOB_NAME, RunId=str(run_id), DurationMs=duration_ms,
-                    exception=bookkeeping.describe_error(exc), exc_info=True,
+                    exception=bookkeeping.describe_error(exc),
                 )  # fmt: skip
                 self._after_cycle(run_id, None, {"DurationMs": duration_ms}, succeeded=False)
                 raise
@@ -131,6 +135,7 @@ class ExpirePromotionsJob:
     ) -> tuple[datetime, ExpireResult, list[PromotionPurchase]]:
         context = MessageContext(str(run_id))  # the job run id is the correlation id of every event it writes
         with UnitOfWork(self._pool, context, traceparent_provider=current_traceparent) as uow:
+            self._limit_transaction(uow.conn)
             as_of = self._clock(uow.conn)
             log.info("cycle started", job=JOB_NAME, RunId=str(run_id), AsOf=as_of.isoformat())
             claim = repository.purchase_claim_due(
@@ -153,6 +158,11 @@ class ExpirePromotionsJob:
             batch_size=self._config.batch_size,
         )
         return as_of, result, expired
+
+    def _limit_transaction(self, conn: Conn) -> None:
+        timeout = f"{self._config.transaction_timeout_seconds}s"
+        conn.execute("SELECT set_config('statement_timeout', %s, true)", (timeout,))
+        conn.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, true)", (timeout,))
 
     def _expire_one(self, uow: UnitOfWork, purchase: PromotionPurchase, as_of: datetime, run_id: uuid.UUID) -> bool:
         """Expire one purchase inside a savepoint; a poison one is rolled back, logged and recorded (A2)."""
