@@ -111,3 +111,33 @@ def test_a_database_error_about_a_row_does_not_leak_the_rows_text(
 def test_scrub_text_keeps_ordinary_text() -> None:
     text = "cycle completed: expired=3 released=2 DurationMs=41"
     assert scrub_text(text) == text
+
+
+def test_the_console_view_redacts_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal the renderer is the console one; the same processor runs before it."""
+    import io
+
+    from pin.observability.logging import configure_logging
+
+    saved_config = structlog.get_config()
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    buffer = io.StringIO()
+    monkeypatch.setattr("sys.stderr", buffer)
+    try:
+        configure_logging("INFO", "console", role="ops-test")
+        try:
+            raise RuntimeError(f"token {_token()} refused")
+        except RuntimeError:
+            structlog.get_logger("pin.test").exception("boom", password=PASSWORD, cancel_reason=CANCEL_REASON)
+    finally:
+        structlog.configure(**saved_config)
+        structlog.contextvars.clear_contextvars()
+        root.handlers[:] = saved_handlers
+        root.setLevel(saved_level)
+    text = buffer.getvalue()
+    assert "boom" in text
+    assert "RuntimeError" in text  # the traceback is still shown
+    for leaked in (PASSWORD, CANCEL_REASON, "eyJ"):
+        assert leaked not in text
+    assert not text.lstrip().startswith("{")  # not JSON: the console view
