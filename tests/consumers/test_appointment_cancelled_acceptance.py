@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import json
 import uuid
+import warnings
 from collections.abc import Iterator
 
 import pytest
 from psycopg_pool import ConnectionPool
 
+from pin.api.app import create_app
+from pin.api.auth import mint_token
 from pin.messaging import topics
 from pin.messaging.dlq import DeadLetter, read_dead_letters
 from pin.settings import Settings
 from pin.unit_of_work import Conn
+from tests.conftest import JWT_SECRET
 from tests.consumers.support import (
     Producing,
     cancelled,
@@ -31,6 +35,10 @@ from tests.consumers.support import (
     running_groups,
     wait_for,
 )
+
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
+    from fastapi.testclient import TestClient
 
 pytestmark = pytest.mark.integration
 
@@ -285,3 +293,58 @@ def _dead_letters(settings: Settings, group: str, message_id: str, *, expect: bo
     if not expect:
         return probe()
     return wait_for(probe, timeout=15, what=f"the dead letter in {group}'s DLQ")
+
+
+def _client(settings: Settings, pool: ConnectionPool[Conn]) -> TestClient:
+    return TestClient(create_app(settings, pool), raise_server_exceptions=False)
+
+
+def _auth(user: uuid.UUID, tenant: uuid.UUID, *roles: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {mint_token(JWT_SECRET, user_id=user, tenant_id=tenant, roles=list(roles))}"}
+
+
+def test_lead_feed_api_shows_the_tenants_entries_to_agents_and_managers(producer, module_pool, module_settings, people):
+    tenant, agent, investor = people
+    decline = cancelled(tenant=tenant, agent=agent, investor=investor, reason="DeclinedByAgent")
+    expiry = cancelled(tenant=tenant, agent=agent, investor=investor, reason="Expired")
+    for event in (decline, expiry):
+        producer.send(topics.APPOINTMENT_CANCELLED, event)
+    for event in (decline, expiry):
+        wait_for(lambda e=event: in_inbox(module_pool, "crm", e["MessageId"]), what="the feed entries")
+
+    with _client(module_settings, module_pool) as client:
+        path = f"/crm/leads/{investor}/feed"
+        for role in ("agent", "manager"):
+            response = client.get(path, headers=_auth(uuid.uuid4(), tenant, role))
+            assert response.status_code == 200, response.text
+            entries = response.json()["entries"]
+            assert {(e["appointmentId"], e["entryKind"], e["text"]) for e in entries} == {
+                (decline["AppointmentId"], "DeclinedByAgent", "запись отклонена агентом"),
+                (expiry["AppointmentId"], "Expired", "запись просрочена без решения агента"),
+            }
+            assert all(e["startAt"] == "2026-12-01T07:00:00Z" for e in entries)
+        # another tenant's agent sees nothing of this lead; an investor may not read feeds
+        assert client.get(path, headers=_auth(uuid.uuid4(), uuid.uuid4(), "agent")).json()["entries"] == []
+        assert client.get(path, headers=_auth(investor, tenant, "investor")).status_code == 403
+        assert client.get(path).status_code == 401
+        bad = client.get("/crm/leads/not-a-uuid/feed", headers=_auth(agent, tenant, "agent"))
+        assert (bad.status_code, bad.headers["content-type"]) == (422, "application/problem+json")
+
+
+def test_notifications_api_shows_the_callers_own(producer, module_pool, module_settings, people):
+    tenant, agent, investor = people
+    event = cancelled(tenant=tenant, agent=agent, investor=investor, reason="Expired")
+    producer.send(topics.APPOINTMENT_CANCELLED, event)
+    wait_for(lambda: in_inbox(module_pool, "notifications", event["MessageId"]), what="the notifications")
+
+    with _client(module_settings, module_pool) as client:
+        mine = client.get("/notifications", headers=_auth(investor, tenant, "investor"))
+        assert mine.status_code == 200
+        [item] = mine.json()["items"]
+        assert (item["kind"], item["templateKey"]) == ("AppointmentCancelled", "appointment-cancelled.expired.investor")
+        assert item["subjectId"] == event["AppointmentId"]
+        [agents] = client.get("/notifications", headers=_auth(agent, tenant, "agent")).json()["items"]
+        assert agents["templateKey"] == "appointment-cancelled.expired.agent"
+        # the same user id under another tenant's token sees none of them
+        assert client.get("/notifications", headers=_auth(investor, uuid.uuid4(), "investor")).json()["items"] == []
+        assert client.get("/notifications").status_code == 401
