@@ -1,0 +1,135 @@
+"""Pure units of the consumers: envelope decoding, failure classification, backoff, and the domain tables."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+from psycopg_pool import PoolTimeout
+
+from pin.crm.domain import FEED_TEXTS, FeedEntryKind, entry_kind_for
+from pin.crm.domain import AppointmentCancelReason as R
+from pin.crm.handler import routes as crm_routes
+from pin.messaging import topics
+from pin.messaging.consumer import UnreadableMessageError, backoff_delay, decode_envelope, is_database_unavailable
+from pin.notifications import domain as n
+from tests.consumers.support import cancelled
+
+pytestmark = pytest.mark.unit
+
+AGENT, INVESTOR = uuid.uuid4(), uuid.uuid4()
+MEETING = n.Meeting(n.EventKind.SHOWING, datetime(2026, 12, 1, 7, 0, tzinfo=UTC), "Europe/Moscow")
+
+
+@pytest.mark.parametrize(
+    ("value", "headers"),
+    [
+        (b"{not json", {}),
+        (b"\xff\xfe", {}),
+        (b"[1, 2]", {}),
+        (b'{"MessageId": "not-a-uuid"}', {}),
+        (b'{"AppointmentId": "x"}', {}),
+        (None, {"message-id": str(uuid.uuid4())}),
+    ],
+)
+def test_a_message_that_can_never_be_read_is_unreadable(value, headers):
+    with pytest.raises(UnreadableMessageError):
+        decode_envelope(value, headers)
+
+
+def test_envelope_takes_the_message_id_from_the_header_when_the_value_lacks_it():
+    message_id = uuid.uuid4()
+    envelope = decode_envelope(b'{"ContractVersion": "2"}', {"message-id": str(message_id), "event-type": "x"})
+    assert (envelope.message_id, envelope.contract_version, envelope.event_type) == (message_id, 2, "x")
+
+
+@pytest.mark.parametrize(
+    ("error", "unavailable"),
+    [
+        (PoolTimeout("no connection"), True),
+        (psycopg.OperationalError("connection refused"), True),
+        (psycopg.errors.AdminShutdown("terminating connection"), True),
+        (psycopg.InterfaceError("the connection is closed"), True),
+        (psycopg.errors.DeadlockDetected("deadlock"), False),
+        (psycopg.errors.SerializationFailure("could not serialize"), False),
+        (psycopg.errors.UndefinedTable("relation does not exist"), False),
+        (ValueError("a bug"), False),
+    ],
+)
+def test_only_an_unreachable_database_is_retried_without_limit(error, unavailable):
+    assert is_database_unavailable(error) is unavailable
+
+
+def test_backoff_grows_exponentially_with_jitter_and_a_cap():
+    assert backoff_delay(1, base=0.5, cap=30, rng=lambda: 0.0) == 0.25
+    assert backoff_delay(1, base=0.5, cap=30, rng=lambda: 1.0) == 0.5
+    assert backoff_delay(4, base=0.5, cap=30, rng=lambda: 1.0) == 4.0
+    assert backoff_delay(20, base=0.5, cap=30, rng=lambda: 1.0) == 30.0
+    assert all(15.0 <= backoff_delay(50, base=0.5, cap=30) <= 30.0 for _ in range(100))
+
+
+def test_the_tolerant_reader_ignores_unknown_fields_and_rejects_a_missing_one():
+    route = crm_routes()[topics.APPOINTMENT_CANCELLED]
+    payload = cancelled(tenant=uuid.uuid4(), agent=AGENT, investor=INVESTOR, reason="NewReason", Extra=[1])
+    event = route.parse_or_unreadable(json.loads(json.dumps(payload)))
+    assert event.reason == "NewReason"
+    del payload["TenantId"]
+    with pytest.raises(UnreadableMessageError, match="TenantId"):
+        route.parse_or_unreadable(payload)
+
+
+@pytest.mark.parametrize(
+    ("reason", "rescheduled", "kind", "text"),
+    [
+        (R.DECLINED_BY_AGENT, False, FeedEntryKind.DECLINED_BY_AGENT, "запись отклонена агентом"),
+        (R.CANCELLED_BY_INVESTOR, False, FeedEntryKind.CANCELLED_BY_INVESTOR, "запись отменена инвестором"),
+        (R.CANCELLED_BY_AGENT, False, FeedEntryKind.CANCELLED_BY_AGENT, "запись отменена агентом"),
+        (R.EXPIRED, False, FeedEntryKind.EXPIRED, "запись просрочена без решения агента"),
+        (None, False, FeedEntryKind.CANCELLED, "запись отменена"),
+        (R.CANCELLED_BY_INVESTOR, True, FeedEntryKind.RESCHEDULED, "запись перенесена инвестором"),
+    ],
+)  # fmt: skip
+def test_lead_feed_entry_by_reason(reason, rescheduled, kind, text):
+    assert entry_kind_for(reason, rescheduled=rescheduled) is kind
+    assert FEED_TEXTS[kind] == text
+
+
+@pytest.mark.parametrize(
+    ("reason", "recipients"),
+    [
+        (n.AppointmentCancelReason.DECLINED_BY_AGENT, {INVESTOR}),
+        (n.AppointmentCancelReason.CANCELLED_BY_AGENT, {INVESTOR}),
+        (n.AppointmentCancelReason.CANCELLED_BY_INVESTOR, {AGENT}),
+        (n.AppointmentCancelReason.EXPIRED, {AGENT, INVESTOR}),
+        (None, {AGENT, INVESTOR}),
+    ],
+)
+def test_cancellation_recipients_follow_seed_003(reason, recipients):
+    notices = n.cancellation_notices(reason, rescheduled=False, agent=AGENT, investor=INVESTOR, meeting=MEETING)
+    assert {notice.recipient_user_id for notice in notices} == recipients
+    assert len(notices) == len(recipients)
+    assert all(notice.kind is n.NotificationKind.APPOINTMENT_CANCELLED for notice in notices)
+    assert all("показ 01.12.2026 10:00 (Europe/Moscow)" in notice.text for notice in notices)
+
+
+def test_a_reschedule_notifies_nobody_of_a_cancellation():
+    for reason in [*n.AppointmentCancelReason, None]:
+        assert n.cancellation_notices(reason, rescheduled=True, agent=AGENT, investor=INVESTOR, meeting=MEETING) == []
+
+
+def test_meeting_text_survives_an_unknown_kind_and_time_zone():
+    meeting = n.Meeting(None, datetime(2026, 12, 1, 7, 0, tzinfo=UTC), "Mars/Olympus")
+    assert meeting.describe() == "встреча 01.12.2026 07:00 (UTC)"
+
+
+def test_only_an_expired_purchase_tells_the_buyer():
+    buyer = uuid.uuid4()
+    [notice] = n.purchase_notices(n.PurchaseStatus.EXPIRED, buyer=buyer, package_code="TOP-7")
+    assert (notice.recipient_user_id, notice.kind) == (buyer, n.NotificationKind.PROMOTION_EXPIRED)
+    assert "срок истёк" in notice.text
+    assert n.purchase_notices(n.PurchaseStatus.CANCELLED, buyer=buyer, package_code="TOP-7") == []
+    assert n.purchase_notices(None, buyer=buyer, package_code="TOP-7") == []
+    assert n.purchase_notices(n.PurchaseStatus.EXPIRED, buyer=None, package_code="TOP-7") == []
