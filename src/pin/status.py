@@ -42,6 +42,8 @@ COUNT_CAP = 10_001
 # The outbox is a queue that is normally near empty; its per-topic count reads at most this many rows.
 OUTBOX_COUNT_CAP = 100_001
 VPARTS = 64
+# Worker instances listed per job (most recent last cycle first); older ones are only counted.
+SHOWN_INSTANCES = 10
 
 # The topics each consumer group reads (SPEC section 6).
 GROUP_TOPICS: dict[str, tuple[str, ...]] = {
@@ -158,8 +160,14 @@ def _cycles(conn: Conn) -> dict[str, Any]:
         """
     ).fetchall()
     by_job: dict[str, list[dict[str, Any]]] = {}
+    hidden: dict[str, int] = {}
     for r in rows:
-        by_job.setdefault(str(r["job"]), []).append(
+        job = str(r["job"])
+        # an instance is host:pid, so every restart adds a row: show the most recent ones, count the rest
+        if len(by_job.get(job, [])) >= SHOWN_INSTANCES:
+            hidden[job] = hidden.get(job, 0) + 1
+            continue
+        by_job.setdefault(job, []).append(
             {
                 "instance": r["instance"],
                 "runId": str(r["run_id"]),
@@ -171,7 +179,7 @@ def _cycles(conn: Conn) -> dict[str, Any]:
                 "counters": r["counters"],
             }
         )
-    return {"byJob": by_job}
+    return {"byJob": by_job, "hidden": hidden}
 
 
 def _poison(conn: Conn) -> dict[str, Any]:
@@ -395,6 +403,7 @@ def collect_status(settings: Settings, *, kafka: bool = True, kafka_timeout: flo
                     "due": spec.due_what,
                     "backlog": _part(conn, why_not, _worker(spec)),
                     "instances": cycles.get("byJob", {}).get(spec.job, []) if "na" not in cycles else cycles,
+                    "olderInstances": cycles.get("hidden", {}).get(spec.job, 0),
                     "poison": poison.get("byJob", {}).get(spec.job, {"items": 0}) if "na" not in poison else poison,
                 }
             )
@@ -499,6 +508,9 @@ def _cycles_table(workers: list[dict[str, Any]]) -> Table | None:
     table = Table(title="Last cycle of each worker instance (jobs.cycle)", title_justify="left")
     for column in ("job", "instance", "finished", "outcome", "took", "counters"):
         table.add_column(column)
+    older = sum(w.get("olderInstances", 0) for w in workers)
+    if older:
+        table.caption = f"{older} older instances (finished earlier, probably restarted) not shown"
     for job, inst in rows:
         counters = ", ".join(f"{k}={v}" for k, v in sorted((inst["counters"] or {}).items()))
         table.add_row(

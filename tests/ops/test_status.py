@@ -104,6 +104,12 @@ def test_status_shows_poison_items_dead_letters_and_relay_leases(
         conn.execute(
             "UPDATE outbox.relay_lease SET owner = 'relay-a', expires_at = now() + interval '1 minute' WHERE vpart < 40"
         )
+        for i in range(12):  # twelve restarts: twelve host:pid instances, the oldest long gone
+            conn.execute(
+                "INSERT INTO jobs.cycle (job, instance, run_id, as_of, finished_at, duration_ms, counters, succeeded)"
+                " VALUES ('expire-promotions', %s, %s, now(), now() - make_interval(mins => %s), 5, '{}', true)",
+                (f"host:{1000 + i}", uuid.uuid4(), i),
+            )
         conn.execute(
             "UPDATE outbox.relay_lease SET owner = 'relay-b', expires_at = now() - interval '1 second'"
             " WHERE vpart >= 40"
@@ -118,7 +124,11 @@ def test_status_shows_poison_items_dead_letters_and_relay_leases(
     assert leases["relays"][0]["owner"] == "relay-a"
     assert leases["relays"][0]["vparts"] == 40
     assert leases["unownedVparts"] == 24  # relay-b's leases expired: those vparts have no publisher
+    instances = _promotion(report)["instances"]
+    assert [i["instance"] for i in instances] == [f"host:{1000 + i}" for i in range(10)]  # newest first
+    assert _promotion(report)["olderInstances"] == 2
     text = _text(report)
+    assert "2 older instances" in text
     assert "24 of 64 vparts unowned" in text
     assert "(up to 4 attempts)" in text
 
