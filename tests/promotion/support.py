@@ -170,3 +170,18 @@ def json_lines(text: str) -> list[dict[str, Any]]:
             except json.JSONDecodeError:
                 continue
     return lines
+
+
+def json_objects(text: str) -> list[dict[str, Any]]:
+    """Every JSON object in a role's output, one-line (logs) or indented (console spans)."""
+    decoder = json.JSONDecoder()
+    objects, position = [], 0
+    while (start := text.find("{", position)) >= 0:
+        try:
+            value, position = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            position = start + 1
+            continue
+        if isinstance(value, dict):
+            objects.append(value)
+    return objects

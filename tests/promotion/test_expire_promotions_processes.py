@@ -23,6 +23,7 @@ from tests.promotion.support import (
     die_once_at_commit,
     fail_updates_of,
     json_lines,
+    json_objects,
     purchase_events,
     purchase_rows,
     seed_purchases,
@@ -175,3 +176,24 @@ def test_AC7_a_running_worker_whose_backend_is_terminated_at_commit_recovers_wit
     events = purchase_events(pool, "Expired")
     assert sorted(e["message_key"] for e in events) == sorted(str(p.id) for p in purchases)
     assert worker.terminate() == 0
+
+
+def test_a_cycle_is_one_trace_whose_id_the_events_carry(
+    pool: ConnectionPool[Conn], spawn_role: Callable[..., RoleProcess]
+) -> None:
+    purchases = seed_purchases(pool, 2, ends_at=db_now(pool) - timedelta(seconds=1))
+
+    once = spawn_role(*WORKER, "--once", env={"OTEL_TRACES_EXPORTER": "console"})
+    assert once.wait(60) == 0
+
+    spans = [o for o in json_objects(once.output()) if "context" in o and "name" in o]
+    (cycle,) = [s for s in spans if s["name"] == "expire-promotions cycle"]
+    items = [s for s in spans if s["name"] == "expire-promotions item"]
+    run_id = cycle["attributes"]["pin.run_id"]
+    assert {s["attributes"]["pin.purchase_id"] for s in items} == {str(p.id) for p in purchases}
+    assert {s["parent_id"] for s in items} == {cycle["context"]["span_id"]}
+    assert {s["attributes"]["pin.run_id"] for s in items} == {run_id}
+    trace_id = cycle["context"]["trace_id"].removeprefix("0x")
+    for event in purchase_events(pool, "Expired"):
+        assert event["headers"]["correlation-id"] == run_id  # the job run id is the correlation id
+        assert event["headers"]["traceparent"].split("-")[1] == trace_id  # consumers continue this trace
