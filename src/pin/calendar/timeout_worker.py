@@ -116,6 +116,8 @@ passed_over AS MATERIALIZED (
       FROM calendar.appointment AS a
      WHERE {_DUE} AND NOT (a.id = ANY (%(attempted)s::uuid[])) AND {bookkeeping.not_backing_off("a")}
        AND NOT EXISTS (SELECT 1 FROM claimed AS c WHERE c.id = a.id)
+       -- the bound on the first index column keeps this an index range scan, not a scan of the whole backlog
+       AND a.pending_expires_at <= coalesce((SELECT c.pending_expires_at FROM claimed AS c), %(as_of)s)
        AND (NOT EXISTS (SELECT 1 FROM claimed)
             OR (a.pending_expires_at, a.id) < (SELECT c.pending_expires_at, c.id FROM claimed AS c))
      ORDER BY a.pending_expires_at, a.id
@@ -124,7 +126,9 @@ passed_over AS MATERIALIZED (
 SELECT c.id, c.tenant_id,
        EXISTS (SELECT 1 FROM jobs.item_failure AS f WHERE f.job = %(job)s AND f.item_id = c.id) AS has_failure,
        (SELECT coalesce(array_agg(p.id), '{{}}'::uuid[]) FROM passed_over AS p) AS passed_over
-  FROM (SELECT 1) AS one
+  -- the item transaction's lock_timeout, set here to save a round trip: the claim itself never waits (SKIP
+  -- LOCKED), the cluster locks that follow in this transaction do, at most this long
+  FROM (SELECT set_config('lock_timeout', %(lock_timeout)s, true)) AS item_settings
   LEFT JOIN claimed AS c ON true
 """
 
@@ -157,9 +161,15 @@ class ClaimedItem:
     passed_over: list[uuid.UUID]
 
 
-def appointment_claim_next(conn: Conn, *, as_of: datetime, attempted: list[uuid.UUID]) -> ClaimedItem:
-    """Lock the oldest due Pending appointment that nobody else holds, in the caller's transaction."""
-    params = {"as_of": as_of, "attempted": attempted, "job": JOB_NAME}
+def appointment_claim_next(
+    conn: Conn, *, as_of: datetime, attempted: list[uuid.UUID], lock_timeout: timedelta
+) -> ClaimedItem:
+    """Lock the oldest due Pending appointment that nobody else holds, in the caller's transaction.
+
+    ``lock_timeout`` bounds every later lock wait of the transaction (SET LOCAL lock_timeout).
+    """
+    timeout_ms = max(1, int(lock_timeout.total_seconds() * 1000))
+    params = {"as_of": as_of, "attempted": attempted, "job": JOB_NAME, "lock_timeout": f"{timeout_ms}ms"}
     row = cast(dict[str, Any], conn.execute(_CLAIM_NEXT, params).fetchone())
     return ClaimedItem(row["id"], row["tenant_id"], bool(row["has_failure"]), list(row["passed_over"]))
 
@@ -315,8 +325,10 @@ class AppointmentTimeoutJob:
         expiry: ExpiryResult | None = None
         with UnitOfWork(self._pool, MessageContext(str(run_id)), traceparent_provider=current_traceparent) as uow:
             try:
-                self._limit_lock_waits(uow.conn)
-                claim = appointment_claim_next(uow.conn, as_of=as_of, attempted=tally.attempted)
+                lock_timeout = timedelta(seconds=self._config.item_lock_timeout_seconds)
+                claim = appointment_claim_next(
+                    uow.conn, as_of=as_of, attempted=tally.attempted, lock_timeout=lock_timeout
+                )
             except Exception as exc:
                 raise InfrastructureError(bookkeeping.describe_error(exc)) from exc
             tally.skipped.update(claim.passed_over)
@@ -352,10 +364,6 @@ class AppointmentTimeoutJob:
         elif expiry is not None:
             self._expired(run_id, expiry, tally)
         return True
-
-    def _limit_lock_waits(self, conn: Conn) -> None:
-        timeout_ms = int(self._config.item_lock_timeout_seconds * 1000)
-        conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{timeout_ms}ms",))
 
     def _expire_claimed(
         self, uow: UnitOfWork, appointment_id: uuid.UUID, as_of: datetime, *, has_failure: bool
