@@ -7,14 +7,17 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from psycopg_pool import ConnectionPool
 
 from pin.api.auth import TokenVerifier
-from pin.api.problems import install_problem_handlers, problem_response
+from pin.api.problems import install_problem_handlers, problem_openapi_responses, problem_response
 from pin.settings import Settings
 from pin.unit_of_work import Conn
 
 
 def create_app(settings: Settings, pool: ConnectionPool[Conn]) -> FastAPI:
     """Build the API; nothing here runs at import time."""
-    app = FastAPI(title="PIN background jobs and integration events", version="1.0.0")
+    # every error is a problem+json document: say so in the OpenAPI document (FastAPI would claim a JSON 422)
+    app = FastAPI(
+        title="PIN background jobs and integration events", version="1.0.0", responses=problem_openapi_responses()
+    )
     app.state.settings = settings
     app.state.pool = pool
     app.state.token_verifier = TokenVerifier(settings)

@@ -37,6 +37,32 @@ def problem_response(status: int, code: str, detail: str, **extensions: Any) -> 
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
+# The problem document as the OpenAPI document describes it (extensions such as ``errors`` may be added).
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "title": "Problem",
+    "type": "object",
+    "required": ["type", "title", "status", "detail", "code"],
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "code": {"type": "string"},
+    },
+}
+
+
+def problem_openapi_responses() -> dict[int | str, dict[str, Any]]:
+    """The error responses every route may answer, documented as problem+json (not FastAPI's default 422)."""
+    described = {400: "Malformed request", 401: "Missing or invalid token", 403: "Role not allowed",
+                 404: "Not found (or another tenant's)", 409: "State conflict", 412: "If-Match mismatch",
+                 422: "Validation error"}  # fmt: skip
+    return {
+        status: {"description": text, "content": {PROBLEM_JSON: {"schema": PROBLEM_SCHEMA}}}
+        for status, text in described.items()
+    }
+
+
 _STATUS_CODES = {
     400: "bad-request",
     401: "unauthorized",
