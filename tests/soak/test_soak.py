@@ -1,0 +1,115 @@
+"""Jepsen-style soak: a workload over the HTTP API, a fault schedule (kill -9 of random roles every few seconds,
+PostgreSQL crashes, a frozen broker, a role started while the database is down), a quiet period to drain, then
+the checker over the final history. Short mode (about 3 minutes) in the normal suite; ``--soak-long`` runs at
+least 15 minutes of faults. The evidence (logs, topics, tables, summary.json) stays in the test's tmp dir.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.soak.checker import check, drain
+from tests.soak.harness import Cluster, role_specs
+from tests.soak.workload import History, Workload
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+
+class FaultSchedule:
+    """The nemesis: kill -9 of a random role every few seconds, plus one round of bigger faults per period."""
+
+    def __init__(self, cluster: Cluster, rng: random.Random, *, kill_every: tuple[float, float]) -> None:
+        self.cluster = cluster
+        self.rng = rng
+        self.kill_every = kill_every
+        self._stop = threading.Event()
+        self._killer = threading.Thread(target=self._kill_loop, name="soak-nemesis-kill", daemon=True)
+
+    def start(self) -> None:
+        """Start the kill loop."""
+        self._killer.start()
+
+    def stop(self) -> None:
+        """Stop the kill loop."""
+        self._stop.set()
+        self._killer.join(30)
+
+    def _kill_loop(self) -> None:
+        while not self._stop.wait(self.rng.uniform(*self.kill_every)):
+            self.cluster.kill9_random(self.rng)
+
+    def round_of_big_faults(self, until: float) -> None:
+        """Broker frozen 20 s; PostgreSQL down with a role started meanwhile; an immediate PostgreSQL restart."""
+        self._sleep(until, 10)
+        with self.cluster.broker_paused():
+            self._sleep(until, 20, at_least=True)
+        self._sleep(until, 10)
+        with self.cluster.database_down():
+            time.sleep(1)
+            # a role (re)started while the database is down: it must wait for it, not give up
+            name = self.rng.choice([n for n in self.cluster.role_names() if n.startswith(("relay", "appointment"))])
+            self.cluster.kill9(name)
+            time.sleep(5)
+        self._sleep(until, 12)
+        self.cluster.restart_database()
+        self._sleep(until, 10)
+
+    def _sleep(self, until: float, seconds: float, *, at_least: bool = False) -> None:
+        time.sleep(seconds if at_least else max(0.0, min(seconds, until - time.monotonic())))
+
+
+@pytest.mark.timeout(3600)
+def test_soak(tmp_path: Path, soak_long: bool) -> None:
+    """No due item left, nothing lost or doubled, every effect once, no double booking, boosts add up."""
+    fault_seconds = float(os.environ.get("PIN_SOAK_FAULT_SECONDS") or (15 * 60 + 30 if soak_long else 75))
+    seed = int(time.time())
+    rng = random.Random(seed)
+    cluster = Cluster(tmp_path / "cluster")
+    history = History()
+    evidence = tmp_path / "evidence"
+    print(f"\nsoak: seed {seed}, evidence and logs in {tmp_path}")
+    cluster.start(role_specs())
+    workload = Workload(cluster.base_url, history, seed=seed)
+    nemesis = FaultSchedule(cluster, rng, kill_every=(2.0, 5.0))
+    try:
+        workload.start()
+        time.sleep(5)  # cards and posts exist before the first promotion
+        nemesis.start()
+        until = time.monotonic() + fault_seconds
+        while time.monotonic() < until:
+            nemesis.round_of_big_faults(until)
+        nemesis.stop()
+        workload.stop()
+        cluster.event("faults over; quiet period")
+        drained = drain(cluster.database_url, cluster.kafka.bootstrap_servers, timeout=420 if soak_long else 240)
+        summary = check(cluster.database_url, cluster.kafka.bootstrap_servers, history, evidence)
+    finally:
+        nemesis.stop()
+        workload.stop()
+        (tmp_path / "events.json").write_text(json.dumps(cluster.events))
+        restarts = cluster.restarts()
+        unexpected = cluster.unexpected_exits()
+        cluster.stop()
+    summary["run"] = {
+        "seed": seed,
+        "fault_seconds": fault_seconds,
+        "kills": len(cluster.kills),
+        "restarts": restarts,
+        "exits_other_than_kill9": unexpected,
+        "drain": drained,
+        "ops": dict(sorted(history.ops.items())),
+        "evidence": str(evidence),
+    }
+    (evidence / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
+    print(json.dumps(summary, indent=2, sort_keys=True, default=str))
+    print(f"soak: summary at {evidence / 'summary.json'}")
+    assert summary["counts"]["appointments"].get("Expired", 0) > 0, "no appointment came due: the soak tested nothing"
+    assert summary["counts"]["purchases"].get("Expired", 0) > 0, "no purchase came due: the soak tested nothing"
+    assert summary["ok"], f"violations (evidence in {evidence}): {json.dumps(summary['violations'], default=str)}"
