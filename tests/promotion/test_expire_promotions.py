@@ -300,16 +300,27 @@ def test_nothing_expires_before_its_ends_at_on_the_injected_clock(pool: Connecti
     assert row["updated_at"] == purchase.ends_at
 
 
-def test_skipped_locked_counts_rows_another_instance_holds(pool: ConnectionPool[Conn], database_url: str) -> None:
+@pytest.mark.parametrize(
+    ("held", "batch_size", "expected"),
+    [
+        (slice(0, 2), 3, (3, 2)),  # the two oldest are held: passed over before the batch filled up
+        (slice(4, 6), 3, (3, 0)),  # the two newest are held: the full batch never reached them
+        (slice(4, 6), 10, (4, 2)),  # not full: every due row it could not take was skipped
+    ],
+)
+def test_skipped_locked_counts_the_due_rows_the_claim_passed_over(
+    pool: ConnectionPool[Conn], database_url: str, held: slice, batch_size: int, expected: tuple[int, int]
+) -> None:
     purchases = seed_purchases(pool, 6, ends_at=db_now(pool) - timedelta(minutes=1))
-    with connect(database_url) as other:  # another instance's batch holds the two oldest
-        held = sorted(purchases, key=lambda p: (p.ends_at, p.id))[:2]
-        other.execute("SELECT id FROM promotion.purchase WHERE id = ANY(%s) FOR NO KEY UPDATE", ([p.id for p in held],))
-        result = _job(pool, batch_size=3).run_once()
+    ordered = sorted(purchases, key=lambda p: (p.ends_at, p.id))
+    with connect(database_url) as other:  # another instance's batch holds some of them
+        held_ids = [p.id for p in ordered[held]]
+        other.execute("SELECT id FROM promotion.purchase WHERE id = ANY(%s) FOR NO KEY UPDATE", (held_ids,))
+        result = _job(pool, batch_size=batch_size).run_once()
         other.rollback()
 
-    assert (result.expired_count, result.skipped_locked) == (3, 2)
-    assert _job(pool).run_once().expired_count == 3
+    assert (result.expired_count, result.skipped_locked) == expected
+    assert _job(pool).run_once().expired_count == 6 - expected[0]
 
 
 def test_seconds_until_next_due_follows_the_earliest_active_ends_at(pool: ConnectionPool[Conn]) -> None:

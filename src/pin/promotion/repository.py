@@ -159,7 +159,7 @@ class Claim:
 # sort before the last claimed row (or all due rows when the batch was not full) and were not claimed. Those
 # are exactly the rows SKIP LOCKED passed over: locked by another instance or by an in-flight cancel. (A row
 # that another instance expired and committed between our snapshot and our lock attempt also counts: it too
-# was "taken by someone else".) The count is bounded like every backlog count.
+# was "taken by someone else".) The scan is bounded by the last claimed EndsAt and by the backlog cap.
 _CLAIM = f"""
 WITH claimed AS MATERIALIZED (
     SELECT p.id, p.ends_at
@@ -172,14 +172,21 @@ WITH claimed AS MATERIALIZED (
 last_claimed AS (
     SELECT c.ends_at, c.id FROM claimed AS c ORDER BY c.ends_at DESC, c.id DESC LIMIT 1
 ),
+horizon AS (
+    -- When the batch was full, a skipped row can only sort before the last claimed one: that bounds the
+    -- index range scanned below. Otherwise (NULL) every due row up to AsOf was a candidate.
+    SELECT CASE WHEN (SELECT count(*) FROM claimed) >= %(batch_size)s THEN l.ends_at END AS ends_at, l.id
+      FROM last_claimed AS l
+),
 skipped AS (
     SELECT count(*) AS n FROM (
         SELECT 1
           FROM promotion.purchase AS p
          WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s AND {bookkeeping.not_backing_off("p")}
+           AND p.ends_at <= coalesce((SELECT h.ends_at FROM horizon AS h), %(as_of)s)
+           AND (NOT EXISTS (SELECT 1 FROM horizon AS h WHERE h.ends_at IS NOT NULL)
+                OR (p.ends_at, p.id) < (SELECT h.ends_at, h.id FROM horizon AS h))
            AND NOT EXISTS (SELECT 1 FROM claimed AS c WHERE c.id = p.id)
-           AND ((SELECT count(*) FROM claimed) < %(batch_size)s
-                OR (p.ends_at, p.id) < (SELECT l.ends_at, l.id FROM last_claimed AS l))
          LIMIT {bookkeeping.BACKLOG_CAP}
     ) AS s
 )
@@ -201,11 +208,12 @@ def purchase_claim_due(conn: Conn, *, job: str, as_of: datetime, batch_size: int
     return Claim([purchase_from_row(row) for row in rows if row["id"] is not None], skipped)
 
 
-# Due now (backlog) and next deadline: the partial index in EndsAt order, poison items that back off left out.
-DUE_SQL = f"""
-SELECT 1 FROM promotion.purchase AS p
- WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s AND {bookkeeping.not_backing_off("p")}
-"""
+# The backlog: due and not expired yet, poison purchases included (seed 002: "Active c EndsAt < now, ещё не
+# обработанные"); bounded by the caller.
+BACKLOG_SQL = "SELECT 1 FROM promotion.purchase AS p WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s"
+
+# The next deadline: the earliest EndsAt of the partial index, poison purchases backing off left out (they wake
+# the worker at their next attempt instead).
 
 NEXT_DEADLINE_SQL = f"""
 SELECT least(

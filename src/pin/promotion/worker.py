@@ -209,7 +209,7 @@ class ExpirePromotionsJob:
         try:
             with self._pool.connection() as conn:
                 now = database_now(conn)
-                backlog = bookkeeping.backlog_count(conn, repository.DUE_SQL, {"job": JOB_NAME, "as_of": now})
+                backlog = bookkeeping.backlog_count(conn, repository.BACKLOG_SQL, {"as_of": now})
                 metrics.BACKLOG.set(backlog)
                 bookkeeping.cycle_record(
                     conn,
