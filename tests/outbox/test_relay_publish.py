@@ -160,7 +160,7 @@ def test_a_committed_row_reaches_the_broker_within_a_fraction_of_a_second(
     # polling every 30 s: only the NOTIFY wake-up can explain a fast delivery
     role = spawn_role("relay", env=_relay_env(kafka, PIN_RELAY_POLL_INTERVAL_SECONDS="30"))
     owned = "SELECT count(*) FROM outbox.relay_lease WHERE owner IS NOT NULL AND expires_at > now()"
-    wait_for(lambda: scalar(database_url, owned) == 64, timeout=20, what="the relay owns every vpart")
+    wait_for(lambda: scalar(database_url, owned) == 64, timeout=60, what="the relay owns every vpart")
     insert_rows(database_url, [event_row("warm-up", 1)])
     wait_for(lambda: outbox_count(database_url) == 0, timeout=20, what="warm-up published")
 
@@ -171,7 +171,9 @@ def test_a_committed_row_reaches_the_broker_within_a_fraction_of_a_second(
             wait_for(lambda: outbox_count(database_url) == 0, timeout=5, what="row published", interval=0.005)
         )
 
-    assert max(delays) < 0.5, delays
+    print(f"commit -> acknowledged and deleted: {[round(d, 3) for d in delays]} s")
+    # a fraction of a second (the bound leaves room for a loaded CI machine; typically ~20 ms)
+    assert max(delays) < 1.0, delays
     assert len(read_topic(kafka.bootstrap_servers, TOPIC, expected=4)) == 4
     assert role.terminate() == 0
     # graceful stop: the leases are given back at once, not left to expire

@@ -30,6 +30,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -55,7 +56,7 @@ NOTIFY_CHANNEL = "pin_outbox"
 class RelayConfig:
     """How a relay instance paces, batches, leases and retries."""
 
-    # Rows read per batch, in id order across the owned vparts; one DELETE per batch.
+    # Rows per batch (about: spread evenly over the owned vparts, at least 8 each); one DELETE per batch.
     batch_size: int = 500
     # Seconds between reads when no NOTIFY arrives (the fallback: NOTIFY is lost across reconnects).
     poll_interval_seconds: float = 1.0
@@ -238,12 +239,13 @@ class RelayCycle:
     failed: int = 0
     dead_lettered: int = 0
     held_back: int = 0
-    batch_size: int = 0
+    # some vpart gave as many rows as it was asked for: more are probably waiting
+    more_waiting: bool = False
 
     @property
     def is_full(self) -> bool:
-        """The batch limit was hit: more rows are probably waiting."""
-        return self.batch_size > 0 and self.read >= self.batch_size
+        """The batch limit was hit: the next batch should start at once."""
+        return self.more_waiting
 
     def as_dict(self) -> dict[str, int]:
         """The counters as JSON-ready values."""
@@ -259,19 +261,29 @@ class RelayCycle:
 # --- SQL -------------------------------------------------------------------------------------------------
 
 # outbox_read_owned: rows of the vparts whose unexpired lease we hold, due, behind no waiting row of their key.
+# Per vpart, in id order, at most per_vpart rows: each vpart is read along its (vpart, id) index and stops
+# early, so the cost of a batch does not grow with the backlog (one global ORDER BY id over all owned rows
+# did: 2.5 s per batch at 200 000 rows). Order only matters within a key, and a key lives in one vpart; the
+# outer LIMIT keeps an id-order prefix of every vpart.
 # Not a FOR UPDATE claim: the lease is the claim, and a row lock could not be held across a broker flush
 # without a transaction left open for seconds.
 _OUTBOX_READ_OWNED = """
 SELECT m.id, m.message_id, m.vpart, l.epoch, m.topic, m.message_key, m.event_type, m.contract_version,
        m.payload, m.headers, m.attempts
-FROM outbox.message m
-JOIN outbox.relay_lease l ON l.vpart = m.vpart AND l.owner = %(owner)s AND l.expires_at > now()
-WHERE (m.next_attempt_at IS NULL OR m.next_attempt_at <= now())
-  AND NOT EXISTS (
-      SELECT 1 FROM outbox.message e
-      WHERE e.message_key = m.message_key AND e.id < m.id AND e.next_attempt_at > now()
-  )
-  AND NOT EXISTS (SELECT 1 FROM outbox.dead_letter d WHERE d.message_key = m.message_key)
+FROM outbox.relay_lease l
+CROSS JOIN LATERAL (
+    SELECT * FROM outbox.message m
+    WHERE m.vpart = l.vpart
+      AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now())
+      AND NOT EXISTS (
+          SELECT 1 FROM outbox.message e
+          WHERE e.message_key = m.message_key AND e.id < m.id AND e.next_attempt_at > now()
+      )
+      AND NOT EXISTS (SELECT 1 FROM outbox.dead_letter d WHERE d.message_key = m.message_key)
+    ORDER BY m.id
+    LIMIT %(per_vpart)s
+) m
+WHERE l.owner = %(owner)s AND l.expires_at > now()
 ORDER BY m.id
 LIMIT %(limit)s
 """
@@ -415,6 +427,7 @@ class OutboxRelay:
         self._closing = threading.Event()
         self._threads: list[threading.Thread] = []
         self._batches = 0
+        self._active_vparts = 0  # vparts that gave rows to the last batch
         self._next_gauge_refresh = 0.0
         self._seen_topics: set[str] = set(INTEGRATION_TOPICS)
 
@@ -422,9 +435,15 @@ class OutboxRelay:
 
     def run_once(self) -> RelayCycle:
         """Read one batch of owned, due rows; publish; delete the acknowledged; mark or dead-letter the failed."""
-        rows = self._read_batch()
+        # share the batch among the vparts that had rows last time (all owned ones at first), so one hot vpart
+        # still gets whole batches and many busy vparts are read evenly
+        limit = self._config.batch_size
+        per_vpart = max(8, math.ceil(limit / max(1, self._active_vparts or len(self._owned))))
+        rows = self._read_batch(per_vpart, limit)
+        per_vpart_counts = Counter(row.vpart for row in rows)
+        self._active_vparts = len(per_vpart_counts)
         if not rows:
-            return RelayCycle(batch_size=self._config.batch_size)
+            return RelayCycle()
         self._batches += 1
         started = time.monotonic()
         acked, failures, unsent = self._publish(rows)
@@ -436,7 +455,7 @@ class OutboxRelay:
             failed=len(failures),
             dead_lettered=dead_lettered,
             held_back=unsent,
-            batch_size=self._config.batch_size,
+            more_waiting=len(rows) >= limit or max(per_vpart_counts.values()) >= per_vpart,
         )
         log.info(
             "outbox batch published",
@@ -449,11 +468,10 @@ class OutboxRelay:
         )
         return cycle
 
-    def _read_batch(self) -> list[PendingRow]:
+    def _read_batch(self, per_vpart: int, limit: int) -> list[PendingRow]:
+        params = {"owner": self.instance_id, "per_vpart": per_vpart, "limit": limit}
         with self._pool.connection() as conn:
-            records = conn.execute(
-                _OUTBOX_READ_OWNED, {"owner": self.instance_id, "limit": self._config.batch_size}
-            ).fetchall()
+            records = conn.execute(_OUTBOX_READ_OWNED, params).fetchall()
         return [
             PendingRow(
                 id=int(str(r["id"])),
