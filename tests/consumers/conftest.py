@@ -22,6 +22,10 @@ from pin.unit_of_work import Conn
 from tests.conftest import JWT_SECRET
 from tests.support.infra import TestDatabases
 
+# A group join on the embedded broker takes about half the session timeout; 3 s keeps joins short and is still
+# well above librdkafka's heartbeat interval (a fifth of it).
+FAST_SESSION_TIMEOUT_MS = 3000
+
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
     from fastapi.testclient import TestClient  # noqa: F401 - imported here once, under the filter
@@ -60,7 +64,7 @@ def module_settings(module_database_url: str, module_kafka: EmbeddedKafka) -> Se
             "database_url": module_database_url,
             "kafka_bootstrap_servers": module_kafka.bootstrap_servers,
             "jwt_secret": JWT_SECRET,
-            "kafka_session_timeout_ms": 6000,
+            "kafka_session_timeout_ms": FAST_SESSION_TIMEOUT_MS,
         }
     )
     ensure_topics(settings)

@@ -21,6 +21,7 @@ from pin.messaging.kafka import ensure_topics
 from pin.promotion.domain import Target, TargetKind
 from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
 from tests.conftest import JWT_SECRET
+from tests.consumers.conftest import FAST_SESSION_TIMEOUT_MS
 from tests.consumers.support import in_inbox, notifications_about, rows, running_groups, wait_for
 from tests.promotion.support import db_now, purchase_events, seed_purchases
 
@@ -32,7 +33,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_AC1_AC8_an_expired_purchase_loses_its_boost_after_the_consumers_handle_the_event(kafka, pool, make_settings):
-    settings = make_settings(kafka_bootstrap_servers=kafka.bootstrap_servers)
+    settings = make_settings(
+        kafka_bootstrap_servers=kafka.bootstrap_servers, kafka_session_timeout_ms=FAST_SESSION_TIMEOUT_MS
+    )
     ensure_topics(settings)
     tenant, project, post = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     admin = {

@@ -4,7 +4,8 @@
   second effect, and a graceful stop (SIGTERM) of the next one;
 - the database unreachable for a while: retried, then applied exactly once, nothing dead-lettered;
 - a handler failing on every attempt: N attempts, then the dead-letter topic with its provenance, the
-  partition goes on; after the fix, `pin dlq replay` sends it back and it is applied once; `pin dlq list`.
+  partition goes on; after the fix, `pin dlq replay` sends it back and it is applied once; `pin dlq list`
+  (both commands run in process through the CLI runner).
 """
 
 from __future__ import annotations
@@ -16,13 +17,16 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
+from typer.testing import CliRunner
 
+from pin.cli import app
 from pin.db import create_pool
 from pin.messaging import topics
 from pin.messaging.dlq import read_dead_letters, replay
 from pin.messaging.kafka import ensure_topics
 from pin.settings import Settings
 from pin.unit_of_work import Conn
+from tests.consumers.conftest import FAST_SESSION_TIMEOUT_MS
 from tests.consumers.support import Producing, cancelled, feed_entries, in_inbox, metric, rows, running, wait_for
 from tests.support.infra import TestDatabases
 
@@ -32,7 +36,9 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def settings(make_settings, kafka) -> Settings:
     """Settings on this test's database and broker, topics created."""
-    settings: Settings = make_settings(kafka_bootstrap_servers=kafka.bootstrap_servers)
+    settings: Settings = make_settings(
+        kafka_bootstrap_servers=kafka.bootstrap_servers, kafka_session_timeout_ms=FAST_SESSION_TIMEOUT_MS
+    )
     ensure_topics(settings)
     return settings
 
@@ -55,7 +61,10 @@ def _event(appointment: uuid.UUID | None = None) -> dict[str, object]:
 def test_kill_9_after_the_effect_before_the_offset_commit_redelivers_without_a_second_effect(
     spawn_role, kafka, pool, settings, producer
 ):
-    env = {"PIN_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers}
+    env = {
+        "PIN_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+        "PIN_KAFKA_SESSION_TIMEOUT_MS": str(FAST_SESSION_TIMEOUT_MS),
+    }
     doomed = spawn_role("consume", "crm", env={**env, "PIN_CONSUMER_TEST_FAULT": "hang-after-effect"})
     first = _event()
     producer.send(topics.APPOINTMENT_CANCELLED, first)
@@ -122,9 +131,13 @@ def test_database_unreachable_for_a_while_retries_then_applies_once(
 
 
 def test_failing_handler_is_dead_lettered_after_n_attempts_then_replayed_after_the_fix(
-    kafka, settings, pool, spawn_role, producer
+    kafka, settings, database_url, pool, producer
 ):
-    env = {"PIN_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers}
+    env = {
+        "PIN_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+        "PIN_KAFKA_SESSION_TIMEOUT_MS": str(FAST_SESSION_TIMEOUT_MS),
+        "PIN_DATABASE_URL": database_url,
+    }
     retries_before = metric("pin_consumer_retries_total", group="crm", topic=topics.APPOINTMENT_CANCELLED)
     duplicates_before = metric("pin_consumer_duplicates_total", group="crm", topic=topics.APPOINTMENT_CANCELLED)
     with running("crm", settings, pool, max_attempts=3):
@@ -158,18 +171,21 @@ def test_failing_handler_is_dead_lettered_after_n_attempts_then_replayed_after_t
         wait_for(lambda: feed_entries(pool, behind["AppointmentId"]), what="the message behind the dead letter")
         assert feed_entries(pool, failing["AppointmentId"]) == []
 
-        listing = spawn_role("dlq", "list", "--group", "crm", "--idle-seconds", "1", env=env)
-        assert listing.wait(60) == 0, listing.output()
-        listed = [json.loads(line) for line in listing.output().splitlines() if line.startswith('{"')]
+        cli = CliRunner()
+        listing = cli.invoke(app, ["dlq", "list", "--group", "crm", "--idle-seconds", "1"], env=env)
+        assert listing.exit_code == 0, listing.output
+        listed = [json.loads(line) for line in listing.stdout.splitlines() if line.startswith('{"')]
         [summary] = [item for item in listed if item.get("messageId") == failing["MessageId"]]
         assert summary["originTopic"] == topics.APPOINTMENT_CANCELLED
         assert (summary["attempts"], summary["errorType"]) == ("3", "UndefinedTable")
 
-        replay_cli = spawn_role(
-            "dlq", "replay", "--group", "crm", "--message-id", failing["MessageId"], "--idle-seconds", "1", env=env
+        replay_cli = cli.invoke(
+            app,
+            ["dlq", "replay", "--group", "crm", "--message-id", failing["MessageId"], "--idle-seconds", "1"],
+            env=env,
         )
-        assert replay_cli.wait(60) == 0, replay_cli.output()
-        assert '"replayed": 1' in replay_cli.output()
+        assert replay_cli.exit_code == 0, replay_cli.output
+        assert '"replayed": 1' in replay_cli.stdout
         wait_for(lambda: in_inbox(pool, "crm", failing["MessageId"]), what="the replayed message handled")
         # replaying it again is harmless: the same MessageId, so the inbox skips it
         assert len(replay(settings, "crm", message_id=failing["MessageId"], idle_seconds=0.5)) == 1
