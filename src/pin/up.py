@@ -13,11 +13,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
 from pin.db import migrate
+from pin.demo import DEMO_PENDING_TTL_SECONDS, DemoError, load_demo_data, wait_until_ready
 from pin.embedded.kafka import EmbeddedKafka
 from pin.embedded.postgres import EmbeddedPostgres, free_port
 from pin.messaging.kafka import ensure_topics
@@ -97,14 +99,13 @@ def run_up(*, demo: bool, host: str, port: int) -> int:
         ensure_topics(effective)
         env = _child_env(effective, home)
         if demo:
-            from pin.demo import load_demo_data
-
-            for line in load_demo_data(database_url, env["PIN_JWT_SECRET"]):
-                print(line, flush=True)
+            env.setdefault("PIN_APPOINTMENT_PENDING_TTL_SECONDS", str(DEMO_PENDING_TTL_SECONDS))
         children = _children(env, host, port)
         for child in children:
             child.start()
         _print_banner(database_url, bootstrap, host, port, children, embedded=(postgres, kafka), home=home)
+        if demo:
+            _load_demo(f"http://{host}:{port}", env.get("PIN_JWT_SECRET"), lambda: stopping)
         while not stopping:
             _supervise(children)
             time.sleep(0.5)
@@ -116,6 +117,21 @@ def run_up(*, demo: bool, host: str, port: int) -> int:
         if postgres is not None:
             postgres.stop("fast")
         print("pin up: stopped", flush=True)
+
+
+def _load_demo(base_url: str, secret: str | None, stopping: Callable[[], bool]) -> None:
+    """Create the demo data through the API once it is ready; a failure is reported, not fatal."""
+    if not secret:
+        print("pin up: --demo mints tokens with PIN_JWT_SECRET, which is not set (RS256 in use)", flush=True)
+        return
+    try:
+        wait_until_ready(base_url, stopping=stopping)
+        if stopping():
+            return
+        for line in load_demo_data(base_url, secret):
+            print(line, flush=True)
+    except DemoError as exc:
+        print(f"pin up: the demo data could not be created: {exc}", flush=True)
 
 
 def _child_env(settings: Settings, home: Path) -> dict[str, str]:
