@@ -1,0 +1,379 @@
+"""`python -m bench [--quick | --full] [--only NAMES] [--out DIR]`: every benchmark with its same-run baseline.
+
+Writes summary.json, summary.md, run.json, the PNG plots and the generated pgbench scripts to ``--out``
+(bench/results by default). See bench/README.md for what each figure means and how it is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench import consumers, live, plots, promotion, relay, timeout
+from bench.env import BenchEnv, make_env
+from bench.results import Figure, Results, ratio
+from bench.seed import MessageFactory
+
+SIZES: dict[str, dict[str, Any]] = {
+    "quick": {
+        "timeout": 2_000,
+        "promotion": 2_000,
+        "relay": 10_000,
+        "latency_seconds": 5,
+        "consumers": 1_000,
+        "lag": (500, 20.0),
+        "e2e": (500, 20.0),
+        "scaling": [500],
+        "profile": 1_000,
+    },
+    "default": {
+        "timeout": 20_000,
+        "promotion": 10_000,
+        "relay": 100_000,
+        "latency_seconds": 20,
+        "consumers": 5_000,
+        "lag": (2_000, 60.0),
+        "e2e": (2_000, 60.0),
+        "scaling": [2_000],
+        "profile": 2_000,
+    },
+    "full": {
+        "timeout": 20_000,
+        "promotion": 10_000,
+        "relay": 100_000,
+        "latency_seconds": 30,
+        "consumers": 50_000,
+        "lag": (2_000, 60.0),
+        "e2e": (2_000, 60.0),
+        "scaling": [2_000, 200_000],
+        "profile": 5_000,
+    },
+}
+PHASES = ("timeout", "lag", "promotion", "relay", "consumers", "e2e", "scaling")
+RELAY_RATE = 500.0
+
+
+class Run:
+    """One invocation: the environment, the results and what the phases hand to each other."""
+
+    def __init__(self, env: BenchEnv, mode: str, out: Path) -> None:
+        self.env = env
+        self.mode = mode
+        self.sizes = SIZES[mode]
+        self.out = out
+        self.results = Results()
+        self.factory: MessageFactory | None = None
+        self.scaling_runs: list[dict[str, Any]] = []
+        self.lag: dict[str, Any] | None = None
+        self.timeout_script: timeout.Script | None = None
+
+    # ------------------------------------------------------------------------------------------- phases
+
+    def capture(self) -> None:
+        """Record the workers' statements (for pgbench) and real outbox rows (for the message benchmarks)."""
+        cap = timeout.capture(self.env)
+        self.timeout_script = timeout.item_script(cap, "a")
+        timeout.write_script(self.out / "timeout_item.pgbench.sql", self.timeout_script)
+        statements, templates = promotion.capture(self.env)
+        self.promotion_statements = statements
+        self.factory = MessageFactory({**cap.templates, **templates})
+
+    def phase_timeout(self) -> None:
+        """1. appointment-timeout drain by 1 and 4 workers vs pgbench with 1 and 4 clients; a profile."""
+        assert self.timeout_script is not None
+        n = self.sizes["timeout"]
+        for workers in (1, 4):
+            base = timeout.pgbench_drain(self.env, self.timeout_script, n, workers, label=f"pgbench_timeout_{workers}")
+            run = timeout.worker_drain(self.env, n, workers, label=f"timeout_{workers}w")
+            self.results.details[f"timeout_{workers}"] = {"worker": run, "pgbench": base}
+            value, baseline = run["items_per_second"], base["items_per_second"]
+            r = ratio(value, baseline)
+            plural = "worker" if workers == 1 else "workers"
+            self.results.add(
+                f"timeout_drain_{workers}_{plural}",
+                Figure(value, "items_per_second", baseline, r, ">= 0.8", r is not None and r >= 0.8,
+                       f"{n:,} due appointments; pgbench -M prepared -c {workers} on the captured statements"),
+            )  # fmt: skip
+            if workers == 1:
+                self.scaling_runs.append({**run, "baseline_per_item_ms": 1000 / baseline})
+        prof = timeout.profile(self.env, self.sizes["profile"])
+        self.results.details["timeout_profile"] = prof
+        self.results.sections.append(_profile_section("appointment-timeout", prof, self.timeout_script))
+
+    def phase_lag(self) -> None:
+        """2. Expiry lag with one worker."""
+        count, spread = self.sizes["lag"]
+        lag = live.expiry_lag(self.env, count, spread)
+        self.lag = lag
+        self.results.details["expiry_lag"] = {k: v for k, v in lag.items() if k not in ("lags_ms", "due_offsets_s")}
+        for q in ("p50", "p99", "max"):
+            value = lag[f"{q}_ms"]
+            goal = "<= 1000 ms" if q == "p99" else None
+            met = value <= 1000 if q == "p99" else None
+            self.results.add(
+                f"expiry_lag_{q}",
+                Figure(value, "ms", None, None, goal, met, f"{count:,} deadlines over {spread:.0f} s, one worker"),
+            )
+        plots.expiry_lag(self.results, self.out, lag)
+
+    def phase_promotion(self) -> None:
+        """3. expire-promotions drain vs pgbench on the per-batch statements."""
+        n = self.sizes["promotion"]
+        script = promotion.batch_script(self.promotion_statements)
+        timeout.write_script(self.out / "promotion_batch.pgbench.sql", script)
+        base = promotion.pgbench_drain(self.env, script, n, label="pgbench_promotion")
+        run = promotion.worker_drain(self.env, n, label="promotion")
+        self.results.details["promotion"] = {"worker": run, "pgbench": base}
+        r = ratio(run["items_per_second"], base["items_per_second"])
+        self.results.add(
+            "promotion_drain",
+            Figure(run["items_per_second"], "purchases_per_second", base["items_per_second"], r, ">= 0.8",
+                   r is not None and r >= 0.8, f"{n:,} due purchases, 1-3 targets, BatchSize 200, one worker"),
+        )  # fmt: skip
+        prof = promotion_profile(self.env, min(n, 4_000))
+        self.results.details["promotion_profile"] = prof
+        self.results.sections.append(_profile_section("expire-promotions", prof, None))
+
+    def phase_relay(self) -> None:
+        """4. Relay drain throughput and latency at a steady rate, each vs a bare producer."""
+        assert self.factory is not None
+        drain = relay.throughput(self.env, self.factory, self.sizes["relay"])
+        self.results.details["relay_drain"] = {k: v for k, v in drain.items() if k != "samples"}
+        r = ratio(drain["messages_per_second"], drain["baseline_messages_per_second"])
+        self.results.add(
+            "relay_throughput",
+            Figure(drain["messages_per_second"], "messages_per_second", drain["baseline_messages_per_second"], r,
+                   ">= 0.5", r is not None and r >= 0.5, f"{drain['count']:,} outbox rows, one relay"),
+        )  # fmt: skip
+        plots.relay_drain(self.results, self.out, drain)
+        lat = relay.latency(self.env, self.factory, RELAY_RATE, self.sizes["latency_seconds"])
+        self.results.details["relay_latency"] = {
+            k: v for k, v in lat.items() if k not in {"latencies_ms", "baseline"}
+        } | {"baseline": {k: v for k, v in lat["baseline"].items() if k != "latencies_ms"}}
+        note = f"achieved {lat['achieved_rate']:.0f} events/s of {RELAY_RATE:.0f}; baseline: bare producer send -> ack"
+        for q in ("p50", "p99"):
+            value, baseline = lat[f"{q}_ms"], lat["baseline"][f"{q}_ms"]
+            goal = "<= 200 ms" if q == "p99" else None
+            met = value <= 200 if q == "p99" else None
+            self.results.add(
+                f"relay_latency_{q}", Figure(value, "ms", baseline, ratio(value, baseline), goal, met, note)
+            )
+        plots.relay_latency(self.results, self.out, lat)
+        prof = relay.profile(self.env, self.factory, min(self.sizes["relay"], 20_000))
+        self.results.details["relay_profile"] = prof
+        self.results.sections.append(_profile_section("outbox relay", prof, None))
+
+    def phase_consumers(self) -> None:
+        """5. Each consumer group vs a bare consume-and-commit loop."""
+        assert self.factory is not None
+        runs = consumers.run(self.env, self.factory, self.sizes["consumers"], list(consumers.SOURCE))
+        self.results.details["consumers"] = runs
+        for group, run in runs.items():
+            value = run["messages_per_second"]
+            each = run["bare_each"]["messages_per_second"]
+            batch = run["bare_batch"]["messages_per_second"]
+            n = run["count"]
+            self.results.add(
+                f"consumer_{group}",
+                Figure(value, "messages_per_second", each, ratio(value, each), None, None,
+                       f"{n:,} msgs; baseline: bare loop, synchronous commit per message"),
+            )  # fmt: skip
+            self.results.add(
+                f"consumer_{group}_vs_batch_commit",
+                Figure(value, "messages_per_second", batch, ratio(value, batch), None, None,
+                       "baseline: bare loop, asynchronous commit every 1,000 messages (the broker's ceiling)"),
+            )  # fmt: skip
+        prof = consumers.profile(self.env, self.factory, "notifications", min(self.sizes["consumers"], 2_000))
+        self.results.details["consumer_profile"] = prof
+        self.results.sections.append(_profile_section("notifications consumer", prof, None))
+
+    def phase_e2e(self) -> None:
+        """6. End to end with everything running."""
+        count, spread = self.sizes["e2e"]
+        e2e = live.end_to_end(self.env, count, spread)
+        self.results.details["end_to_end"] = {k: v for k, v in e2e.items() if k != "totals_ms"}
+        for q in ("p50", "p99"):
+            value = e2e["total"][f"{q}_ms"]
+            baseline = self.lag[f"{q}_ms"] if self.lag else None
+            self.results.add(
+                f"end_to_end_{q}",
+                Figure(value, "ms", baseline, ratio(value, baseline), None, None,
+                       f"{e2e['both_notified']}/{count} appointments with both notifications; "
+                       "baseline: the expiry lag alone (phase 2)"),
+            )  # fmt: skip
+        plots.end_to_end(self.results, self.out, e2e)
+
+    def phase_scaling(self) -> None:
+        """7. Drain time against the amount of work, one worker, and dead tuples after each run."""
+        for n in self.sizes["scaling"]:
+            run = timeout.worker_drain(self.env, n, 1, label=f"scaling_{n}")
+            self.scaling_runs.append(run)
+        runs = sorted(self.scaling_runs, key=lambda r: r["count"])
+        smallest = runs[0]
+        per_item = smallest["seconds"] / smallest["count"]
+        for run in runs:
+            linear = per_item * run["count"]
+            self.results.add(
+                f"scaling_drain_{run['count']}",
+                Figure(run["seconds"], "seconds", linear, ratio(run["seconds"], linear), None, None,
+                       f"baseline: linear from the {smallest['count']:,}-item run (ratio 1 = linear)"),
+            )  # fmt: skip
+        self.results.details["scaling"] = runs
+        self.results.sections.append(_dead_tuples_section(runs))
+        plots.scaling(self.results, self.out, runs)
+
+
+def promotion_profile(env: BenchEnv, count: int) -> dict[str, Any]:
+    """cProfile of ExpirePromotionsJob over ``count`` due purchases."""
+    import json
+
+    url = env.fresh_database("profile_promotion")
+    promotion._seed_due(url, count)
+    out = env.work_dir / "promotion-profile.json"
+    role = env.spawn(
+        "profile-promotion",
+        [sys.executable, "-m", "bench.profile_worker", "expire-promotions", str(out)],
+        env.role_env(url),
+    )
+    code = role.process.wait(timeout=1800)
+    env.roles.remove(role)
+    env.drop_database(url)
+    if code != 0:
+        raise RuntimeError(f"bench: the profiled worker failed; see {role.log_path}")
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
+def _profile_section(job: str, prof: dict[str, Any], script: timeout.Script | None) -> str:
+    lines = [
+        f"## Where the time goes: {job} (cProfile, {prof['items']:,} items, "
+        f"{prof['items_per_second_under_profiler']:.0f} items/s under the profiler)",
+        "",
+        "| category | seconds | share |",
+        "|---|---:|---:|",
+    ]
+    for label, entry in prof["breakdown"].items():
+        lines.append(f"| {label} | {entry['seconds']:.2f} | {entry['share'] * 100:.0f}% |")
+    lines += ["", "Top functions by self time: " + ", ".join(
+        f"`{t['function']}` {t['seconds']:.2f} s" for t in prof["top_self_time"][:8]
+    )]  # fmt: skip
+    if script is not None:
+        lines += ["", f"Statements the worker sends per item ({len(script.per_item)}), in order:", ""]
+        lines += [f"{i + 1}. `{s[:110]}{'...' if len(s) > 110 else ''}`" for i, s in enumerate(script.per_item)]
+        lines += ["", f"... plus {len(script.per_cycle)} per cycle (once per 200 items in a full-batch drain)."]
+    return "\n".join(lines)
+
+
+def _dead_tuples_section(runs: list[dict[str, Any]]) -> str:
+    tables = [t for t in timeout.HOT_TABLES if t != "outbox.message"]
+    header = "| due appointments | drain s | " + " | ".join(f"{t}: dead, HOT updates, autovacuums" for t in tables)
+    lines = [
+        "## Dead tuples on the hot tables after each one-worker drain",
+        "",
+        header + " | claim index bytes |",
+        "|---:|---:|" + "---|" * len(tables) + "---:|",
+    ]
+    for run in runs:
+        stats = run["table_stats"]
+        cells = [
+            f"{stats[t].get('n_dead_tup')}, {stats[t].get('n_tup_hot_upd')}/{stats[t].get('n_tup_upd')}, "
+            f"{stats[t].get('autovacuum_count')}"
+            for t in tables
+        ]
+        index = stats.get("calendar.ix_appointments_pending_expires_at", {}).get("bytes")
+        lines.append(f"| {run['count']:,} | {run['seconds']:.1f} | " + " | ".join(cells) + f" | {index} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the phases, write the results even when a phase fails (its failure becomes a note)."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="small sizes (a smoke run of a minute or two)")
+    size.add_argument("--full", action="store_true", help="the issue's sizes everywhere (50,000 per group, 200,000)")
+    parser.add_argument("--only", default="", help=f"comma-separated phases of {','.join(PHASES)}")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = parser.parse_args(argv)
+    mode = "quick" if args.quick else "full" if args.full else "default"
+    phases = [p for p in args.only.split(",") if p] or list(PHASES)
+    unknown = set(phases) - set(PHASES)
+    if unknown:
+        parser.error(f"unknown phases: {', '.join(sorted(unknown))}")
+    out: Path = args.out
+    if out.exists():
+        for old in out.glob("*.png"):
+            old.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    env = make_env()
+    run = Run(env, mode, out)
+    failures = 0
+    try:
+        print(f"bench: mode {mode}, phases {','.join(phases)}, work dir {env.work_dir}")
+        env.start()
+        run.results.machine = env.machine()
+        _step("capture", run.capture)
+        for phase in phases:
+            ok = _step(phase, getattr(run, f"phase_{phase}"), run.results)
+            failures += 0 if ok else 1
+        plots.ratios(run.results, out)
+    finally:
+        try:
+            load = os.getloadavg()
+            run.results.machine["loadavg_at_end"] = [round(x, 2) for x in load]
+        except OSError:
+            pass
+        env.close()
+    seconds = time.monotonic() - started
+    run.results.write(out, mode=mode, seconds=seconds)
+    if out.resolve() == (Path(__file__).parent / "results").resolve():
+        _update_readme(out / "summary.md")
+    print(f"bench: done in {seconds:.0f} s; results in {out}")
+    if failures == 0:
+        shutil.rmtree(env.work_dir, ignore_errors=True)
+    else:
+        print(f"bench: {failures} phase(s) failed; logs kept in {env.work_dir}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def _update_readme(summary: Path) -> None:
+    """Put the run's table between the README's results markers (the analysis around it is written by hand)."""
+    readme = Path(__file__).parent / "README.md"
+    text = readme.read_text()
+    start, end = "<!-- results:start -->", "<!-- results:end -->"
+    if start not in text or end not in text:
+        return
+    body = summary.read_text().replace("](", "](results/").replace("# Benchmark results", "### Table of the last run")
+    body = body.replace("\n## ", "\n#### ")
+    head, _, rest = text.partition(start)
+    _, _, tail = rest.partition(end)
+    readme.write_text(f"{head}{start}\n{body}{end}{tail}")
+
+
+def _step(name: str, action: Callable[[], None], results: Results | None = None) -> bool:
+    print(f"bench: {name} ...", flush=True)
+    began = time.monotonic()
+    try:
+        action()
+    except Exception as exc:
+        if results is None:
+            raise
+        traceback.print_exc()
+        results.notes.append(f"phase {name} failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+        return False
+    finally:
+        print(f"bench: {name} took {time.monotonic() - began:.0f} s", flush=True)
+    if results is not None:
+        results.details.setdefault("phase_seconds", {})[name] = round(time.monotonic() - began, 1)
+    return True
+
+
+if __name__ == "__main__":
+    sys.exit(main())
