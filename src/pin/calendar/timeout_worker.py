@@ -96,17 +96,25 @@ for _outcome in SlotOutcome:
 # ---------------------------------------------------------------------------------------------------- SQL
 
 _DUE: LiteralString = """a.status = 'Pending' AND a.pending_expires_at < %(as_of)s"""
+# Keyset cursor of the cycle: strictly after the last row this cycle claimed (the first claim starts at the head).
+# Each claim so starts where the previous one stopped, instead of walking again over the index entries of the
+# rows this cycle just expired (dead until vacuum: research/skiplocked.md, dead index entries); a row passed over
+# as locked is not retried in this cycle but by the next one.
+_AFTER_CURSOR: LiteralString = """(a.pending_expires_at, a.id) > (
+    coalesce(%(after_at)s::timestamptz, '-infinity'),
+    coalesce(%(after_id)s::uuid, '00000000-0000-0000-0000-000000000000'))"""
 
-# The claim of one item (seed 000, "Что читаем"): the oldest due Pending appointment nobody holds, not backing
-# off as poison and not already tried in this cycle, locked FOR NO KEY UPDATE SKIP LOCKED in a materialized CTE
+# The claim of one item (seed 000, "Что читаем"): the oldest due Pending appointment after the cycle's cursor that
+# nobody holds and that is not backing off as poison, locked FOR NO KEY UPDATE SKIP LOCKED in a materialized CTE
 # (the planner cannot run it twice or lock more than the limit; FOR NO KEY UPDATE leaves the foreign-key checks
 # of other transactions, FOR KEY SHARE, unblocked). ``passed_over`` is computed on the same snapshot: the due
-# rows before the claimed one (all of them when none was claimed) that the claim did not get.
+# rows between the cursor and the claimed row (all after the cursor when none was claimed) that the claim did
+# not get, i.e. that SKIP LOCKED passed over.
 _CLAIM_NEXT = f"""
 WITH claimed AS MATERIALIZED (
     SELECT a.id, a.tenant_id, a.pending_expires_at
       FROM calendar.appointment AS a
-     WHERE {_DUE} AND NOT (a.id = ANY (%(attempted)s::uuid[])) AND {bookkeeping.not_backing_off("a")}
+     WHERE {_DUE} AND {_AFTER_CURSOR} AND {bookkeeping.not_backing_off("a")}
      ORDER BY a.pending_expires_at, a.id
      LIMIT 1
        FOR NO KEY UPDATE OF a SKIP LOCKED
@@ -114,7 +122,7 @@ WITH claimed AS MATERIALIZED (
 passed_over AS MATERIALIZED (
     SELECT a.id
       FROM calendar.appointment AS a
-     WHERE {_DUE} AND NOT (a.id = ANY (%(attempted)s::uuid[])) AND {bookkeeping.not_backing_off("a")}
+     WHERE {_DUE} AND {_AFTER_CURSOR} AND {bookkeeping.not_backing_off("a")}
        AND NOT EXISTS (SELECT 1 FROM claimed AS c WHERE c.id = a.id)
        -- the bound on the first index column keeps this an index range scan, not a scan of the whole backlog
        AND a.pending_expires_at <= coalesce((SELECT c.pending_expires_at FROM claimed AS c), %(as_of)s)
@@ -123,7 +131,7 @@ passed_over AS MATERIALIZED (
      ORDER BY a.pending_expires_at, a.id
      LIMIT {bookkeeping.BACKLOG_CAP}
 )
-SELECT c.id, c.tenant_id,
+SELECT c.id, c.tenant_id, c.pending_expires_at,
        EXISTS (SELECT 1 FROM jobs.item_failure AS f WHERE f.job = %(job)s AND f.item_id = c.id) AS has_failure,
        (SELECT coalesce(array_agg(p.id), '{{}}'::uuid[]) FROM passed_over AS p) AS passed_over
   -- the item transaction's lock_timeout, set here to save a round trip: the claim itself never waits (SKIP
@@ -157,21 +165,38 @@ class ClaimedItem:
 
     appointment_id: uuid.UUID | None
     tenant_id: uuid.UUID | None
+    pending_expires_at: datetime | None
     has_failure: bool
     passed_over: list[uuid.UUID]
 
+    @property
+    def cursor(self) -> tuple[datetime, uuid.UUID] | None:
+        """The claimed row's position in the index: where the cycle's next claim starts."""
+        if self.pending_expires_at is None or self.appointment_id is None:
+            return None
+        return self.pending_expires_at, self.appointment_id
+
 
 def appointment_claim_next(
-    conn: Conn, *, as_of: datetime, attempted: list[uuid.UUID], lock_timeout: timedelta
+    conn: Conn, *, as_of: datetime, after: tuple[datetime, uuid.UUID] | None, lock_timeout: timedelta
 ) -> ClaimedItem:
-    """Lock the oldest due Pending appointment that nobody else holds, in the caller's transaction.
+    """Lock the next due Pending appointment (after ``after``) that nobody else holds, in the caller's transaction.
 
     ``lock_timeout`` bounds every later lock wait of the transaction (SET LOCAL lock_timeout).
     """
     timeout_ms = max(1, int(lock_timeout.total_seconds() * 1000))
-    params = {"as_of": as_of, "attempted": attempted, "job": JOB_NAME, "lock_timeout": f"{timeout_ms}ms"}
+    after_at, after_id = after or (None, None)
+    params = {
+        "as_of": as_of,
+        "after_at": after_at,
+        "after_id": after_id,
+        "job": JOB_NAME,
+        "lock_timeout": f"{timeout_ms}ms",
+    }
     row = cast(dict[str, Any], conn.execute(_CLAIM_NEXT, params).fetchone())
-    return ClaimedItem(row["id"], row["tenant_id"], bool(row["has_failure"]), list(row["passed_over"]))
+    return ClaimedItem(
+        row["id"], row["tenant_id"], row["pending_expires_at"], bool(row["has_failure"]), list(row["passed_over"])
+    )
 
 
 # ----------------------------------------------------------------------------------------------- the job
@@ -230,6 +255,7 @@ class _Tally:
     slots_expired: int = 0
     failed: int = 0
     attempted: list[uuid.UUID] = field(default_factory=list)
+    cursor: tuple[datetime, uuid.UUID] | None = None  # the last claimed row: the next claim starts after it
     skipped: set[uuid.UUID] = field(default_factory=set)
 
     def result(self, started: float, batch_size: int) -> TimeoutResult:
@@ -326,9 +352,7 @@ class AppointmentTimeoutJob:
         with UnitOfWork(self._pool, MessageContext(str(run_id)), traceparent_provider=current_traceparent) as uow:
             try:
                 lock_timeout = timedelta(seconds=self._config.item_lock_timeout_seconds)
-                claim = appointment_claim_next(
-                    uow.conn, as_of=as_of, attempted=tally.attempted, lock_timeout=lock_timeout
-                )
+                claim = appointment_claim_next(uow.conn, as_of=as_of, after=tally.cursor, lock_timeout=lock_timeout)
             except Exception as exc:
                 raise InfrastructureError(bookkeeping.describe_error(exc)) from exc
             tally.skipped.update(claim.passed_over)
@@ -336,6 +360,7 @@ class AppointmentTimeoutJob:
                 return False
             appointment_id = claim.appointment_id
             tally.attempted.append(appointment_id)
+            tally.cursor = claim.cursor
             attributes = {
                 "pin.run_id": str(run_id),
                 "pin.appointment_id": str(appointment_id),

@@ -130,8 +130,8 @@ def _whole_or_absent(pool: ConnectionPool[Conn], clusters: list[Cluster]) -> tup
 
 
 def test_cancellation(pool: ConnectionPool[Conn], spawn_role: Callable[..., RoleProcess]) -> None:
-    clusters = seed_appointments(pool, 40)
-    slow_expiry(pool, 0.1)  # each item holds its locks 100 ms: the cycle lasts at least 4 s
+    clusters = seed_appointments(pool, 25)
+    slow_expiry(pool, 0.1)  # each item holds its locks 100 ms: the cycle lasts at least 2.5 s
     worker = spawn_role(*WORKER, env={"PIN_APPOINTMENT_TIMEOUT_INTERVAL_SECONDS": "60"})
     wait_for(lambda: len(events_of(worker, "appointment expired")) >= 3, 30, "the cycle to be under way")
 
@@ -149,11 +149,11 @@ def test_cancellation(pool: ConnectionPool[Conn], spawn_role: Callable[..., Role
         # raises LockNotAvailable if any row were still held
         locked = conn.execute("SELECT id FROM calendar.appointment FOR NO KEY UPDATE NOWAIT").fetchall()
         conn.rollback()
-    assert len(locked) == 40
+    assert len(locked) == 25
     # the rest is taken by the next run, once each
     rerun = spawn_role(*WORKER, "--once")
     assert rerun.wait(30) == 0
-    assert _whole_or_absent(pool, clusters) == (40, 0)
+    assert _whole_or_absent(pool, clusters) == (25, 0)
 
 
 # ------------------------------------------------------------------------------------------------- --once
