@@ -215,7 +215,12 @@ def running_groups(
     """Run one consumer per group, each in its thread; they are stopped together (leaving a group takes a while)."""
     ensure_topics(settings)
     runtimes = [
-        build_runtime(group, settings, pool, **{"backoff_base": 0.05, "backoff_cap": 0.5, **options})
+        build_runtime(
+            group,
+            settings,
+            pool,
+            **{"backoff_base": 0.05, "backoff_cap": 0.5, "statistics_interval_ms": 500, **options},
+        )
         for group in groups
     ]
     stop = threading.Event()

@@ -348,3 +348,19 @@ def test_notifications_api_shows_the_callers_own(producer, module_pool, module_s
         # the same user id under another tenant's token sees none of them
         assert client.get("/notifications", headers=_auth(investor, uuid.uuid4(), "investor")).json()["items"] == []
         assert client.get("/notifications").status_code == 401
+
+
+def test_consumer_lag_is_exported_per_assigned_partition(producer):
+    """Informational only: the embedded broker's high watermark is wrong, so only the series are checked."""
+    from prometheus_client import REGISTRY
+
+    def lag_series() -> set[tuple[str, str, str]]:
+        return {
+            (sample.labels["group"], sample.labels["topic"], sample.labels["partition"])
+            for metric_family in REGISTRY.collect()
+            if metric_family.name == "pin_consumer_lag"
+            for sample in metric_family.samples
+        }
+
+    expected = {("crm", topics.APPOINTMENT_CANCELLED, str(p)) for p in range(topics.PARTITIONS)}
+    wait_for(lambda: expected <= lag_series(), what="lag gauges of crm's partitions")

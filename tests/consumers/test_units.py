@@ -14,7 +14,13 @@ from pin.crm.domain import FEED_TEXTS, FeedEntryKind, entry_kind_for
 from pin.crm.domain import AppointmentCancelReason as R
 from pin.crm.handler import routes as crm_routes
 from pin.messaging import topics
-from pin.messaging.consumer import UnreadableMessageError, backoff_delay, decode_envelope, is_database_unavailable
+from pin.messaging.consumer import (
+    UnreadableMessageError,
+    backoff_delay,
+    decode_envelope,
+    is_database_unavailable,
+    partition_lag,
+)
 from pin.notifications import domain as n
 from tests.consumers.support import cancelled
 
@@ -133,3 +139,17 @@ def test_only_an_expired_purchase_tells_the_buyer():
     assert n.purchase_notices(n.PurchaseStatus.CANCELLED, buyer=buyer, package_code="TOP-7") == []
     assert n.purchase_notices(None, buyer=buyer, package_code="TOP-7") == []
     assert n.purchase_notices(n.PurchaseStatus.EXPIRED, buyer=None, package_code="TOP-7") == []
+
+
+@pytest.mark.parametrize(
+    ("stats", "lag"),
+    [
+        ({"fetch_state": "active", "hi_offset": 12, "consumer_lag": 5}, 5),
+        ({"fetch_state": "active", "hi_offset": 0, "consumer_lag": -1, "app_offset": -1001, "next_offset": 0}, 0),
+        ({"fetch_state": "active", "hi_offset": 9, "consumer_lag": -1, "committed_offset": 4, "next_offset": 9}, 5),
+        ({"fetch_state": "stopped", "hi_offset": 9, "consumer_lag": 3}, None),
+        ({"fetch_state": "active", "hi_offset": -1001, "consumer_lag": -1}, None),
+    ],
+)
+def test_partition_lag_from_librdkafka_statistics(stats, lag):
+    assert partition_lag(stats) == lag

@@ -312,6 +312,7 @@ class ConsumerRuntime:
         dlq_timeout: float = 15.0,
         inbox_retention_seconds: float = 14 * 86_400,
         inbox_prune_interval: float = 600.0,
+        statistics_interval_ms: int = 10_000,
         after_effect: AfterEffectHook | None = None,
     ) -> None:
         if max_attempts < 1:
@@ -319,7 +320,8 @@ class ConsumerRuntime:
         self.group = group
         self._routes = dict(routes)
         self._pool = pool
-        self._consumer_config = {"statistics.interval.ms": 10_000, **consumer_config}
+        # librdkafka's statistics feed the lag gauge (0 disables them)
+        self._consumer_config = {"statistics.interval.ms": statistics_interval_ms, **consumer_config}
         self._producer_config = dict(producer_config)
         self._max_attempts = max_attempts
         self._backoff_base = backoff_base
@@ -567,17 +569,16 @@ class ConsumerRuntime:
         self._on_revoke(consumer, partitions)
 
     def _on_stats(self, stats_json: str) -> None:
-        """librdkafka statistics: per assigned partition, high watermark minus the consumer's position."""
+        """librdkafka statistics: per fetched partition, high watermark minus the consumer's position."""
         try:
             stats = json.loads(stats_json)
         except json.JSONDecodeError:
             return
         for topic, topic_stats in stats.get("topics", {}).items():
             for partition, partition_stats in topic_stats.get("partitions", {}).items():
-                lag = partition_stats.get("consumer_lag", -1)
-                if partition == "-1" or lag is None or lag < 0:
-                    continue
-                LAG.labels(self.group, topic, partition).set(lag)
+                lag = partition_lag(partition_stats)
+                if partition != "-1" and lag is not None:
+                    LAG.labels(self.group, topic, partition).set(lag)
 
     def _prune_inbox_if_due(self) -> None:
         now = time.monotonic()
@@ -595,6 +596,25 @@ class ConsumerRuntime:
     def _consumer_or_fail(self) -> Consumer:
         assert self._consumer is not None, "the runtime is not running"
         return self._consumer
+
+
+def partition_lag(partition_stats: Mapping[str, Any]) -> int | None:
+    """Lag of one partition from librdkafka's statistics, or None when it is not being fetched.
+
+    librdkafka reports ``consumer_lag`` -1 until the application consumed something; then the position is the
+    committed offset, or the fetch position, and an idle partition at its end has lag 0.
+    """
+    if partition_stats.get("fetch_state") != "active":
+        return None
+    high = int(partition_stats.get("hi_offset", -1))
+    if high < 0:
+        return None
+    reported = int(partition_stats.get("consumer_lag", -1))
+    if reported >= 0:
+        return reported
+    positions = [int(partition_stats.get(name, -1)) for name in ("app_offset", "committed_offset", "next_offset")]
+    position = next((value for value in positions if value >= 0), None)
+    return max(0, high - position) if position is not None else None
 
 
 def _error_text(exc: BaseException) -> str:
