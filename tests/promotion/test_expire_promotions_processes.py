@@ -202,3 +202,13 @@ def test_a_cycle_is_one_trace_whose_id_the_events_carry(
     for event in purchase_events(pool, "Expired"):
         assert event["headers"]["correlation-id"] == run_id  # the job run id is the correlation id
         assert event["headers"]["traceparent"].split("-")[1] == trace_id  # consumers continue this trace
+
+
+def test_a_bad_batch_size_stops_the_worker_with_exit_2_naming_the_variable(
+    spawn_role: Callable[..., RoleProcess],
+) -> None:
+    worker = spawn_role(*WORKER, "--once", env={"PIN_EXPIRE_PROMOTIONS_BATCH_SIZE": "0"})
+
+    assert worker.wait(60) == 2
+    assert "PIN_EXPIRE_PROMOTIONS_BATCH_SIZE" in worker.output()
+    assert "Traceback" not in worker.output()

@@ -4,7 +4,8 @@ A job exposes ``run_once()`` (one cycle, returning its counters) and ``seconds_u
 indexed query on the database clock). The runner loops with a stop event: cycles never overlap (one thread,
 sequential), a full batch loops at once (backlog), otherwise it sleeps until the next tick or the next
 deadline, whichever is sooner, with jitter on the tick. A tick that falls inside a long cycle is skipped, not
-queued.
+queued. The stop event (SIGTERM/SIGINT) is checked between cycles and ends a sleep at once: a cycle in flight
+finishes first (its transaction commits or rolls back as a whole), so a graceful stop never leaves half a batch.
 
 Deadlines that appear while the runner sleeps (a purchase activated with an EndsAt two seconds away, while the
 worker dozes towards a tick 60 s away) are caught by re-asking ``seconds_until_next_due()`` every
