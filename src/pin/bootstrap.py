@@ -6,10 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import structlog
-import uvicorn
 from psycopg_pool import ConnectionPool
 
-from pin.api.app import create_app
 from pin.db import create_pool
 from pin.roles import start_role
 from pin.settings import Settings
@@ -21,6 +19,10 @@ if TYPE_CHECKING:
 
 def run_api(*, host: str, port: int) -> None:
     """Serve the HTTP API until SIGTERM/SIGINT."""
+    import uvicorn  # imported here: the other roles start faster without the web stack
+
+    from pin.api.app import create_app
+
     context = start_role("api", metrics=False)
     pool = create_pool(context.settings.require_database_url(), max_size=20, name="api")
     try:

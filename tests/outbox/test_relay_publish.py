@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from psycopg_pool import ConnectionPool
 
 from pin.embedded.kafka import EmbeddedKafka
@@ -179,3 +180,27 @@ def test_a_committed_row_reaches_the_broker_within_a_fraction_of_a_second(
     # graceful stop: the leases are given back at once, not left to expire
     assert scalar(database_url, "SELECT count(*) FROM outbox.relay_lease WHERE owner IS NOT NULL") == 0
     assert "outbox relay stopped" in role.output()
+
+
+def test_a_relay_not_allowed_to_create_topics_still_publishes_to_existing_ones(
+    pool: ConnectionPool[Conn], database_url: str, kafka: EmbeddedKafka, make_settings: Callable[..., Settings]
+) -> None:
+    settings = broker_settings(make_settings, kafka.bootstrap_servers)
+    [row] = insert_rows(database_url, [event_row("fine", 1)])
+    relay = make_relay(pool, settings)
+    refusals: list[str] = []
+
+    def refuse(topic: str) -> None:
+        refusals.append(topic)
+        raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+
+    relay._ensure_topic = refuse
+    relay.heartbeat()
+
+    cycle = relay.run_once()
+
+    assert refusals == [TOPIC]
+    assert (cycle.published, cycle.dead_lettered) == (1, 0)
+    [record] = read_topic(kafka.bootstrap_servers, TOPIC, expected=1)
+    assert record.headers["message-id"] == str(row.message_id)
+    relay.release_all()

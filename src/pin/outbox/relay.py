@@ -430,6 +430,7 @@ class OutboxRelay:
         self._active_vparts = 0  # vparts that gave rows to the last batch
         self._next_gauge_refresh = 0.0
         self._seen_topics: set[str] = set(INTEGRATION_TOPICS)
+        self._ready_topics: set[str] = set()  # topics known to exist (created or checked)
 
     # -- one batch --------------------------------------------------------------------------------------
 
@@ -515,7 +516,11 @@ class OutboxRelay:
     def _send_wave(self, rows: Sequence[PendingRow]) -> dict[int, SendError | None]:
         """Produce the rows and flush once; every row gets an outcome (None = acknowledged)."""
         outcomes: dict[int, SendError | None] = {}
+        topic_errors = {topic: self._topic_ready(topic) for topic in {row.topic for row in rows}}
         for row in rows:
+            if topic_errors[row.topic] is not None:
+                outcomes[row.id] = topic_errors[row.topic]
+                continue
             if row.message_id in self._faults.fail_once:
                 self._faults.fail_once.discard(row.message_id)
                 outcomes[row.id] = SendError("TEST_TRANSIENT", "injected transient failure")
@@ -529,13 +534,10 @@ class OutboxRelay:
             log.warning("kafka flush timed out", still_queued=remaining)
         for row in rows:
             outcomes.setdefault(row.id, SendError("_UNRESOLVED", "no delivery report before the flush timeout", True))
-        created: dict[str, SendError | None] = {}
         for row in rows:
             error = outcomes[row.id]
             if error is not None and error.code in {"UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC"}:
-                if row.topic not in created:
-                    created[row.topic] = self._create_topic(row.topic)
-                outcomes[row.id] = created[row.topic] or error
+                self._ready_topics.discard(row.topic)  # deleted meanwhile? the next batch checks it again
         return outcomes
 
     def _produce(self, row: PendingRow, outcomes: dict[int, SendError | None]) -> SendError | None:
@@ -560,8 +562,29 @@ class OutboxRelay:
             return None
         return SendError("_QUEUE_FULL", "the producer queue stayed full", retriable=True)
 
+    def _topic_ready(self, topic: str) -> SendError | None:
+        """Before the first send to a topic: create it if missing (with SPEC's partitions, before any metadata
+        request lets a broker auto-create it its own way). If it is missing and cannot be created, its rows can
+        never be delivered: a permanent error. Checked once per topic per process while it works."""
+        if topic in self._ready_topics or self._ensure_topic is None:
+            return None
+        error = self._create_topic(topic)
+        if error is not None and not error.retriable and self._topic_exists(topic):
+            error = None  # not allowed to create topics, but this one is there
+        if error is None:
+            self._ready_topics.add(topic)
+        return error
+
+    def _topic_exists(self, topic: str) -> bool:
+        try:
+            metadata = self._producer.list_topics(topic, timeout=5.0)
+        except KafkaException:
+            return False
+        found = metadata.topics.get(topic)
+        return found is not None and found.error is None and bool(found.partitions)
+
     def _create_topic(self, topic: str) -> SendError | None:
-        """An unknown topic is created once per batch; if the broker refuses, its rows can never be delivered."""
+        """Create the topic if missing; None when it exists afterwards."""
         if self._ensure_topic is None:
             return None
         try:
@@ -571,8 +594,8 @@ class OutboxRelay:
             if error.retriable:  # the broker is away: not the topic's fault
                 return error
             return SendError(error.code, f"unknown topic and creating it failed: {error.reason}", permanent=True)
-        except Exception as exc:  # noqa: BLE001 - any other refusal to create the topic is final too
-            return SendError("TOPIC_CREATION_FAILED", f"unknown topic and creating it failed: {exc}", permanent=True)
+        except Exception as exc:  # noqa: BLE001 - e.g. a timeout: we do not know, so it is not final
+            return SendError("TOPIC_CHECK_FAILED", f"creating the topic if missing failed: {exc}", retriable=True)
         return None
 
     def _settle(self, acked: Sequence[PendingRow], failures: Sequence[tuple[PendingRow, SendError]]) -> tuple[int, int]:
