@@ -32,8 +32,8 @@ from pin.jobs import bookkeeping
 from pin.observability.tracing import current_traceparent, tracer
 from pin.outbox.writer import MessageContext
 from pin.promotion import metrics, repository
+from pin.promotion.contracts import PromotionPurchaseChangedKafkaEvent
 from pin.promotion.domain import PromotionPurchase
-from pin.promotion.service import record_events
 from pin.unit_of_work import Conn, UnitOfWork
 
 log = structlog.get_logger(__name__)
@@ -177,12 +177,17 @@ class ExpirePromotionsJob:
                     expected_version = purchase.version
                     purchase.expire(as_of)
                     repository.purchase_update_status(uow.conn, purchase, expected_version=expected_version)
+                    # built here, so that a purchase whose event cannot be built is a poison item too
+                    events = [
+                        (PromotionPurchaseChangedKafkaEvent.of(e.purchase), e.occurred_at) for e in purchase.events
+                    ]
             except Exception as exc:
                 if uow.conn.broken or uow.conn.closed:
                     raise  # the connection is gone: an infrastructure failure of the whole batch, not a poison item
                 self._poisoned(uow, purchase, exc, run_id)
                 return False
-        record_events(uow, purchase)
+        for event, occurred_at in events:
+            uow.record(event, occurred_at)
         return True
 
     def _poisoned(self, uow: UnitOfWork, purchase: PromotionPurchase, exc: Exception, run_id: uuid.UUID) -> None:
