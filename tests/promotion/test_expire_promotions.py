@@ -125,8 +125,8 @@ def test_AC4_a_cancel_in_flight_is_skipped_then_the_purchase_is_cancelled_never_
 ) -> None:
     (purchase,) = seed_purchases(pool, ends_at=db_now(pool) - timedelta(seconds=1))
     (other,) = seed_purchases(pool, ends_at=db_now(pool) - timedelta(seconds=1))
-    # The cancel's UPDATE sleeps 3 s after it took the row lock: the worker's cycle runs inside that window.
-    slow_transitions_to(pool, "Cancelled", 3)
+    # The cancel's UPDATE sleeps 4 s after it took the row lock: the worker's cycle runs inside that window.
+    slow_transitions_to(pool, "Cancelled", 4)
     outcome: dict[str, object] = {}
 
     def cancel() -> None:
