@@ -90,7 +90,7 @@ def seed_appointments(
             ("calendar.calendar_event", EVENT_COLUMNS, events),
             ("calendar.event_reminder", REMINDER_COLUMNS, reminders),
         ):
-            with cur.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:  # type: ignore[arg-type]
+            with cur.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
     return clusters
@@ -141,7 +141,7 @@ def _event_row(c: Cluster, created: datetime) -> tuple[Any, ...]:
 def rows_by_id(pool: ConnectionPool[Conn], table: str, ids: list[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
     """Rows of a calendar table by id."""
     with pool.connection() as conn:
-        rows = conn.execute(f"SELECT * FROM calendar.{table} WHERE id = ANY(%s)", (ids,)).fetchall()  # type: ignore[arg-type]
+        rows = conn.execute(f"SELECT * FROM calendar.{table} WHERE id = ANY(%s)", (ids,)).fetchall()
     return {row["id"]: dict(row) for row in rows}  # type: ignore[misc]
 
 
@@ -166,7 +166,7 @@ def outbox_rows(pool: ConnectionPool[Conn], event_type: str | None = None) -> li
 def execute(pool: ConnectionPool[Conn], sql: str, params: tuple[Any, ...] = ()) -> None:
     """Run one statement and commit."""
     with pool.connection() as conn:
-        conn.execute(sql, params)  # type: ignore[arg-type]
+        conn.execute(sql, params)
 
 
 def slow_expiry(pool: ConnectionPool[Conn], seconds: float) -> None:

@@ -370,7 +370,9 @@ def _sleeping_backends(pool: ConnectionPool[Conn]) -> int:
             "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'"
         ).fetchone()
     assert row is not None
-    return int(row["n"])
+    count = row["n"]
+    assert isinstance(count, int)
+    return count
 
 
 def test_race_with_agent_confirm_holding_the_row_lock(pool: ConnectionPool[Conn]) -> None:
@@ -429,6 +431,30 @@ def test_race_with_agent_confirm_arriving_while_the_worker_holds_the_lock(pool: 
     assert [row["event_type"] for row in outbox_rows(pool)] == [CANCELLED, STATUS_CHANGED]
 
 
+def test_race_with_an_operation_holding_the_slot(pool: ConnectionPool[Conn], database_url: str) -> None:
+    """A row of the cluster held elsewhere past the item's lock timeout: that item rolls back untouched, is counted
+    as skipped, and the rest of the batch goes on (the cycle neither hangs nor overwrites)."""
+    held, free = seed_appointments(pool, 2)
+    blocker = connect(database_url)
+    try:
+        blocker.execute("SELECT 1 FROM calendar.availability_slot WHERE id = %s FOR NO KEY UPDATE", (held.slot_id,))
+        result = make_job(pool, item_lock_timeout_seconds=0.3).run_once()
+    finally:
+        blocker.rollback()
+        blocker.close()
+
+    assert (result.expired_count, result.skipped_locked_count) == (1, 1)
+    assert statuses(pool, "appointment", [held.appointment_id, free.appointment_id]) == ["Pending", "Expired"]
+    appointment = rows_by_id(pool, "appointment", [held.appointment_id])[held.appointment_id]
+    assert appointment["version"] == 1  # rolled back whole
+    assert statuses(pool, "calendar_event", [held.event_id]) == ["Scheduled"]
+    assert str(held.appointment_id) not in per_key(pool, CANCELLED)
+    with pool.connection() as conn:  # a skipped item is not poison
+        assert conn.execute("SELECT count(*) AS n FROM jobs.item_failure").fetchone() == {"n": 0}
+    assert make_job(pool).run_once().expired_count == 1  # released: the next cycle takes it
+    assert statuses(pool, "appointment", [held.appointment_id]) == ["Expired"]
+
+
 # ------------------------------------------------------------------------------------------------ SLO точности
 
 
@@ -475,7 +501,9 @@ def test_slo_expired_by_t_plus_interval_plus_cycle(
     with pool.connection() as conn:
         cycle = conn.execute("SELECT duration_ms FROM jobs.cycle WHERE instance = 'test'").fetchone()
     assert cycle is not None
-    assert expired_at - c.pending_expires_at <= timedelta(seconds=interval, milliseconds=cycle["duration_ms"] + 100)
+    duration_ms = cycle["duration_ms"]
+    assert isinstance(duration_ms, int)
+    assert expired_at - c.pending_expires_at <= timedelta(seconds=interval, milliseconds=duration_ms + 100)
 
 
 def test_slo_wake_up_expires_within_two_seconds_of_t(
