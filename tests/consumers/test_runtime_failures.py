@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from pin.cli import app
 from pin.db import create_pool
 from pin.messaging import topics
+from pin.messaging.consumer import ConsumerRuntime
 from pin.messaging.dlq import read_dead_letters, replay
 from pin.messaging.kafka import ensure_topics
 from pin.settings import Settings
@@ -203,3 +204,32 @@ def test_failing_handler_is_dead_lettered_after_n_attempts_then_replayed_after_t
 def _execute(pool: ConnectionPool[Conn], sql: str) -> None:
     with pool.connection() as conn:
         conn.execute(sql)  # type: ignore[arg-type]
+
+
+def test_a_second_instance_joining_mid_stream_loses_and_duplicates_nothing(settings, pool, producer):
+    """A rebalance in the middle of the stream: the first instance finishes its message in hand and gives
+    partitions up; every message is handled once, whichever instance handles it."""
+    events = [_event() for _ in range(30)]
+    ids = [event["MessageId"] for event in events]
+    with running("crm", settings, pool) as first:
+        for event in events[:15]:
+            producer.send(topics.APPOINTMENT_CANCELLED, event)
+        wait_for(lambda: in_inbox(pool, "crm", ids[0]), what="the first instance to be handling")
+        with running("crm", settings, pool) as second:  # joins the group while the first is busy
+            wait_for(
+                lambda: _owned(first) and _owned(second) and len(_owned(first) | _owned(second)) == topics.PARTITIONS,
+                what="the partitions split between the two instances",
+            )
+            assert not _owned(first) & _owned(second)
+            for event in events[15:]:
+                producer.send(topics.APPOINTMENT_CANCELLED, event)
+            wait_for(
+                lambda: len(rows(pool, "SELECT 1 FROM messaging.inbox WHERE message_id::text = ANY(%s)", ids)) == 30,
+                what="every message handled",
+            )
+    for event in events:
+        assert len(feed_entries(pool, event["AppointmentId"])) == 1
+
+
+def _owned(runtime: ConsumerRuntime) -> set[int]:
+    return {p for topic, p in runtime.assigned_partitions if topic == topics.APPOINTMENT_CANCELLED}

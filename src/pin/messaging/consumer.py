@@ -333,10 +333,16 @@ class ConsumerRuntime:
         self._prune_interval = inbox_prune_interval
         self._after_effect = after_effect
         self._held: dict[tuple[str, int], _Held] = {}
+        self._assigned: frozenset[tuple[str, int]] = frozenset()
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
         self._log = log.bind(group=group)
         self._next_prune = 0.0
+
+    @property
+    def assigned_partitions(self) -> frozenset[tuple[str, int]]:
+        """The (topic, partition) pairs this instance owns now (empty while joining or rebalancing)."""
+        return self._assigned
 
     @property
     def topics(self) -> list[str]:
@@ -553,12 +559,14 @@ class ConsumerRuntime:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         del consumer
+        self._assigned = self._assigned | {(p.topic, p.partition) for p in partitions}
         self._log.info("partitions assigned", partitions=[f"{p.topic}[{p.partition}]" for p in partitions])
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Called inside poll(): no message is being handled. Held messages are not committed; the next owner
         # reads them again from the committed offset.
         del consumer
+        self._assigned = self._assigned - {(p.topic, p.partition) for p in partitions}
         for tp in partitions:
             self._held.pop((tp.topic, tp.partition), None)
             with contextlib.suppress(KeyError):
