@@ -189,10 +189,10 @@ class Cluster:
         self.kills.append((round(time.monotonic() - self._t0, 2), name))
         self.event(f"kill -9 {name}")
 
-    def kill9_random(self, rng: random.Random) -> str:
-        """SIGKILL a random role (the API less often: the workload needs it)."""
+    def kill9_random(self, rng: random.Random, *, api_weight: float) -> str:
+        """SIGKILL a random role (the API with ``api_weight``: the workload needs it, and it restarts slowly)."""
         names = self.role_names()
-        weights = [0.3 if name == "api" else 1.0 for name in names]
+        weights = [api_weight if name == "api" else 1.0 for name in names]
         name = rng.choices(names, weights)[0]
         self.kill9(name)
         return name

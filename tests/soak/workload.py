@@ -95,6 +95,17 @@ class Workload:
         for thread in self._threads:
             thread.start()
 
+    def wait_warm(self, timeout: float) -> None:
+        """Until cards, posts, slots, appointments and a promotion were acknowledged (polling, with a deadline)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ops = self.history.ops
+            if all(ops[f"{op}:{code}"] > 0 for op, code in
+                   (("put-card", "201"), ("put-post", "201"), ("book", "201"), ("activate", "201"))):  # fmt: skip
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"the workload did not warm up in {timeout} s: {dict(self.history.ops)}")
+
     def stop(self) -> None:
         """Stop the users and wait for their last requests."""
         self._stop.set()
@@ -117,6 +128,7 @@ class Workload:
             response = client.request(method, path, json=body, headers={"Authorization": f"Bearer {bearer}"})
         except httpx.HTTPError as exc:
             self.history.count(op, type(exc).__name__)
+            time.sleep(0.2)  # the API is restarting: do not spin
             return None
         self.history.count(op, str(response.status_code))
         if response.is_success:
