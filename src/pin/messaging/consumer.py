@@ -398,7 +398,11 @@ class ConsumerRuntime:
         if held is not None:
             # A paused partition delivers nothing; if a buffered message slips through, put it back for later.
             self._log.warning("message of a paused partition put back", topic=key[0], partition=key[1])
-            self._consumer_or_fail().seek(TopicPartition(key[0], key[1], message.offset))
+            try:
+                self._consumer_or_fail().seek(TopicPartition(key[0], key[1], message.offset))
+            except KafkaException as exc:
+                # cannot put it back: stop here rather than skip it; the next owner reads from the committed offset
+                raise RuntimeError(f"could not seek back {key[0]}[{key[1]}] to {message.offset}") from exc
             return
         self._handle(message, attempts=1)
 
@@ -558,7 +562,8 @@ class ConsumerRuntime:
     # -- rebalance, statistics, housekeeping ------------------------------------------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        del consumer
+        # A partition paused for a retry before it was revoked must not come back paused.
+        consumer.resume(partitions)
         self._assigned = self._assigned | {(p.topic, p.partition) for p in partitions}
         self._log.info("partitions assigned", partitions=[f"{p.topic}[{p.partition}]" for p in partitions])
 
