@@ -43,6 +43,7 @@ from typing import Any, LiteralString, cast
 
 import psycopg
 import structlog
+from opentelemetry.trace import Status, StatusCode
 from prometheus_client import Counter, Gauge, Histogram
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -366,7 +367,7 @@ class AppointmentTimeoutJob:
                 "pin.appointment_id": str(appointment_id),
                 "pin.tenant_id": str(claim.tenant_id),
             }
-            with tracer().start_as_current_span("appointment-timeout item", attributes=attributes):
+            with tracer().start_as_current_span("appointment-timeout item", attributes=attributes) as span:
                 try:
                     expiry = self._expire_claimed(uow, appointment_id, as_of, has_failure=claim.has_failure)
                 except ConflictError:
@@ -382,6 +383,8 @@ class AppointmentTimeoutJob:
                 except Exception as exc:  # noqa: BLE001 - poison fails in any way; infrastructure is re-raised
                     _raise_if_infrastructure(uow.conn, exc)
                     uow.rollback()  # the whole item, before its failure is recorded in a transaction of its own
+                    span.record_exception(exc)
+                    span.set_status(Status(StatusCode.ERROR, bookkeeping.describe_error(exc)))
                     failure = exc
         if failure is not None:
             self._poisoned(run_id, appointment_id, failure)
