@@ -26,7 +26,7 @@ from pin.calendar.domain import AppointmentNotPendingError
 from pin.calendar.service import Actor, Calendar, CalendarPolicy
 from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
 from pin.db import connect, database_now
-from pin.jobs.runner import JobRunner, RunnerConfig
+from pin.jobs.runner import JobRunner, PollingJob, RunnerConfig
 from pin.messaging.contracts import utc_iso
 from pin.outbox.writer import MessageContext
 from pin.unit_of_work import Conn
@@ -105,7 +105,7 @@ def runner(pool: ConnectionPool[Conn]) -> Iterator[Callable[..., threading.Threa
     """Start a JobRunner of a job in a thread; every runner is stopped at the end of the test."""
     started: list[tuple[threading.Event, threading.Thread]] = []
 
-    def _start(job: AppointmentTimeoutJob, config: RunnerConfig) -> threading.Thread:
+    def _start(job: PollingJob, config: RunnerConfig) -> threading.Thread:
         stop = threading.Event()
         thread = threading.Thread(target=JobRunner(job, config, stop).run, daemon=True)
         thread.start()
@@ -476,12 +476,28 @@ def _expired_at(pool: ConnectionPool[Conn], c: Cluster) -> datetime | None:
     return updated_at
 
 
-def _wait_for_first_cycle(pool: ConnectionPool[Conn]) -> None:
-    def done() -> bool:
-        with pool.connection() as conn:
-            return conn.execute("SELECT 1 FROM jobs.cycle WHERE instance = 'test'").fetchone() is not None
+class DozeWatcher:
+    """A job that lets the test know when the runner, after a cycle, has asked for the next deadline (is dozing)."""
 
-    wait_for(done, 5, "the worker's first cycle")
+    def __init__(self, job: AppointmentTimeoutJob) -> None:
+        self.job = job
+        self.name = job.name
+        self.cycles = 0
+        self.dozing = threading.Event()
+
+    def run_once(self) -> Any:
+        self.dozing.clear()
+        result = self.job.run_once()
+        self.cycles += 1
+        return result
+
+    def seconds_until_next_due(self) -> float | None:
+        until = self.job.seconds_until_next_due()
+        self.dozing.set()  # the runner now sleeps on what this answer knew
+        return until
+
+    def wait_until_dozing(self) -> None:
+        assert self.dozing.wait(10), "the runner never went to sleep"
 
 
 def test_slo_expired_by_t_plus_interval_plus_cycle(
@@ -489,8 +505,9 @@ def test_slo_expired_by_t_plus_interval_plus_cycle(
 ) -> None:
     """Without the wake-up (deadline polling off), the 60 s tick alone bounds the delay: t + interval + cycle."""
     interval = 1.5
-    runner(make_job(pool), RunnerConfig(interval_seconds=interval, jitter_fraction=0.0, due_poll_seconds=0))
-    _wait_for_first_cycle(pool)  # the worker now sleeps towards its next tick, knowing of no deadline
+    watcher = DozeWatcher(make_job(pool))
+    runner(watcher, RunnerConfig(interval_seconds=interval, jitter_fraction=0.0, due_poll_seconds=0))
+    watcher.wait_until_dozing()  # the worker now sleeps towards its next tick, knowing of no deadline
     (c,) = seed_appointments(pool, 1, pending_expires_at=db_now(pool) + timedelta(seconds=0.2))
     assert c.pending_expires_at is not None
 
@@ -511,9 +528,9 @@ def test_slo_wake_up_expires_within_two_seconds_of_t(
 ) -> None:
     """With the real schedule (60 s ticks), an appointment booked after the worker fell asleep expires within 2 s."""
     (booked_before,) = seed_appointments(pool, 1, pending_expires_at=db_now(pool) + timedelta(seconds=1))
-    runner(make_job(pool), RunnerConfig(interval_seconds=60))
-    _wait_for_first_cycle(pool)
-    time.sleep(0.3)  # the worker is dozing towards the first deadline: the second one is born meanwhile
+    watcher = DozeWatcher(make_job(pool))
+    runner(watcher, RunnerConfig(interval_seconds=60))
+    watcher.wait_until_dozing()  # asleep towards the first deadline (or the 60 s tick): the second one is born now
     (booked_after,) = seed_appointments(pool, 1, pending_expires_at=db_now(pool) + timedelta(seconds=1.5))
 
     for c in (booked_before, booked_after):
