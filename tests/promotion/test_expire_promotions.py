@@ -242,6 +242,18 @@ def test_AC6_a_purchase_the_domain_guard_rejects_is_excluded_and_the_rest_commit
     }
 
 
+def test_the_poison_record_of_a_purchase_cancelled_meanwhile_is_pruned(pool: ConnectionPool[Conn]) -> None:
+    (broken,) = seed_purchases(pool, ends_at=db_now(pool) - timedelta(minutes=1))
+    execute(pool, "DELETE FROM promotion.purchase_target WHERE purchase_id = %s", [broken.id])
+    assert _job(pool).run_once().failed_count == 1
+    service.cancel_purchase(pool, purchase_id=broken.id, tenant_id=broken.tenant_id, if_match=None, correlation_id="x")
+
+    _job(pool).run_once()
+
+    with pool.connection() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM jobs.item_failure").fetchone() == {"n": 0}
+
+
 def test_AC7_a_failure_at_commit_rolls_back_the_whole_batch_and_the_next_cycle_redoes_it(
     pool: ConnectionPool[Conn],
 ) -> None:

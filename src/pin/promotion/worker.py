@@ -147,7 +147,6 @@ class ExpirePromotionsJob:
             )  # fmt: skip
             expired = [p for p in claim.purchases if self._expire_one(uow, p, as_of, run_id)]
             bookkeeping.item_failure_clear(uow.conn, JOB_NAME, (p.id for p in expired))
-            bookkeeping.item_failure_prune(uow.conn, JOB_NAME, repository.STILL_ACTIVE_SQL)
             uow.commit()  # one change per batch: every transition and its outbox row, or nothing
         result = ExpireResult(
             expired_count=len(expired),
@@ -210,12 +209,14 @@ class ExpirePromotionsJob:
     def _after_cycle(
         self, run_id: uuid.UUID, as_of: datetime | None, counters: Mapping[str, int], *, succeeded: bool
     ) -> None:
-        """Backlog gauge and the jobs.cycle record, in a short transaction of their own (best effort)."""
+        """Backlog gauge, the jobs.cycle record and pruning of stale poison records (their items were cancelled),
+        in a short transaction of its own, so the batch never holds those rows' locks (best effort)."""
         try:
             with self._pool.connection() as conn:
                 now = database_now(conn)
                 backlog = bookkeeping.backlog_count(conn, repository.BACKLOG_SQL, {"as_of": now})
                 metrics.BACKLOG.set(backlog)
+                bookkeeping.item_failure_prune(conn, JOB_NAME, repository.STILL_ACTIVE_SQL)
                 bookkeeping.cycle_record(
                     conn,
                     job=JOB_NAME,
