@@ -292,6 +292,7 @@ def test_backlog_is_taken_oldest_first_by_batches(pool: ConnectionPool[Conn]) ->
     job = _job(pool, batch_size=3)
 
     first = job.run_once()
+    assert _metric("promotion_expire_backlog") == 3  # counted after the cycle: due and not expired yet
     second = job.run_once()
     third = job.run_once()
 

@@ -208,9 +208,13 @@ def purchase_claim_due(conn: Conn, *, job: str, as_of: datetime, batch_size: int
     return Claim([purchase_from_row(row) for row in rows if row["id"] is not None], skipped)
 
 
-# The backlog: due and not expired yet, poison purchases included (seed 002: "Active c EndsAt < now, ещё не
-# обработанные"); bounded by the caller.
-BACKLOG_SQL = "SELECT 1 FROM promotion.purchase AS p WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s"
+# The backlog (seed 002: Active with EndsAt < now, not processed yet), bounded by the caller. Poison purchases
+# in their back-off are left out: promotion_expire_errors_total alerts on them, the backlog on a worker that
+# does not keep up (the same rule as appointment-timeout's backlog).
+BACKLOG_SQL = f"""
+SELECT 1 FROM promotion.purchase AS p
+ WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s AND {bookkeeping.not_backing_off("p")}
+"""
 
 # The next deadline: the earliest EndsAt of the partial index, poison purchases backing off left out (they wake
 # the worker at their next attempt instead).

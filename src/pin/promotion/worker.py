@@ -214,7 +214,7 @@ class ExpirePromotionsJob:
         try:
             with self._pool.connection() as conn:
                 now = database_now(conn)
-                backlog = bookkeeping.backlog_count(conn, repository.BACKLOG_SQL, {"as_of": now})
+                backlog = bookkeeping.backlog_count(conn, repository.BACKLOG_SQL, {"job": JOB_NAME, "as_of": now})
                 metrics.BACKLOG.set(backlog)
                 bookkeeping.item_failure_prune(conn, JOB_NAME, repository.STILL_ACTIVE_SQL)
                 bookkeeping.cycle_record(
