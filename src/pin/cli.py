@@ -170,6 +170,60 @@ def status(
     raise typer.Exit(run_status(load_settings(), watch=watch, interval=interval, as_json=as_json, kafka=kafka))
 
 
+# `pin outbox dead-letters ...`: operator actions on rows the relay moved aside.
+outbox_app = typer.Typer(help="The transactional outbox: its dead letters.", no_args_is_help=True)
+dead_letters_app = typer.Typer(help="Rows the broker will never accept; each holds back its key.", no_args_is_help=True)
+outbox_app.add_typer(dead_letters_app, name="dead-letters")
+app.add_typer(outbox_app, name="outbox")
+
+
+@dead_letters_app.command("list")
+def dead_letters_list_command(
+    limit: Annotated[int, typer.Option(help="At most this many, oldest first.")] = 100,
+) -> None:
+    """List dead letters (ids, topic, key, error, rows held back behind them; never payloads) as JSON lines."""
+    from pin.db import connect
+    from pin.outbox.dead_letters import dead_letters_list
+
+    with connect(load_settings().require_database_url()) as conn:
+        for letter in dead_letters_list(conn, limit):
+            print_json(letter)
+
+
+@dead_letters_app.command("replay")
+def dead_letters_replay_command(
+    message_id: Annotated[uuid.UUID | None, typer.Argument(help="The MessageId to replay.")] = None,
+    replay_all: Annotated[bool, typer.Option("--all", help="Replay every dead letter.")] = False,
+) -> None:
+    """Put a dead letter back at the head of its key in the outbox (after fixing its cause)."""
+    from pin.db import connect
+    from pin.outbox.dead_letters import dead_letter_replay
+
+    if (message_id is None) == (not replay_all):
+        raise ConfigurationError("give a MESSAGE_ID or --all")
+    with connect(load_settings().require_database_url()) as conn:
+        replayed = dead_letter_replay(conn, message_id)
+    if message_id is not None and not replayed:
+        print(f"pin: no dead letter {message_id}", file=sys.stderr)
+        raise typer.Exit(1)
+    print_json({"replayed": [str(item) for item in replayed]})
+
+
+@dead_letters_app.command("discard")
+def dead_letters_discard_command(
+    message_id: Annotated[uuid.UUID, typer.Argument(help="The MessageId to drop for good.")],
+) -> None:
+    """Drop a dead letter for good; the later rows of its key are then published."""
+    from pin.db import connect
+    from pin.outbox.dead_letters import dead_letter_discard
+
+    with connect(load_settings().require_database_url()) as conn:
+        if not dead_letter_discard(conn, message_id):
+            print(f"pin: no dead letter {message_id}", file=sys.stderr)
+            raise typer.Exit(1)
+    print_json({"discarded": str(message_id)})
+
+
 @app.command()
 def token(
     user: Annotated[uuid.UUID, typer.Option(help="The user id (sub claim).")],
@@ -199,7 +253,10 @@ def print_json(data: object) -> None:
 def main() -> None:
     """Entry point: configuration errors become one line on stderr and exit code 2."""
     try:
-        app(standalone_mode=False)
+        # without standalone mode, click returns (not raises) the code of a `raise typer.Exit(code)`
+        code = app(standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except ConfigurationError as exc:
         print(f"pin: configuration error: {exc}", file=sys.stderr)
         sys.exit(2)

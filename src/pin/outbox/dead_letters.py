@@ -1,0 +1,60 @@
+"""Operator actions on the outbox's dead letters (`pin outbox dead-letters list|replay|discard`).
+
+A dead letter holds back the later rows of its key (per-key order). An operator either replays it (after
+fixing the cause: the row goes back to the outbox under its original id, so it is again the first of its
+key) or discards it (its key's later rows then flow). Neither prints payloads.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import psycopg
+
+Conn = psycopg.Connection[dict[str, object]]
+
+_DEAD_LETTER_LIST = """
+SELECT d.id, d.message_id, d.topic, d.message_key, d.event_type, d.attempts, d.permanent, d.error,
+       d.created_at, d.dead_lettered_at,
+       (SELECT count(*) FROM outbox.message m WHERE m.message_key = d.message_key) AS held_back
+FROM outbox.dead_letter d
+ORDER BY d.id
+LIMIT %(limit)s
+"""
+
+# The original id (smaller than every later row of its key) puts the row back at the head of its key.
+_DEAD_LETTER_REPLAY = """
+WITH moved AS (
+    DELETE FROM outbox.dead_letter WHERE (%(message_id)s::uuid IS NULL OR message_id = %(message_id)s) RETURNING *
+)
+INSERT INTO outbox.message
+    (id, message_id, vpart, topic, message_key, event_type, contract_version, payload, headers, occurred_at,
+     created_at)
+OVERRIDING SYSTEM VALUE
+SELECT id, message_id, vpart, topic, message_key, event_type, contract_version, payload, headers, occurred_at,
+       created_at
+FROM moved
+RETURNING message_id
+"""
+
+_DEAD_LETTER_DISCARD = "DELETE FROM outbox.dead_letter WHERE message_id = %(message_id)s RETURNING message_id"
+
+
+def dead_letters_list(conn: Conn, limit: int = 100) -> list[dict[str, Any]]:
+    """The oldest dead letters with their error and how many rows of their key wait behind them."""
+    return [dict(row) for row in conn.execute(_DEAD_LETTER_LIST, {"limit": limit}).fetchall()]
+
+
+def dead_letter_replay(conn: Conn, message_id: uuid.UUID | None) -> list[uuid.UUID]:
+    """Put one dead letter (or, with None, all of them) back into the outbox; returns the replayed ids."""
+    rows = conn.execute(_DEAD_LETTER_REPLAY, {"message_id": message_id}).fetchall()
+    conn.commit()
+    return [uuid.UUID(str(row["message_id"])) for row in rows]
+
+
+def dead_letter_discard(conn: Conn, message_id: uuid.UUID) -> bool:
+    """Drop a dead letter for good (its key's later rows then flow); False when there is no such letter."""
+    row = conn.execute(_DEAD_LETTER_DISCARD, {"message_id": message_id}).fetchone()
+    conn.commit()
+    return row is not None
