@@ -233,3 +233,17 @@ def test_a_second_instance_joining_mid_stream_loses_and_duplicates_nothing(setti
 
 def _owned(runtime: ConsumerRuntime) -> set[int]:
     return {p for topic, p in runtime.assigned_partitions if topic == topics.APPOINTMENT_CANCELLED}
+
+
+def test_inbox_rows_older_than_the_dedup_window_are_pruned(settings, pool):
+    old, fresh = uuid.uuid4(), uuid.uuid4()
+    with pool.connection() as conn:
+        for message_id, age_days in ((old, 30), (fresh, 1)):
+            conn.execute(
+                'INSERT INTO messaging.inbox (consumer_group, message_id, topic, partition, "offset", processed_at)'
+                " VALUES ('news', %s, 't', 0, 0, now() - make_interval(days => %s))",
+                (message_id, age_days),
+            )
+    with running("news", settings, pool, inbox_retention_seconds=7 * 86_400):
+        wait_for(lambda: not in_inbox(pool, "news", old), what="the old inbox row pruned")
+    assert in_inbox(pool, "news", fresh)
