@@ -1,0 +1,85 @@
+"""Pure parts of the relay: waves per key, error classification, configuration from the environment."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from confluent_kafka import KafkaError
+
+from pin.outbox.relay import PendingRow, RelayConfig, RelayFaults, _kafka_headers, _waves, send_error_of
+from pin.settings import ConfigurationError
+
+pytestmark = pytest.mark.unit
+
+
+def _row(row_id: int, key: str) -> PendingRow:
+    return PendingRow(
+        id=row_id,
+        message_id=uuid.uuid4(),
+        vpart=0,
+        epoch=1,
+        topic="t",
+        key=key,
+        event_type="e",
+        contract_version=1,
+        payload={},
+        headers={"correlation-id": "c", "message-id": "forged"},
+        attempts=0,
+    )
+
+
+def test_waves_hold_the_nth_row_of_each_key_in_id_order() -> None:
+    rows = [_row(1, "a"), _row(2, "b"), _row(3, "a"), _row(4, "a"), _row(5, "c"), _row(6, "b")]
+
+    waves = [[row.id for row in wave] for wave in _waves(rows)]
+
+    assert waves == [[1, 2, 5], [3, 6], [4]]
+
+
+def test_envelope_headers_win_over_row_headers() -> None:
+    row = _row(1, "a")
+
+    headers = dict(_kafka_headers(row))
+
+    assert headers["message-id"] == str(row.message_id).encode()
+    assert headers["contract-version"] == b"1"
+    assert headers["event-type"] == b"e"
+    assert headers["correlation-id"] == b"c"
+
+
+@pytest.mark.parametrize(
+    ("code", "retriable", "permanent", "fatal"),
+    [
+        (KafkaError._MSG_TIMED_OUT, True, False, False),  # broker away: retried for ever
+        (KafkaError._TRANSPORT, True, False, False),
+        (KafkaError.MSG_SIZE_TOO_LARGE, False, True, False),  # never accepted: dead-lettered at once
+        (KafkaError.TOPIC_AUTHORIZATION_FAILED, False, True, False),
+        (KafkaError.PRODUCER_FENCED, True, False, True),  # broken producer: replaced, row not blamed
+        (KafkaError.UNKNOWN_TOPIC_OR_PART, False, False, False),  # counts towards max_attempts
+    ],
+)
+def test_send_errors_are_classified(code: int, retriable: bool, permanent: bool, fatal: bool) -> None:
+    error = send_error_of(KafkaError(code))
+
+    assert (error.retriable, error.permanent, error.fatal) == (retriable, permanent, fatal)
+
+
+def test_config_reads_pin_relay_variables_and_rejects_bad_values() -> None:
+    config = RelayConfig.from_environ({"PIN_RELAY_BATCH_SIZE": "1000", "PIN_RELAY_LEASE_TTL_SECONDS": "7.5"})
+
+    assert (config.batch_size, config.lease_ttl_seconds, config.heartbeat_seconds) == (1000, 7.5, 1.0)
+    with pytest.raises(ConfigurationError, match="PIN_RELAY_BATCH_SIZE"):
+        RelayConfig.from_environ({"PIN_RELAY_BATCH_SIZE": "many"})
+    with pytest.raises(ConfigurationError, match="PIN_RELAY_MAX_ATTEMPTS"):
+        RelayConfig.from_environ({"PIN_RELAY_MAX_ATTEMPTS": "0"})
+    with pytest.raises(ConfigurationError, match="LEASE_TTL"):
+        RelayConfig.from_environ({"PIN_RELAY_LEASE_TTL_SECONDS": "1"})
+
+
+def test_test_faults_are_off_unless_asked_for() -> None:
+    assert RelayFaults.from_environ({}).pause_at is None
+    faults = RelayFaults.from_environ({"PIN_RELAY_TEST_FAULT": "after-ack:3"})
+    assert (faults.pause_at, faults.pause_on_batch) == ("after-ack", 3)
+    with pytest.raises(ConfigurationError):
+        RelayFaults.from_environ({"PIN_RELAY_TEST_FAULT": "sometimes"})
