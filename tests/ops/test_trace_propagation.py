@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
+from opentelemetry.util._once import Once
 from psycopg_pool import ConnectionPool
 
 from pin.calendar.contracts import AppointmentCancelledEvent
@@ -35,18 +36,28 @@ from tests.support.kafka import read_topic
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
-    """Spans of this test, from the process's global tracer provider (installed here if none is yet)."""
+    """Spans of this test, from the process's global tracer provider (installed here if none is yet).
+
+    A provider installed here is removed afterwards, as opentelemetry-test-utils' reset_trace_globals does, so
+    that later tests of this process see the no-op provider they started with.
+    """
     provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
+    installed = not isinstance(provider, TracerProvider)
+    if installed:
+        trace.set_tracer_provider(TracerProvider())
         provider = trace.get_tracer_provider()
-    assert isinstance(provider, TracerProvider), "another test installed a provider that is not the SDK's"
+    assert isinstance(provider, TracerProvider)
     exporter = InMemorySpanExporter()
     processor = SimpleSpanProcessor(exporter)
     provider.add_span_processor(processor)
-    yield exporter
-    processor.shutdown()  # the SDK cannot remove a processor; a shut-down one drops what it gets
+    try:
+        yield exporter
+    finally:
+        processor.shutdown()  # the SDK cannot remove a processor; a shut-down one drops what it gets
+        if installed:
+            trace._TRACER_PROVIDER_SET_ONCE = Once()
+            trace._TRACER_PROVIDER = None
+            trace._PROXY_TRACER_PROVIDER = trace.ProxyTracerProvider()
 
 
 @pytest.mark.integration
