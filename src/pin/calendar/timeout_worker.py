@@ -37,6 +37,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, LiteralString, cast
@@ -214,6 +215,10 @@ class AppointmentTimeoutConfig:
     # The longest an item waits for its slot, event or reminder rows (held by an in-flight operation): then it is
     # rolled back and skipped, so a stuck lock can neither hang the cycle nor delay a graceful stop.
     item_lock_timeout_seconds: float = 3.0
+    # The longest the worker's own steps (AsOf, counts, next deadline, bookkeeping) wait for a pooled connection:
+    # with the database gone, each fails after this long instead of the pool's 30 s, so a stop request is
+    # honoured within a few seconds.
+    connection_wait_seconds: float = 2.0
     # This instance's name in jobs.cycle.
     instance: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
 
@@ -325,19 +330,22 @@ class AppointmentTimeoutJob:
 
     def seconds_until_next_due(self) -> float | None:
         """Seconds until the earliest PendingExpiresAt of a Pending appointment (or a poison retry), DB clock."""
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             return bookkeeping.seconds_until(conn, NEXT_DEADLINE_SQL, {"job": JOB_NAME})
+
+    def _connection(self) -> AbstractContextManager[Conn]:
+        return self._pool.connection(timeout=self._config.connection_wait_seconds)
 
     # -- the cycle ---------------------------------------------------------------------------------------------
 
     def _as_of(self) -> datetime:
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             return self._clock(conn)
 
     def _expire_due(self, run_id: uuid.UUID, as_of: datetime, tally: _Tally) -> None:
         """Claim and expire one item per transaction until none is free, BatchSize is reached, or a stop."""
         batch_size = self._config.batch_size
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             selected = _count(conn, DUE_SQL, {"job": JOB_NAME, "as_of": as_of}, limit=batch_size)
         log.info("batch selected", job=JOB_NAME, RunId=str(run_id), Count=selected)
         if selected == 0:
@@ -428,7 +436,7 @@ class AppointmentTimeoutJob:
         ERRORS.inc()
         base = timedelta(seconds=self._config.poison_retry_seconds)
         try:
-            with self._pool.connection() as conn:
+            with self._connection() as conn:
                 attempts = bookkeeping.item_failure_record(conn, JOB_NAME, appointment_id, exc, base=base)
         except Exception as record_exc:
             raise InfrastructureError(bookkeeping.describe_error(record_exc)) from record_exc
@@ -449,7 +457,7 @@ class AppointmentTimeoutJob:
     ) -> None:
         """Backlog gauge, poison pruning and the jobs.cycle record, in a short transaction (best effort)."""
         try:
-            with self._pool.connection() as conn:
+            with self._connection() as conn:
                 now = database_now(conn)
                 BACKLOG.set(bookkeeping.backlog_count(conn, DUE_SQL, {"job": JOB_NAME, "as_of": now}))
                 bookkeeping.item_failure_prune(conn, JOB_NAME, STILL_PENDING_SQL)

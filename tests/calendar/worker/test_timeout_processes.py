@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -182,3 +183,18 @@ def test_once_prints_the_result_counters_as_json(
     assert (result["ExpiredCount"], result["SlotsReleasedCount"], result["SlotsExpiredCount"]) == (3, 2, 1)
     assert result["SkippedLockedCount"] == 0
     assert count_status(pool, "Expired") == 3
+
+
+def test_cancellation_with_the_database_gone(spawn_role: Callable[..., RoleProcess]) -> None:
+    """SIGTERM while every step fails to reach the database: the worker still stops, exit 0, within seconds."""
+    with socket.socket() as probe:  # a port nothing listens on: the database is gone
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    worker = spawn_role(*WORKER, env={"PIN_DATABASE_URL": f"postgresql://postgres@127.0.0.1:{port}/gone"})
+    wait_for(lambda: bool(events_of(worker, "job cycle failed")), 30, "a cycle to fail on the missing database")
+
+    stopped_at = time.monotonic()
+    worker.process.send_signal(signal.SIGTERM)
+    assert worker.wait(15) == 0
+    assert time.monotonic() - stopped_at < 6  # not the pool's 30 s wait for a connection
+    assert events_of(worker, "worker stopped")
