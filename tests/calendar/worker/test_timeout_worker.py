@@ -281,6 +281,27 @@ def test_timeout_after_lead_time(pool: ConnectionPool[Conn]) -> None:
     assert metric("calendar_appointment_timeout_items_total", slot_outcome="expired") == expired_before + 1
 
 
+def test_backlog_is_taken_oldest_first_by_the_next_cycles(pool: ConnectionPool[Conn]) -> None:
+    """Batch size bounds a cycle; a full batch says so (the runner then loops at once) and the backlog gauge counts
+    what is left, which the next cycles take in PendingExpiresAt order."""
+    now = db_now(pool)
+    clusters = seed_appointments(pool, 5, pending_expires_at=now - timedelta(minutes=5), spread=timedelta(seconds=1))
+    job = make_job(pool, batch_size=2)
+    order = [c.appointment_id for c in clusters]
+
+    first = job.run_once()
+
+    assert (first.expired_count, first.is_full) == (2, True)
+    assert statuses(pool, "appointment", order) == ["Expired", "Expired", "Pending", "Pending", "Pending"]
+    assert metric("calendar_appointment_timeout_backlog") == 3
+    second, third = job.run_once(), job.run_once()
+    assert (second.expired_count, second.is_full, third.expired_count, third.is_full) == (2, True, 1, False)
+    assert statuses(pool, "appointment", order) == ["Expired"] * 5
+    assert metric("calendar_appointment_timeout_backlog") == 0
+    expired_at = [rows_by_id(pool, "appointment", [i])[i]["updated_at"] for i in order]
+    assert expired_at == sorted(expired_at)  # oldest PendingExpiresAt first, cycle after cycle
+
+
 # ------------------------------------------------------------------------------- Auto-confirm вне выборки
 
 
