@@ -118,6 +118,8 @@ def test_AC3_an_expired_purchase_is_never_selected_again(pool: ConnectionPool[Co
     # INV-6 in the database too: even a hand-written update of a terminal purchase is refused.
     with pytest.raises(psycopg.errors.CheckViolation, match="TerminalFrozen"):
         execute(pool, "UPDATE promotion.purchase SET status = 'Active' WHERE id = %s", [purchase.id])
+    with pytest.raises(psycopg.errors.CheckViolation, match="TerminalFrozen"):  # its targets are frozen with it
+        execute(pool, "DELETE FROM promotion.purchase_target WHERE purchase_id = %s", [purchase.id])
 
 
 def test_AC4_a_cancel_in_flight_is_skipped_then_the_purchase_is_cancelled_never_expired(
