@@ -227,3 +227,27 @@ def test_packages_on_offer(client: TestClient, manager: dict[str, str]) -> None:
 
 def _time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_every_transition_writes_exactly_the_contract_fields(
+    client: TestClient, manager: dict[str, str], pool: ConnectionPool[Conn]
+) -> None:
+    from pin.promotion.contracts import PromotionPurchaseChangedKafkaEvent
+
+    created = client.post("/promotions", json=_body(), headers=manager).json()
+    client.post(f"/promotions/{created['id']}/cancel", headers=manager)
+    expected_keys = {
+        *("PurchaseId", "TenantId", "BuyerUserId", "PackageId", "PackageCode", "PackageKind", "Targets", "Status"),
+        *("PaymentStatus", "BoostWeight", "StartsAt", "EndsAt", "Price", "Version"),
+        *("MessageId", "ContractVersion", "OccurredAt"),
+    }
+
+    events = purchase_events(pool)
+
+    assert [e["payload"]["Status"] for e in events] == ["Active", "Cancelled"]
+    for event in events:
+        assert set(event["payload"]) == expected_keys  # nothing more (no PII, no free text), nothing less
+        assert event["headers"]["correlation-id"]
+        assert event["event_type"] == "pin.promotion.purchase-changed"
+        parsed = PromotionPurchaseChangedKafkaEvent.model_validate(event["payload"])
+        assert parsed.message_key() == event["message_key"] == created["id"]
