@@ -173,6 +173,7 @@ class Producing:
         *,
         key: str | None = None,
         headers: dict[str, str] | None = None,
+        partition: int | None = None,
     ) -> None:
         """Produce one message and wait for its ack."""
         if isinstance(value, dict):
@@ -189,8 +190,14 @@ class Producing:
             all_headers = dict(headers or {})
             data = value
         errors: list[object] = []
+        extra: dict[str, Any] = {"partition": partition} if partition is not None else {}
         self._producer.produce(
-            topic, key=key, value=data, headers=list(all_headers.items()), on_delivery=lambda e, _m: errors.append(e)
+            topic,
+            key=key,
+            value=data,
+            headers=list(all_headers.items()),
+            on_delivery=lambda e, _m: errors.append(e),
+            **extra,
         )
         self._producer.flush(15)
         assert errors == [None], errors

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 
 import psycopg
 import pytest
@@ -247,3 +248,33 @@ def test_inbox_rows_older_than_the_dedup_window_are_pruned(settings, pool):
     with running("news", settings, pool, inbox_retention_seconds=7 * 86_400):
         wait_for(lambda: not in_inbox(pool, "news", old), what="the old inbox row pruned")
     assert in_inbox(pool, "news", fresh)
+
+
+def test_a_failing_message_holds_its_partition_only(settings, pool, producer):
+    """Retry without moving past the offset: the message behind the failing one waits for it (then the DLQ);
+    a message on another partition goes on meanwhile."""
+    bad = _event()
+    bad["TimeZone"] = "Europe/Moscow\u0000"  # PostgreSQL refuses NUL in text: fails on every attempt
+    behind, elsewhere = _event(), _event()
+    dead_before = metric("pin_consumer_dead_lettered_total", group="crm", topic=topics.APPOINTMENT_CANCELLED)
+    with running("crm", settings, pool, max_attempts=3, backoff_base=3.0, backoff_cap=10.0):
+        warmup = _event()
+        producer.send(topics.APPOINTMENT_CANCELLED, warmup, partition=1)
+        wait_for(lambda: feed_entries(pool, warmup["AppointmentId"]), what="the consumer to be up")
+        producer.send(topics.APPOINTMENT_CANCELLED, bad, partition=0)
+        producer.send(topics.APPOINTMENT_CANCELLED, behind, partition=0)
+        producer.send(topics.APPOINTMENT_CANCELLED, elsewhere, partition=1)
+
+        # the failing message is retried for at least 1.5 + 3 s; partition 1 does not wait for it
+        wait_for(lambda: feed_entries(pool, elsewhere["AppointmentId"]), what="the other partition")
+        assert (
+            metric("pin_consumer_dead_lettered_total", group="crm", topic=topics.APPOINTMENT_CANCELLED) == dead_before
+        )
+        assert feed_entries(pool, behind["AppointmentId"]) == []  # partition 0 waits behind the failing offset
+
+        [entry] = wait_for(lambda: feed_entries(pool, behind["AppointmentId"]), what="partition 0 to go on")
+    [letter] = [x for x in read_dead_letters(settings, ["crm"], idle_seconds=0.5) if x.message_id == bad["MessageId"]]
+    assert (letter.provenance["dlt-attempts"], letter.provenance["dlt-exception-type"]) == ("3", "DataError")
+    # the message behind was handled only after the failing one had been dead-lettered
+    failed_at = datetime.fromisoformat(letter.provenance["dlt-failed-at"].replace("Z", "+00:00"))
+    assert entry["recorded_at"] >= failed_at
