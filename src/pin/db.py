@@ -6,8 +6,6 @@ from datetime import datetime
 from importlib import resources
 
 import psycopg
-from alembic import command
-from alembic.config import Config
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
@@ -43,6 +41,10 @@ def sqlalchemy_url(url: str) -> str:
 
 def migrate(url: str) -> None:
     """Apply every pending migration (idempotent; safe to run from several processes at once)."""
+    # imported here: Alembic (and SQLAlchemy under it) costs seconds at start and only migrations need it
+    from alembic import command
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(resources.files("pin") / "migrations"))
     config.set_main_option("sqlalchemy.url", sqlalchemy_url(url).replace("%", "%%"))

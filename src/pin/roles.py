@@ -28,7 +28,7 @@ def start_role(role: str, *, metrics: bool = True) -> RoleContext:
     configure_logging(settings.log_level, settings.log_format, role=role)
     configure_tracing_from_env(role)
     if metrics:
-        serve_metrics(settings.metrics_port)
+        serve_metrics(settings.metrics_port, settings.metrics_host)
     stop = threading.Event()
 
     def _request_stop(signum: int, frame: FrameType | None) -> None:

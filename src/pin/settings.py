@@ -50,6 +50,8 @@ class Settings(BaseSettings):
 
     # Port of this role's /metrics endpoint; None disables it.
     metrics_port: int | None = Field(default=None, ge=0, le=65_535)
+    # Address the /metrics endpoint binds to; "0.0.0.0" lets a Prometheus on another host scrape it.
+    metrics_host: str = "127.0.0.1"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # "json" always, "console" always, or "auto": console when stderr is a terminal.
     log_format: Literal["json", "console", "auto"] = "auto"
