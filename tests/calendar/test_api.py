@@ -138,6 +138,7 @@ def test_if_match(api: CalendarApi) -> None:
         ({"timeZone": "Mars/Olympus"}, 422, "invalid-time-zone"),
         ({"timeZone": "../../etc/passwd"}, 422, "invalid-time-zone"),
         ({"endAt": "2030-01-01T09:00:00Z"}, 422, "end-before-start"),
+        ({"startAt": "2020-01-01T10:00:00Z", "endAt": "2020-01-01T11:00:00Z"}, 422, "start-in-past"),
         ({"minLeadTimeMinutes": -5}, 422, "invalid-lead-time"),
         ({"minLeadTimeMinutes": 10**12}, 422, "validation-error"),
         ({"kind": "Party"}, 422, "validation-error"),

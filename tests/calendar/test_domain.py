@@ -79,6 +79,8 @@ def test_slot_rejects_unknown_time_zone_end_before_start_and_negative_lead() -> 
         )  # fmt: skip
     with pytest.raises(domain.InvalidLeadTimeError):
         slot(lead=-1)
+    with pytest.raises(domain.StartInPastError):
+        slot(starts_in=timedelta(0))
 
 
 def test_booking_needs_available_and_the_lead_time() -> None:

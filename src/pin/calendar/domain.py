@@ -54,6 +54,10 @@ class EndNotAfterStartError(DomainError):
     """EndAt must be after StartAt."""
 
 
+class StartInPastError(DomainError):
+    """StartAt must be in the future."""
+
+
 class InvalidLeadTimeError(DomainError):
     """MinLeadTimeMinutes must be zero or more."""
 
@@ -382,6 +386,8 @@ class AvailabilitySlot:
         check_time_zone(time_zone)
         if end_at <= start_at:
             raise EndNotAfterStartError
+        if start_at <= now:
+            raise StartInPastError
         if min_lead_time_minutes < 0:
             raise InvalidLeadTimeError
         return cls(

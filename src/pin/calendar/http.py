@@ -163,6 +163,7 @@ _PROBLEMS: tuple[tuple[type[domain.DomainError], int, str], ...] = (
     (domain.CalendarEventNotFoundError, 404, "calendar-event-not-found"),
     (domain.InvalidTimeZoneError, 422, "invalid-time-zone"),
     (domain.EndNotAfterStartError, 422, "end-before-start"),
+    (domain.StartInPastError, 422, "start-in-past"),
     (domain.InvalidLeadTimeError, 422, "invalid-lead-time"),
     (domain.ReasonRequiredError, 422, "reason-required"),
     (domain.SameSlotError, 422, "same-slot"),
