@@ -7,10 +7,12 @@ loops at once, a wake-up for the next PendingExpiresAt):
    id is the correlation id of every outbox row the cycle writes and the ``pin.run_id`` of its span.
 2. Items are claimed **one per transaction**, up to BatchSize per cycle: ``Status = Pending AND
    PendingExpiresAt < AsOf`` over ix_appointments_pending_expires_at, oldest first, ``LIMIT 1 FOR NO KEY
-   UPDATE SKIP LOCKED`` in a materialized CTE, poison items still backing off left out. The row lock taken by
-   the claim is the lock the item is processed under: it lives until that item commits or rolls back
-   (research/skiplocked.md section 7, "lock-in-tx per item"), so no other instance, and no confirm, decline or
-   cancel of the agent or investor, can touch the appointment meanwhile; they are skipped, not waited for.
+   UPDATE SKIP LOCKED`` in a materialized CTE, poison items still backing off left out, each claim starting
+   after the row the previous one took (a keyset cursor). The row lock taken by the claim is the lock the item
+   is processed under: it lives until that item commits or rolls back (research/skiplocked.md section 7,
+   "lock-in-tx per item"). Other instances skip the row meanwhile; a confirm, decline or cancel of the agent or
+   investor waits for the commit and then finds the appointment Expired. Rows they hold are skipped by the
+   worker, never waited for.
 3. In the same transaction the calendar's own use case :func:`pin.calendar.service.expire_appointment` locks the
    rest of the cluster (slot, event, reminders, in the calendar's lock order), re-reads it, runs the one
    cascade (``AppointmentCluster.expire``), saves with guarded UPDATEs (a row that changed under us raises a
@@ -22,11 +24,11 @@ loops at once, a wake-up for the next PendingExpiresAt):
 5. A stop request (SIGTERM) is checked between items: the current item commits or rolls back whole first.
 
 SkippedLockedCount is the number of distinct due appointments this cycle's claims passed over because
-another transaction held them: each claim counts, on its own snapshot, the due rows that sort before the row
-it locked (or all due rows, when it locked none) and that it did not get. Those rows were locked by another
-instance or by an in-flight operation (or were expired by another instance between that snapshot and the lock
-attempt: also "taken by someone else"). A cluster whose slot or event stayed locked past the item's lock
-timeout is counted there too.
+another transaction held them: each claim counts, on its own snapshot, the due rows between the cycle's cursor
+and the row it locked (all due rows after the cursor, when it locked none) that it did not get. Those rows
+were locked by another instance or by an in-flight operation (or were expired by another instance between that
+snapshot and the lock attempt: also "taken by someone else"). A cluster whose slot or event stayed locked past
+the item's lock timeout is counted there too.
 """
 
 from __future__ import annotations
