@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
 from psycopg import errors
 from psycopg_pool import ConnectionPool
 
-from pin.calendar import service
-from pin.calendar.domain import Kind
+from pin.calendar import repository, service
+from pin.calendar.domain import (
+    AppointmentCluster,
+    ConflictError,
+    Kind,
+    Loaded,
+    SlotNotAvailableError,
+    SlotStatus,
+)
 from pin.db import connect
 from pin.outbox.writer import MessageContext
 from pin.unit_of_work import Conn
@@ -169,9 +176,6 @@ def test_indexes_and_autovacuum(pool: ConnectionPool[Conn]) -> None:
 
 def test_guarded_save_of_a_stale_cluster_is_a_conflict(calendar: service.Calendar, database_url: str) -> None:
     """A cluster loaded, then changed by someone else, is never silently overwritten."""
-    from pin.calendar import repository
-    from pin.calendar.domain import ConflictError
-
     appointment_id, _ = _booked(calendar)
     with connect(database_url) as conn:
         stale = repository.appointment_cluster_lock(conn, appointment_id)
@@ -187,3 +191,22 @@ def test_guarded_save_of_a_stale_cluster_is_a_conflict(calendar: service.Calenda
         row = conn.execute("SELECT status FROM calendar.appointment WHERE id = %s", (appointment_id,)).fetchone()
     assert row is not None
     assert row["status"] == "Confirmed"
+
+
+def test_unique_violation_of_the_active_index_is_slot_not_available(
+    calendar: service.Calendar, database_url: str
+) -> None:
+    """Should a code path ever skip the slot check, the database refuses and the adapter says why (never a 500)."""
+    _, slot_id = _booked(calendar)
+    with connect(database_url) as conn:
+        slot = repository.slot_lock(conn, slot_id)
+        assert slot is not None
+        assert slot.status is SlotStatus.BOOKED
+        slot.status = SlotStatus.AVAILABLE  # pretend: a buggy path believes the slot is free
+        slot.loaded = Loaded(SlotStatus.BOOKED, slot.version)
+        cluster = AppointmentCluster.book(
+            slot, investor_user_id=uuid.uuid4(), now=datetime.now(UTC), pending_ttl=timedelta(hours=1)
+        )
+        with pytest.raises(SlotNotAvailableError):
+            repository.cluster_save(conn, cluster)
+        conn.rollback()
