@@ -70,7 +70,7 @@ def test_a_full_batch_loops_at_once_then_the_runner_sleeps_to_the_tick() -> None
     thread.join(5)
 
     assert len(job.cycles) == 3  # two full batches back to back, then one not full, then a 30 s doze
-    assert job.cycles[2] - job.cycles[0] < 0.2
+    assert job.cycles[2] - job.cycles[0] < 2.0  # far below the 30 s interval (loose: CI machines are busy)
 
 
 def test_a_near_deadline_wakes_the_runner_before_the_tick() -> None:
@@ -81,7 +81,7 @@ def test_a_near_deadline_wakes_the_runner_before_the_tick() -> None:
     thread.join(6)
 
     assert len(job.cycles) == 2
-    assert 0.25 < job.cycles[1] - started < 0.6
+    assert 0.25 < job.cycles[1] - started < 2.0  # at the deadline, not at the 60 s tick
 
 
 def test_a_deadline_born_while_dozing_is_seen_at_the_next_poll() -> None:
@@ -96,7 +96,7 @@ def test_a_deadline_born_while_dozing_is_seen_at_the_next_poll() -> None:
     thread.join(6)
 
     assert len(job.cycles) == 2
-    assert 0.65 < job.cycles[1] - started < 1.0
+    assert 0.65 < job.cycles[1] - started < 2.0  # seen at a poll, not at the 60 s tick
 
 
 def test_an_overdue_item_the_cycle_could_not_take_is_retried_per_poll_not_spun_on() -> None:
@@ -105,7 +105,7 @@ def test_an_overdue_item_the_cycle_could_not_take_is_retried_per_poll_not_spun_o
     thread = _run(job, RunnerConfig(interval_seconds=60, due_poll_seconds=0.2), stop_after=1.0)
     thread.join(5)
 
-    assert 4 <= len(job.cycles) <= 7  # about one cycle per poll interval, not hundreds
+    assert 2 <= len(job.cycles) <= 8  # about one cycle per poll interval (5), not hundreds
 
 
 def test_a_failing_cycle_backs_off_and_the_loop_goes_on() -> None:
@@ -115,7 +115,7 @@ def test_a_failing_cycle_backs_off_and_the_loop_goes_on() -> None:
     thread.join(6)
 
     assert len(job.cycles) == 2
-    assert 0.19 < job.cycles[1] - job.cycles[0] < 0.5
+    assert 0.19 < job.cycles[1] - job.cycles[0] < 2.0  # the backoff, not the 60 s interval
 
 
 def test_stop_ends_a_doze_at_once() -> None:
@@ -126,7 +126,7 @@ def test_stop_ends_a_doze_at_once() -> None:
     thread.join(5)
 
     assert not thread.is_alive()
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 3.0  # not the 60 s interval
     assert len(job.cycles) == 1
 
 
