@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
+from functools import cache
 from typing import Union
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 # --------------------------------------------------------------------------------------------------- errors
 
@@ -250,8 +251,19 @@ EVENT_CANCEL_TEXT: Mapping[Reason, str] = {
 RESCHEDULED_EVENT_TEXT = "Запись перенесена инвестором"
 
 
+# Names the tz database ships that are not places: never a slot's time zone.
+_NOT_TIME_ZONES = frozenset({"Factory", "localtime", "posixrules"})
+
+
+@cache
+def _iana_time_zones() -> frozenset[str]:
+    return frozenset(available_timezones()) - _NOT_TIME_ZONES
+
+
 def check_time_zone(name: str) -> str:
     """The name itself when it is a known IANA time zone."""
+    if name not in _iana_time_zones():
+        raise InvalidTimeZoneError
     try:
         ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
