@@ -173,6 +173,7 @@ def test_duplicate_delivery_adds_no_second_entry_or_notification(producer, modul
 def test_unknown_reason_takes_the_neutral_path_and_never_the_dlq(producer, module_pool, module_settings, people):
     tenant, agent, investor = people
     unknown_before = metric("pin_consumer_unknown_values_total", group="crm", field="Reason")
+    actor_before = metric("pin_consumer_unknown_values_total", group="notifications", field="CancelledBy")
     event = cancelled(
         tenant=tenant, agent=agent, investor=investor, reason="CancelledByPlatform", cancelled_by="Moderator",
         SomeFutureField={"nested": True},
@@ -188,6 +189,7 @@ def test_unknown_reason_takes_the_neutral_path_and_never_the_dlq(producer, modul
     assert set(sent) == {agent, investor}
     assert all(text.startswith("Запись отменена") for text in sent.values())
     assert metric("pin_consumer_unknown_values_total", group="crm", field="Reason") == unknown_before + 1
+    assert metric("pin_consumer_unknown_values_total", group="notifications", field="CancelledBy") == actor_before + 1
     assert _dead_letters(module_settings, "crm", event["MessageId"], expect=False) == []
 
 

@@ -14,6 +14,21 @@ class AppointmentCancelReason(StrEnum):
     EXPIRED = "Expired"
 
 
+class AppointmentCancelledBy(StrEnum):
+    """CancelledBy of appointment-cancelled (additive upstream; crm only records it)."""
+
+    INVESTOR = "Investor"
+    AGENT = "Agent"
+    SYSTEM = "System"
+
+
+class EventKind(StrEnum):
+    """Kind of a meeting (additive upstream; crm keeps the raw value in the entry)."""
+
+    SHOWING = "Showing"
+    CONSULTATION = "Consultation"
+
+
 class FeedEntryKind(StrEnum):
     """The kinds of lead feed entry."""
 

@@ -7,7 +7,14 @@ from typing import Any
 
 import structlog
 
-from pin.crm.domain import FEED_TEXTS, AppointmentCancelReason, FeedEntryKind, entry_kind_for
+from pin.crm.domain import (
+    FEED_TEXTS,
+    AppointmentCancelledBy,
+    AppointmentCancelReason,
+    EventKind,
+    FeedEntryKind,
+    entry_kind_for,
+)
 from pin.crm.messages import AppointmentCancelled, AppointmentCreated
 from pin.messaging import topics
 from pin.messaging.consumer import Conn, HandlingContext, Route
@@ -57,6 +64,7 @@ def record_cancellation(conn: Conn, event: AppointmentCancelled, context: Handli
     reason = known(AppointmentCancelReason, event.reason)
     if reason is None:
         context.unknown_value("Reason", event.reason)  # seed 003: neutral «запись отменена»
+    _report_unknown_kind_and_actor(event, context)
     kind = entry_kind_for(reason, rescheduled=event.rescheduled_to_appointment_id is not None)
     common = (event.tenant_id, event.investor_user_id, event.agent_user_id, event.appointment_id)
     if kind is FeedEntryKind.RESCHEDULED:
@@ -73,6 +81,14 @@ def record_cancellation(conn: Conn, event: AppointmentCancelled, context: Handli
     ).rowcount  # fmt: skip
     if not inserted:
         log.info("appointment already has its feed entry", appointment_id=str(event.appointment_id))
+
+
+def _report_unknown_kind_and_actor(event: AppointmentCancelled, context: HandlingContext) -> None:
+    """Seed 003: unknown CancelledBy or Kind values are kept raw (the entry stores them), warned and counted."""
+    if event.cancelled_by is not None and known(AppointmentCancelledBy, event.cancelled_by) is None:
+        context.unknown_value("CancelledBy", event.cancelled_by)
+    if known(EventKind, event.kind) is None:
+        context.unknown_value("Kind", event.kind)
 
 
 def record_creation(conn: Conn, event: AppointmentCreated, context: HandlingContext) -> None:

@@ -32,6 +32,14 @@ class AppointmentCancelReason(StrEnum):
     EXPIRED = "Expired"
 
 
+class AppointmentCancelledBy(StrEnum):
+    """CancelledBy of appointment-cancelled (additive upstream; recipients follow Reason, not this field)."""
+
+    INVESTOR = "Investor"
+    AGENT = "Agent"
+    SYSTEM = "System"
+
+
 class EventKind(StrEnum):
     """Kind of a meeting (additive upstream: an unknown one reads as «встреча»)."""
 

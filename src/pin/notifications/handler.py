@@ -13,6 +13,7 @@ from pin.messaging.consumer import Conn, HandlingContext, Route
 from pin.messaging.tolerant import known
 from pin.notifications.delivery import DatabaseDelivery, Notification, NotificationDelivery
 from pin.notifications.domain import (
+    AppointmentCancelledBy,
     AppointmentCancelReason,
     EventKind,
     Meeting,
@@ -56,6 +57,8 @@ class NotificationHandlers:
         reason = known(AppointmentCancelReason, event.reason)
         if reason is None:
             context.unknown_value("Reason", event.reason)  # seed 003: both sides, neutral text
+        if event.cancelled_by is not None and known(AppointmentCancelledBy, event.cancelled_by) is None:
+            context.unknown_value("CancelledBy", event.cancelled_by)
         conn.execute(_MARK_TERMINAL, (event.appointment_id, event.tenant_id))
         notices = cancellation_notices(
             reason,
