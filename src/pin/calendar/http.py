@@ -72,6 +72,86 @@ class RescheduleBody(_Body):
     new_slot_id: uuid.UUID
 
 
+# ------------------------------------------------------------------------------------------ response models
+
+# Times are ISO 8601 in UTC with a Z suffix; ids are UUID strings.
+_Time = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
+_Uuid = Annotated[str, Field(json_schema_extra={"format": "uuid"})]
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class SlotOut(_Out):
+    """An availability slot."""
+
+    id: _Uuid
+    tenant_id: _Uuid
+    agent_user_id: _Uuid
+    kind: Kind
+    start_at: _Time
+    end_at: _Time
+    time_zone: str
+    min_lead_time_minutes: int
+    auto_confirm: bool
+    status: domain.SlotStatus
+    version: int
+    created_at: _Time
+    updated_at: _Time
+
+
+class AppointmentOut(_Out):
+    """An appointment (its free-text cancelReason is shown to its parties only, never published)."""
+
+    id: _Uuid
+    tenant_id: _Uuid
+    slot_id: _Uuid
+    agent_user_id: _Uuid
+    investor_user_id: _Uuid
+    kind: Kind
+    start_at: _Time
+    end_at: _Time
+    time_zone: str
+    status: domain.AppointmentStatus
+    pending_expires_at: _Time | None
+    calendar_event_id: _Uuid
+    cancelled_by: domain.CancelledBy | None
+    cancel_reason: str | None
+    rescheduled_to_appointment_id: _Uuid | None
+    rescheduled_from_appointment_id: _Uuid | None
+    version: int
+    created_at: _Time
+    updated_at: _Time
+
+
+class ReminderOut(_Out):
+    """A reminder of a calendar event."""
+
+    id: _Uuid
+    remind_at: _Time
+    status: domain.ReminderStatus
+
+
+class EventOut(_Out):
+    """A calendar event with its reminders."""
+
+    id: _Uuid
+    tenant_id: _Uuid
+    owner_user_id: _Uuid
+    origin: domain.Origin
+    appointment_id: _Uuid | None
+    start_at: _Time
+    end_at: _Time
+    time_zone: str
+    status: domain.EventStatus
+    cancel_reason: str | None
+    version: int
+    created_at: _Time
+    updated_at: _Time
+    reminders: list[ReminderOut]
+
+
 # --------------------------------------------------------------------------------------------- responses
 
 
@@ -214,7 +294,7 @@ def _actor(principal: Principal) -> service.Actor:
 # ------------------------------------------------------------------------------------------------ routes
 
 
-@router.post("/slots", status_code=status.HTTP_201_CREATED)
+@router.post("/slots", status_code=status.HTTP_201_CREATED, response_model=SlotOut)
 def create_slot(
     *, body: CreateSlotBody, principal: Agent, request: Request, response: Response, pool: Pool, settings: AppSettings
 ) -> dict[str, Any]:
@@ -234,7 +314,7 @@ def create_slot(
     return _respond(response, slot_json(slot), slot.version)
 
 
-@router.get("/slots/{slot_id}")
+@router.get("/slots/{slot_id}", response_model=SlotOut)
 def get_slot(slot_id: uuid.UUID, principal: AgentOrInvestor, response: Response, pool: Pool) -> dict[str, Any]:
     """A slot: any of the tenant's for an investor, only their own for an agent."""
     with _domain_errors():
@@ -242,7 +322,7 @@ def get_slot(slot_id: uuid.UUID, principal: AgentOrInvestor, response: Response,
     return _respond(response, slot_json(slot), slot.version)
 
 
-@router.post("/slots/{slot_id}/book", status_code=status.HTTP_201_CREATED)
+@router.post("/slots/{slot_id}/book", status_code=status.HTTP_201_CREATED, response_model=AppointmentOut)
 def book_slot(
     *,
     slot_id: uuid.UUID,
@@ -263,7 +343,7 @@ def book_slot(
     return _respond(response, appointment_json(appointment), appointment.version)
 
 
-@router.get("/appointments/{appointment_id}")
+@router.get("/appointments/{appointment_id}", response_model=AppointmentOut)
 def get_appointment(
     *, appointment_id: uuid.UUID, principal: AgentOrInvestor, response: Response, pool: Pool
 ) -> dict[str, Any]:
@@ -278,7 +358,7 @@ def get_appointment(
     return _respond(response, appointment_json(appointment), appointment.version)
 
 
-@router.post("/appointments/{appointment_id}/confirm")
+@router.post("/appointments/{appointment_id}/confirm", response_model=AppointmentOut)
 def confirm_appointment(
     *,
     appointment_id: uuid.UUID,
@@ -297,7 +377,7 @@ def confirm_appointment(
     return _respond(response, appointment_json(appointment), appointment.version)
 
 
-@router.post("/appointments/{appointment_id}/decline")
+@router.post("/appointments/{appointment_id}/decline", response_model=AppointmentOut)
 def decline_appointment(
     *,
     appointment_id: uuid.UUID,
@@ -321,7 +401,7 @@ def decline_appointment(
     return _respond(response, appointment_json(appointment), appointment.version)
 
 
-@router.post("/appointments/{appointment_id}/cancel")
+@router.post("/appointments/{appointment_id}/cancel", response_model=AppointmentOut)
 def cancel_appointment(
     *,
     appointment_id: uuid.UUID,
@@ -345,7 +425,7 @@ def cancel_appointment(
     return _respond(response, appointment_json(appointment), appointment.version)
 
 
-@router.post("/my/appointments/{appointment_id}/cancel")
+@router.post("/my/appointments/{appointment_id}/cancel", response_model=AppointmentOut)
 def cancel_my_appointment(
     *,
     appointment_id: uuid.UUID,
@@ -369,7 +449,9 @@ def cancel_my_appointment(
     return _respond(response, appointment_json(appointment), appointment.version)
 
 
-@router.post("/my/appointments/{appointment_id}/reschedule", status_code=status.HTTP_201_CREATED)
+@router.post(
+    "/my/appointments/{appointment_id}/reschedule", status_code=status.HTTP_201_CREATED, response_model=AppointmentOut
+)
 def reschedule_my_appointment(
     *,
     appointment_id: uuid.UUID,
@@ -395,7 +477,7 @@ def reschedule_my_appointment(
     return _respond(response, appointment_json(appointment), appointment.version)
 
 
-@router.get("/events/{event_id}")
+@router.get("/events/{event_id}", response_model=EventOut)
 def get_event(event_id: uuid.UUID, principal: Agent, response: Response, pool: Pool) -> dict[str, Any]:
     """A calendar event of its owner, with its reminders."""
     with _domain_errors():
