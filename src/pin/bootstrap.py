@@ -14,7 +14,7 @@ from pin.settings import Settings
 from pin.unit_of_work import Conn
 
 if TYPE_CHECKING:
-    from pin.outbox.relay import OutboxRelay
+    from pin.outbox.relay import OutboxRelay, RelayConfig, RelayFaults
 
 
 def run_api(*, host: str, port: int) -> None:
@@ -34,15 +34,14 @@ def run_api(*, host: str, port: int) -> None:
         pool.close()
 
 
-def _build_relay(settings: Settings, pool: ConnectionPool[Conn]) -> OutboxRelay:
-    """An outbox relay on ``pool`` with a safe producer (idempotent, acks=all, murmur2) and PIN_RELAY_* config."""
+def _build_relay(
+    settings: Settings, pool: ConnectionPool[Conn], config: RelayConfig, faults: RelayFaults
+) -> OutboxRelay:
+    """An outbox relay on ``pool`` with a safe producer (idempotent, acks=all, murmur2)."""
     from confluent_kafka import Producer
 
     from pin.messaging.kafka import ensure_topics, producer_config
-    from pin.outbox.relay import OutboxRelay, RelayConfig, RelayFaults
-
-    config = RelayConfig.from_environ()
-    faults = RelayFaults.from_environ()
+    from pin.outbox.relay import OutboxRelay
 
     def producer() -> Producer:
         overrides = {"message.timeout.ms": config.message_timeout_ms, "client.id": "pin-relay"}
@@ -63,12 +62,17 @@ def _build_relay(settings: Settings, pool: ConnectionPool[Conn]) -> OutboxRelay:
 
 def run_relay(*, once: bool) -> dict[str, int] | None:
     """`pin relay`: publish the outbox until SIGTERM/SIGINT, or (``once``) what is there now, then stop."""
+    from pin.outbox.relay import RelayConfig, RelayFaults
+
     context = start_role("relay", metrics=not once)
     settings = context.settings
     settings.require_kafka()
+    # every PIN_RELAY_* value is checked before anything connects (a bad one exits 2 with one line)
+    config = RelayConfig.from_environ()
+    faults = RelayFaults.from_environ()
     pool = create_pool(settings.require_database_url(), min_size=1, max_size=4, name="relay")
     try:
-        relay = _build_relay(settings, pool)
+        relay = _build_relay(settings, pool, config, faults)
         if once:
             return relay.drain()
         relay.run(context.stop)

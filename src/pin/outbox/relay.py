@@ -41,6 +41,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from psycopg_pool import ConnectionPool
 
 from pin.messaging.topics import INTEGRATION_TOPICS
+from pin.observability import liveness
 from pin.outbox import metrics
 from pin.outbox.writer import VPARTS
 from pin.settings import ConfigurationError
@@ -763,6 +764,7 @@ class OutboxRelay:
         log.info("outbox relay started", instance=self.instance_id, owned=len(self._owned))
         try:
             while not stop.is_set():
+                liveness.beat()  # /healthz/liveness fails if this loop stops turning (a hung call)
                 self._wake.clear()
                 try:
                     self.release_excess()
