@@ -31,8 +31,11 @@ Guarantees, and how they are kept:
 - **Shutdown and rebalance finish the message in hand**: a message is handled completely (effect and offset)
   between two polls, and rebalance callbacks run inside poll, so a revoke never interrupts one. A message held
   for a retry is dropped on revoke without a commit: the partition's next owner reads it again.
-- **Lag** (``pin_consumer_lag``) comes from librdkafka's statistics (high watermark minus position). It is for
-  operators only; the embedded broker reports a wrong high watermark, and nothing here depends on it.
+- **Lag** (``pin_consumer_lag``) comes from librdkafka's statistics every ``statistics_interval_ms``: per fetched
+  partition, the high watermark minus the consumer's position (:func:`partition_lag`). It is for operators only;
+  the embedded broker reports a wrong high watermark, and nothing here depends on it.
+- **Rebalance**: the classic group protocol (the embedded broker has no KIP-848); partitions are resumed when
+  assigned, so a partition paused for a retry before a revoke never comes back paused.
 """
 
 from __future__ import annotations
