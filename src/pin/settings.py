@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -60,6 +62,12 @@ class Settings(BaseSettings):
     def _jwt_key_is_usable(self) -> Settings:
         if self.jwt_secret is not None and len(self.jwt_secret.get_secret_value()) < 16:
             raise ValueError("PIN_JWT_SECRET must be at least 16 characters")
+        if self.jwt_public_key:
+            # a key that cannot be loaded would let the API start and refuse every token: fail at start instead
+            try:
+                serialization.load_pem_public_key(self.jwt_public_key.encode())
+            except (ValueError, TypeError, UnsupportedAlgorithm):
+                raise ValueError("PIN_JWT_PUBLIC_KEY must be a PEM public key") from None
         return self
 
     def require_database_url(self) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
+import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -56,7 +58,7 @@ def problem_openapi_responses() -> dict[int | str, dict[str, Any]]:
     """The error responses every route may answer, documented as problem+json (not FastAPI's default 422)."""
     described = {400: "Malformed request", 401: "Missing or invalid token", 403: "Role not allowed",
                  404: "Not found (or another tenant's)", 409: "State conflict", 412: "If-Match mismatch",
-                 422: "Validation error"}  # fmt: skip
+                 422: "Validation error", 503: "Database unavailable (retry)"}  # fmt: skip
     return {
         status: {"description": text, "content": {PROBLEM_JSON: {"schema": PROBLEM_SCHEMA}}}
         for status, text in described.items()
@@ -96,6 +98,14 @@ def install_problem_handlers(app: FastAPI) -> None:
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _STATUS_CODES.get(exc.status_code, "http-error")
         return problem_response(exc.status_code, code, str(exc.detail))
+
+    @app.exception_handler(psycopg.OperationalError)
+    async def _database_unavailable(_: Request, exc: psycopg.OperationalError) -> JSONResponse:
+        # the database is down or restarting (PoolTimeout is one too): retryable, not an internal error
+        structlog.get_logger(__name__).warning("database unavailable", error_type=type(exc).__name__)
+        response = problem_response(503, "database-unavailable", "the database is not reachable; retry later")
+        response.headers["Retry-After"] = "1"
+        return response
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, __: Exception) -> JSONResponse:

@@ -1,0 +1,103 @@
+"""Every setting's bad value stops `pin <role>` at start with exit code 2 and one line naming the variable.
+
+Each case is a real subprocess; the rest of the environment is valid (a database URL that nothing listens on:
+a role that got past its configuration would hang or fail differently, and the case would fail).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pin.embedded.postgres import free_port
+from tests.conftest import JWT_SECRET
+
+pytestmark = [pytest.mark.integration]
+
+WORKER = ("worker", "expire-promotions", "--once")
+TIMEOUT_WORKER = ("worker", "appointment-timeout", "--once")
+RELAY = ("relay", "--once")
+API = ("api", "--port", "0")
+
+# (variable, bad value, role) - the role is one that reads the variable
+CASES = [
+    ("PIN_KAFKA_SESSION_TIMEOUT_MS", "abc", WORKER),
+    ("PIN_KAFKA_SESSION_TIMEOUT_MS", "10", WORKER),
+    ("PIN_KAFKA_CLIENT_CONFIG", "security.protocol", RELAY),
+    ("PIN_KAFKA_CLIENT_CONFIG", "=x", RELAY),
+    ("PIN_JWT_SECRET", "short", API),
+    ("PIN_APPOINTMENT_PENDING_TTL_SECONDS", "0", TIMEOUT_WORKER),
+    ("PIN_APPOINTMENT_PENDING_TTL_SECONDS", "a day", API),
+    ("PIN_APPOINTMENT_CANCEL_CUTOFF_MINUTES", "-1", API),
+    ("PIN_APPOINTMENT_TIMEOUT_INTERVAL_SECONDS", "0", TIMEOUT_WORKER),
+    ("PIN_APPOINTMENT_TIMEOUT_INTERVAL_SECONDS", "soon", TIMEOUT_WORKER),
+    ("PIN_APPOINTMENT_TIMEOUT_BATCH_SIZE", "0", TIMEOUT_WORKER),
+    ("PIN_APPOINTMENT_TIMEOUT_BATCH_SIZE", "20000", TIMEOUT_WORKER),
+    ("PIN_EXPIRE_PROMOTIONS_INTERVAL_SECONDS", "-5", WORKER),
+    ("PIN_EXPIRE_PROMOTIONS_BATCH_SIZE", "x", WORKER),
+    ("PIN_METRICS_PORT", "70000", WORKER),
+    ("PIN_METRICS_PORT", "http", WORKER),
+    ("PIN_LOG_LEVEL", "LOUD", WORKER),
+    ("PIN_LOG_FORMAT", "xml", WORKER),
+    ("PIN_RELAY_BATCH_SIZE", "many", RELAY),
+    ("PIN_RELAY_BATCH_SIZE", "0", RELAY),
+    ("PIN_RELAY_LEASE_TTL_SECONDS", "0.5", RELAY),
+    ("PIN_RELAY_TEST_FAULT", "explode", RELAY),
+    ("PIN_DATABASE_URL", "", WORKER),
+    ("PIN_KAFKA_BOOTSTRAP_SERVERS", "", RELAY),
+    ("PIN_JWT_PUBLIC_KEY", "not a PEM key", API),
+]
+
+
+def run_pin(args: tuple[str, ...], env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`python -m pin <args>` with exactly ``env`` over a clean PIN_-free environment."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PIN_")}
+    return subprocess.run(
+        [sys.executable, "-m", "pin", *args],
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def valid_env() -> dict[str, str]:
+    """A complete, valid configuration whose database and broker do not answer."""
+    return {
+        "PIN_DATABASE_URL": f"postgresql://postgres@127.0.0.1:{free_port()}/none?connect_timeout=2",
+        "PIN_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
+        "PIN_JWT_SECRET": JWT_SECRET,
+        "PIN_LOG_FORMAT": "json",
+    }
+
+
+@pytest.mark.parametrize(("name", "value", "role"), CASES, ids=[f"{n}={v[:12]}" for n, v, _ in CASES])
+def test_a_bad_value_exits_2_with_one_line_naming_the_variable(name: str, value: str, role: tuple[str, ...]) -> None:
+    """Exit code 2, exactly one line on stderr, naming the variable; no stack trace."""
+    env = valid_env()
+    if value == "":
+        env.pop(name)
+    else:
+        env[name] = value
+    try:
+        result = run_pin(role, env, timeout=45)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"`pin {' '.join(role)}` with {name}={value!r} did not exit: it accepted the bad value")
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    assert len(lines) == 1, result.stderr[-2000:]
+    assert name in lines[0], lines[0]
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_an_unknown_consumer_group_exits_2() -> None:
+    """`pin consume nosuchgroup`: a configuration error, one line."""
+    result = run_pin(("consume", "nosuchgroup"), valid_env())
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1
+    assert "nosuchgroup" in lines[0]

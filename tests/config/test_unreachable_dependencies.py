@@ -1,0 +1,235 @@
+"""A role started while its database or broker is unreachable waits, retries with backoff, says so in its log,
+and starts working once the dependency appears (no supervisor restarts it here: one process, start to finish).
+
+Database: an embedded PostgreSQL is prepared (migrated, one outbox row), stopped, then every role is started
+against its port: relay, both workers, a catalog consumer and the API. After a while the server is started on
+the same port and each role must do its job: the relay publishes the row, the workers record a cycle, the
+consumer records the message in its inbox, the API answers /readyz.
+
+Broker: the relay and a consumer are started against a port with no broker; then a broker is started on it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+
+from pin.db import connect, migrate
+from pin.embedded.kafka import EmbeddedKafka
+from pin.embedded.postgres import EmbeddedPostgres, free_port
+from pin.messaging import topics
+from pin.messaging.kafka import ensure_topics
+from pin.outbox.writer import MessageContext, build_row, outbox_insert
+from pin.promotion.contracts import CurrencySnapshot, PriceSnapshot, PromotionPurchaseChangedKafkaEvent, PurchaseTarget
+from pin.settings import Settings
+from tests.conftest import JWT_SECRET
+from tests.support.kafka import read_topic
+from tests.support.processes import RoleProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+WAIT_DOWN = 10.0  # how long the dependency stays away after the roles started
+
+
+def purchase_event() -> PromotionPurchaseChangedKafkaEvent:
+    """A valid purchase-changed contract (catalog reads it)."""
+    now = datetime.now(UTC)
+    return PromotionPurchaseChangedKafkaEvent(
+        purchase_id=uuid.uuid4(),
+        tenant_id=uuid.uuid4(),
+        buyer_user_id=uuid.uuid4(),
+        package_id=uuid.UUID("6f1c2a9e-0b8a-4a51-9f57-1d3c2b7a0004"),
+        package_code="TOP-1D",
+        package_kind="Top",
+        targets=(PurchaseTarget(target_kind="Project", target_id=uuid.uuid4()),),
+        status="Active",
+        payment_status="NotRequired",
+        boost_weight=50,
+        starts_at=now,
+        ends_at=now + timedelta(hours=1),
+        price=PriceSnapshot(
+            amount=Decimal("990.00"), currency_id=uuid.uuid4(), currency=CurrencySnapshot(code="RUB", symbol="₽")
+        ),
+        version=1,
+    )
+
+
+def insert_outbox_row(url: str) -> str:
+    """One outbox row (a purchase-changed message); returns its MessageId."""
+    row = build_row(purchase_event(), occurred_at=datetime.now(UTC), context=MessageContext(str(uuid.uuid4())))
+    with connect(url) as conn:
+        outbox_insert(conn, [row])
+        conn.commit()
+    return str(row.message_id)
+
+
+def poll(what: Callable[[], bool], timeout: float) -> bool:
+    """Poll ``what`` until it is true or the timeout passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if what():
+                return True
+        except (psycopg.Error, httpx.HTTPError):
+            pass
+        time.sleep(0.5)
+    return False
+
+
+@dataclass
+class Server:
+    """A prepared PostgreSQL that can be stopped and started on its port."""
+
+    postgres: EmbeddedPostgres
+    url: str
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    """A migrated database ``pin_cfg`` on its own server."""
+    postgres = EmbeddedPostgres(tmp_path / "pg")
+    postgres.start()
+    with psycopg.connect(postgres.url, autocommit=True) as admin:
+        admin.execute("CREATE DATABASE pin_cfg")
+    url = postgres.url.rsplit("/", 1)[0] + "/pin_cfg"
+    migrate(url)
+    yield Server(postgres, url)
+    postgres.destroy()
+
+
+def wait_started(roles: dict[str, RoleProcess], timeout: float = 180.0) -> None:
+    """Until every role wrote its first log line (or exited): on a loaded machine imports take many seconds,
+    and the dependency must still be away when the role first reaches for it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(r.process.poll() is not None or r.output().strip() for r in roles.values()):
+            return
+        time.sleep(0.3)
+
+
+def role_env(database_url: str, bootstrap: str) -> dict[str, str]:
+    """The environment of the roles under test."""
+    return {
+        "PIN_DATABASE_URL": database_url,
+        "PIN_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "PIN_JWT_SECRET": JWT_SECRET,
+        "PIN_LOG_FORMAT": "json",
+        "PIN_KAFKA_SESSION_TIMEOUT_MS": "6000",
+        "PIN_APPOINTMENT_TIMEOUT_INTERVAL_SECONDS": "1",
+        "PIN_EXPIRE_PROMOTIONS_INTERVAL_SECONDS": "1",
+    }
+
+
+def test_roles_started_while_the_database_is_down_wait_and_then_work(
+    tmp_path: Path, server: Server, kafka: EmbeddedKafka
+) -> None:
+    """Relay, appointment-timeout, expire-promotions, catalog consumer and API outlive a database that is not
+    there yet, log it, and work once it is."""
+    settings = Settings.model_validate({"database_url": server.url, "kafka_bootstrap_servers": kafka.bootstrap_servers})
+    ensure_topics(settings)
+    message_id = insert_outbox_row(server.url)
+    server.postgres.stop("immediate")
+    env = role_env(server.url, kafka.bootstrap_servers)
+    api_port = free_port()
+    specs = {
+        "relay": ["relay"],
+        "appointment-timeout": ["worker", "appointment-timeout"],
+        "expire-promotions": ["worker", "expire-promotions"],
+        "consume-catalog": ["consume", "catalog"],
+        "api": ["api", "--port", str(api_port)],
+    }
+    roles = {name: RoleProcess(args, env, tmp_path / f"{name}.log") for name, args in specs.items()}
+    problems: list[str] = []
+    try:
+        wait_started(roles)
+        time.sleep(WAIT_DOWN)
+        for name, role in roles.items():
+            code = role.process.poll()
+            if code is not None:
+                last = role.output().strip().splitlines()[-1:] or [""]
+                problems.append(f"{name} exited with {code} while the database was down: {last[0][:300]}")
+            elif not any(w in role.output().lower() for w in ("connection refused", "unavailable", "retry")):
+                problems.append(f"{name} is alive but logged nothing about the database being down")
+        server.postgres.start()
+        checks: dict[str, Callable[[], bool]] = {
+            "relay": lambda: any(
+                r.json()["MessageId"] == message_id
+                for r in read_topic(kafka.bootstrap_servers, topics.PURCHASE_CHANGED, expected=1, timeout=5)
+            ),
+            "appointment-timeout": lambda: _cycle_recorded(server.url, "appointment-timeout"),
+            "expire-promotions": lambda: _cycle_recorded(server.url, "expire-promotions"),
+            "consume-catalog": lambda: _in_inbox(server.url, "catalog", message_id),
+            "api": lambda: httpx.get(f"http://127.0.0.1:{api_port}/readyz", timeout=2).status_code == 200,
+        }
+        for name, check in checks.items():
+            if roles[name].process.poll() is not None:
+                continue  # reported above
+            if not poll(check, timeout=90):
+                problems.append(f"{name} did not start working within 90 s after the database came up")
+    finally:
+        for role in roles.values():
+            role.close()
+    assert not problems, "\n".join(problems) + f"\nlogs in {tmp_path}"
+
+
+def _cycle_recorded(url: str, job: str) -> bool:
+    with connect(url) as conn:
+        return conn.execute("SELECT 1 FROM jobs.cycle WHERE job = %s AND succeeded", (job,)).fetchone() is not None
+
+
+def _in_inbox(url: str, group: str, message_id: str) -> bool:
+    with connect(url) as conn:
+        query = "SELECT 1 FROM messaging.inbox WHERE consumer_group = %s AND message_id = %s"
+        return conn.execute(query, (group, message_id)).fetchone() is not None
+
+
+def test_roles_started_while_the_broker_is_down_wait_and_then_work(tmp_path: Path, database_url: str) -> None:
+    """Relay and a catalog consumer started against a port with no broker: alive, logging it; once a broker
+    listens there, the relay publishes and the consumer consumes."""
+    port = free_port()
+    bootstrap = f"127.0.0.1:{port}"
+    env = role_env(database_url, bootstrap)
+    roles = {
+        "relay": RoleProcess(["relay"], env, tmp_path / "relay.log"),
+        "consume-catalog": RoleProcess(["consume", "catalog"], env, tmp_path / "consume-catalog.log"),
+    }
+    broker = EmbeddedKafka(tmp_path / "broker.log", port=port)
+    problems: list[str] = []
+    try:
+        wait_started(roles)
+        time.sleep(WAIT_DOWN)
+        for name, role in roles.items():
+            code = role.process.poll()
+            if code is not None:
+                last = role.output().strip().splitlines()[-1:] or [""]
+                problems.append(f"{name} exited with {code} while the broker was down: {last[0][:300]}")
+        broker.start()
+        message_id = insert_outbox_row(database_url)
+        if roles["relay"].process.poll() is None:
+            published = poll(
+                lambda: any(
+                    r.json()["MessageId"] == message_id
+                    for r in read_topic(bootstrap, topics.PURCHASE_CHANGED, expected=1, timeout=5)
+                ),
+                timeout=90,
+            )
+            if not published:
+                problems.append("relay did not publish within 90 s after the broker came up")
+        if roles["consume-catalog"].process.poll() is None and not poll(
+            lambda: _in_inbox(database_url, "catalog", message_id), timeout=90
+        ):
+            problems.append("consume-catalog did not consume within 90 s after the broker came up")
+    finally:
+        for role in roles.values():
+            role.close()
+        broker.stop()
+    assert not problems, "\n".join(problems) + f"\nlogs in {tmp_path}"
