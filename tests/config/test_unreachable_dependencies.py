@@ -11,6 +11,7 @@ Broker: the relay and a consumer are started against a port with no broker; then
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,7 +23,9 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
+from confluent_kafka import Producer
 
+from pin.api.auth import mint_token
 from pin.db import connect, migrate
 from pin.embedded.kafka import EmbeddedKafka
 from pin.embedded.postgres import EmbeddedPostgres, free_port
@@ -100,6 +103,8 @@ def server(tmp_path: Path) -> Iterator[Server]:
     postgres.start()
     with psycopg.connect(postgres.url, autocommit=True) as admin:
         admin.execute("CREATE DATABASE pin_cfg")
+        # the embedded server runs with synchronous_commit=off: a hard stop would lose the prepared outbox row
+        admin.execute("ALTER DATABASE pin_cfg SET synchronous_commit = on")
     url = postgres.url.rsplit("/", 1)[0] + "/pin_cfg"
     migrate(url)
     yield Server(postgres, url)
@@ -159,6 +164,17 @@ def test_roles_started_while_the_database_is_down_wait_and_then_work(
                 problems.append(f"{name} exited with {code} while the database was down: {last[0][:300]}")
             elif not any(w in role.output().lower() for w in ("connection refused", "unavailable", "retry")):
                 problems.append(f"{name} is alive but logged nothing about the database being down")
+        if roles["api"].process.poll() is None:
+            # a request while the database is away: 503 database-unavailable (retryable), never a 500
+            bearer = mint_token(JWT_SECRET, user_id=uuid.uuid4(), tenant_id=uuid.uuid4(), roles=["agent"])
+            try:
+                # psycopg_pool waits its default 30 s for a connection before PoolTimeout (reported: long)
+                answer = httpx.get(f"http://127.0.0.1:{api_port}/notifications", timeout=60,
+                                   headers={"Authorization": f"Bearer {bearer}"})  # fmt: skip
+                if answer.status_code != 503 or answer.json().get("code") != "database-unavailable":
+                    problems.append(f"api answered {answer.status_code} while the database was down: {answer.text}")
+            except httpx.HTTPError as exc:
+                problems.append(f"api did not answer while the database was down: {exc!r}")
         server.postgres.start()
         checks: dict[str, Callable[[], bool]] = {
             "relay": lambda: any(
@@ -192,44 +208,69 @@ def _in_inbox(url: str, group: str, message_id: str) -> bool:
         return conn.execute(query, (group, message_id)).fetchone() is not None
 
 
-def test_roles_started_while_the_broker_is_down_wait_and_then_work(tmp_path: Path, database_url: str) -> None:
-    """Relay and a catalog consumer started against a port with no broker: alive, logging it; once a broker
-    listens there, the relay publishes and the consumer consumes."""
+def _start_against_a_missing_broker(
+    tmp_path: Path, database_url: str, args: list[str]
+) -> tuple[RoleProcess, EmbeddedKafka, str, list[str]]:
+    """Start a role against a port with no broker, check it outlives the wait, then start a broker there."""
     port = free_port()
     bootstrap = f"127.0.0.1:{port}"
-    env = role_env(database_url, bootstrap)
-    roles = {
-        "relay": RoleProcess(["relay"], env, tmp_path / "relay.log"),
-        "consume-catalog": RoleProcess(["consume", "catalog"], env, tmp_path / "consume-catalog.log"),
-    }
+    role = RoleProcess(args, role_env(database_url, bootstrap), tmp_path / f"{args[-1]}.log")
+    wait_started({"role": role})
+    time.sleep(WAIT_DOWN)
+    problems = []
+    code = role.process.poll()
+    if code is not None:
+        last = [line for line in role.output().splitlines() if line.strip()][-1:] or [""]
+        problems.append(f"`pin {' '.join(args)}` exited with {code} while the broker was down: {last[0][:300]}")
     broker = EmbeddedKafka(tmp_path / "broker.log", port=port)
-    problems: list[str] = []
+    broker.start()
+    return role, broker, bootstrap, problems
+
+
+def test_a_relay_started_while_the_broker_is_down_waits_and_then_publishes(tmp_path: Path, database_url: str) -> None:
+    """`pin relay` against a port with no broker: alive; once a broker listens there, it publishes."""
+    role, broker, bootstrap, problems = _start_against_a_missing_broker(tmp_path, database_url, ["relay"])
     try:
-        wait_started(roles)
-        time.sleep(WAIT_DOWN)
-        for name, role in roles.items():
-            code = role.process.poll()
-            if code is not None:
-                last = role.output().strip().splitlines()[-1:] or [""]
-                problems.append(f"{name} exited with {code} while the broker was down: {last[0][:300]}")
-        broker.start()
         message_id = insert_outbox_row(database_url)
-        if roles["relay"].process.poll() is None:
-            published = poll(
-                lambda: any(
-                    r.json()["MessageId"] == message_id
-                    for r in read_topic(bootstrap, topics.PURCHASE_CHANGED, expected=1, timeout=5)
-                ),
-                timeout=90,
-            )
-            if not published:
-                problems.append("relay did not publish within 90 s after the broker came up")
-        if roles["consume-catalog"].process.poll() is None and not poll(
-            lambda: _in_inbox(database_url, "catalog", message_id), timeout=90
+        if role.process.poll() is None and not poll(
+            lambda: any(
+                r.json()["MessageId"] == message_id
+                for r in read_topic(bootstrap, topics.PURCHASE_CHANGED, expected=1, timeout=5)
+            ),
+            timeout=90,
+        ):
+            problems.append("relay did not publish within 90 s after the broker came up")
+    finally:
+        role.close()
+        broker.stop()
+    assert not problems, "\n".join(problems) + f"\nlogs in {tmp_path}"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="DEFECT (reported): `pin consume <group>` exits 1 with a stack trace when the broker is unreachable at "
+    "start: bootstrap.run_consumer calls ensure_topics(timeout=10) once and its KafkaException(_TIMED_OUT) is not "
+    "retried. The soak saw it too (consumers exiting 1 while the broker was paused). Remove this mark once fixed.",
+)
+def test_a_consumer_started_while_the_broker_is_down_waits_and_then_consumes(tmp_path: Path, database_url: str) -> None:
+    """`pin consume catalog` against a port with no broker: alive; once a broker listens there, it consumes."""
+    role, broker, bootstrap, problems = _start_against_a_missing_broker(tmp_path, database_url, ["consume", "catalog"])
+    try:
+        row = build_row(purchase_event(), occurred_at=datetime.now(UTC), context=MessageContext(str(uuid.uuid4())))
+        ensure_topics(Settings.model_validate({"kafka_bootstrap_servers": bootstrap}), [topics.PURCHASE_CHANGED])
+        producer = Producer({"bootstrap.servers": bootstrap})
+        producer.produce(
+            row.topic,
+            key=row.key,
+            value=json.dumps(dict(row.payload)).encode(),
+            headers=[("message-id", str(row.message_id)), ("event-type", row.event_type), ("contract-version", "1")],
+        )
+        assert producer.flush(30) == 0
+        if role.process.poll() is None and not poll(
+            lambda: _in_inbox(database_url, "catalog", str(row.message_id)), timeout=90
         ):
             problems.append("consume-catalog did not consume within 90 s after the broker came up")
     finally:
-        for role in roles.values():
-            role.close()
+        role.close()
         broker.stop()
     assert not problems, "\n".join(problems) + f"\nlogs in {tmp_path}"

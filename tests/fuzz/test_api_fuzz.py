@@ -71,14 +71,10 @@ def _operations(pool: ConnectionPool[Any]) -> list[Any]:
     return operations
 
 
-@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
-def test_no_server_error_and_every_response_matches_its_schema(
-    fuzz_pool: ConnectionPool[Any], mode: GenerationMode, request: pytest.FixtureRequest
-) -> None:
-    """Valid and invalid data on every operation: no 5xx; every response conforms to the document."""
-    examples = EXAMPLES_LONG if request.config.getoption("--soak-long", default=False) else EXAMPLES_SHORT
+def run_fuzz(pool: ConnectionPool[Any], mode: GenerationMode, examples: int) -> Counter[str]:
+    """``examples`` generated cases per operation in ``mode``; every response checked; counts by status class."""
     calls: Counter[str] = Counter()
-    for operation in _operations(fuzz_pool):
+    for operation in _operations(pool):
 
         @given(case=operation.as_strategy(generation_mode=mode))
         @settings(
@@ -98,5 +94,15 @@ def test_no_server_error_and_every_response_matches_its_schema(
             # an operation with nothing to get wrong (no parameters, no body) has no negative cases
             assert mode is GenerationMode.NEGATIVE, operation.label
             calls["operations-without-negative-cases"] += 1
-    print(f"fuzz ({mode}): {dict(calls)}")
+    print(f"fuzz ({mode}, {examples} per operation): {dict(calls)}")
     assert sum(n for k, n in calls.items() if k.endswith("xx")) >= 10 * examples, calls
+    return calls
+
+
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
+def test_no_server_error_and_every_response_matches_its_schema(
+    fuzz_pool: ConnectionPool[Any], mode: GenerationMode
+) -> None:
+    """Valid and invalid data on every operation: no 5xx; every response conforms to the document.
+    (The long budget runs with the long soak: tests/soak/test_fuzz_long.py.)"""
+    run_fuzz(fuzz_pool, mode, EXAMPLES_SHORT)

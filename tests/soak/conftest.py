@@ -18,4 +18,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture
 def soak_long(request: pytest.FixtureRequest) -> bool:
     """Whether the long mode was asked for."""
-    return bool(request.config.getoption("--soak-long"))
+    return bool(request.config.getoption("--soak-long", default=False))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The long fuzzing budget belongs to the long mode only: deselected (not skipped) without ``--soak-long``."""
+    if config.getoption("--soak-long", default=False):
+        return
+    long_only = [item for item in items if item.nodeid.startswith("tests/soak/test_fuzz_long.py")]
+    if long_only:
+        config.hook.pytest_deselected(items=long_only)
+        items[:] = [item for item in items if item not in long_only]
