@@ -62,7 +62,7 @@ def _build_relay(
 
 def run_relay(*, once: bool) -> dict[str, int] | None:
     """`pin relay`: publish the outbox until SIGTERM/SIGINT, or (``once``) what is there now, then stop."""
-    from pin.outbox.relay import RelayConfig, RelayFaults
+    from pin.outbox.relay import RelayConfig, RelayFaults, wait_for_database
 
     context = start_role("relay", metrics=not once)
     settings = context.settings
@@ -70,6 +70,8 @@ def run_relay(*, once: bool) -> dict[str, int] | None:
     # every PIN_RELAY_* value is checked before anything connects (a bad one exits 2 with one line)
     config = RelayConfig.from_environ()
     faults = RelayFaults.from_environ()
+    if not wait_for_database(settings.require_database_url(), context.stop):
+        return None
     pool = create_pool(settings.require_database_url(), min_size=1, max_size=4, name="relay")
     try:
         relay = _build_relay(settings, pool, config, faults)
