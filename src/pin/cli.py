@@ -99,8 +99,9 @@ def relay(
 ) -> None:
     """One outbox relay instance: publishes outbox rows to Kafka, in order per key (SPEC section 5).
 
-    With --once it takes a fair share of the vparts (all of them when no other relay runs), publishes what is
-    due there, prints the totals as JSON and exits: 0, or 1 when a send failed (the rows stay for a retry).
+    With --once it takes a fair share of the vparts (all of them when no other relay runs; vparts still leased
+    by another instance, or by one killed less than a lease TTL ago, are skipped), publishes what is due there,
+    prints the totals as JSON and exits: 0, or 1 when a send failed (the rows stay for a retry).
     """
     from pin.bootstrap import run_relay
 

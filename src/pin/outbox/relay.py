@@ -770,7 +770,9 @@ class OutboxRelay:
         for thread in self._threads:
             thread.join(timeout=10)
         self._threads = []
-        self._producer.flush(self._config.message_timeout_ms / 1000)
+        # the batch in hand was flushed and settled already; this only drains stray callbacks, and must stay
+        # short so a stop during a broker outage ends within an orchestrator's grace period
+        self._producer.flush(1.0)
         try:
             self.release_all()
         except (psycopg.Error, OSError) as exc:
