@@ -26,12 +26,14 @@ from pin.db import create_pool
 from pin.roles import start_role
 
 # psycopg functions whose self time is the process blocked on the server: its wait loop, and the PQexec of the
-# transaction commands it sends itself (BEGIN, COMMIT, SAVEPOINT, RELEASE).
-_BLOCKING = frozenset({"wait", "wait_c", "wait_conn", "wait_select", "wait_epoll", "wait_poll", "_exec_command"})
+# transaction commands it sends itself (BEGIN, COMMIT, SAVEPOINT, RELEASE), and the pipeline's send/receive loop.
+_BLOCKING = frozenset(
+    {"wait", "wait_c", "wait_conn", "wait_select", "wait_epoll", "wait_poll", "_exec_command", "_communicate_gen"}
+)
 
 CATEGORIES = (
     ("waiting for PostgreSQL (round trips and server work)", ("<wait>",)),
-    ("psycopg / psycopg_pool (adapting parameters, rows, pool)", ("psycopg",)),
+    ("psycopg client work (building and sending queries, adapting values, reading rows, pool)", ("psycopg",)),
     ("logging (structlog, stdlib logging, redaction, JSON rendering)", ("structlog", "logging", "observability")),
     ("tracing (opentelemetry no-op spans)", ("opentelemetry",)),
     ("pydantic (contracts, serialisation)", ("pydantic",)),
@@ -100,17 +102,11 @@ def _profiled(work: Any) -> tuple[Any, dict[str, Any]]:
 
 
 def relay(out: Path) -> int:
-    """`pin relay --once`'s drain, profiled."""
-    from pin.bootstrap import _build_relay
+    """`pin relay --once` (pin.bootstrap.run_relay: start-up, leases, drain, close), profiled."""
+    from pin.bootstrap import run_relay
 
-    context = start_role("relay", metrics=False)
-    settings = context.settings
-    pool = create_pool(settings.require_database_url(), min_size=1, max_size=4, name="relay")
-    try:
-        relay = _build_relay(settings, pool)
-        totals, summary = _profiled(relay.drain)
-    finally:
-        pool.close()
+    totals, summary = _profiled(lambda: run_relay(once=True))
+    assert totals is not None
     summary["items"] = totals["published"]
     summary["items_per_second_under_profiler"] = round(totals["published"] / summary["wall_seconds"], 1)
     out.write_text(json.dumps(summary, indent=2))

@@ -6,7 +6,7 @@ transaction; ``pin relay`` starts blocked behind a bench lock on outbox.message,
 when the table is empty (polled every 0.1 s).
 
 Latency: ``pin relay`` runs idle; the bench inserts one outbox row per transaction at a steady rate through
-:func:`pin.outbox.writer.outbox_insert` (the writer every use case uses) from two threads. A bench-only trigger
+:func:`pin.outbox.writer.outbox_insert` (the writer every use case uses) from four threads. A bench-only trigger
 (AFTER DELETE, in the bench database only) records when the relay deleted each row, which it does right after
 the broker acknowledged it; latency = that time minus the row's ``created_at`` (set at insert, just before the
 commit), both on the database clock. This is the definition of ``pin_outbox_publish_latency_seconds``.
