@@ -127,6 +127,13 @@ def item_script(cap: Capture, item_tag: str) -> Script:
     )
     if instance is not None:
         known[str(instance)] = "client_id"  # one jobs.cycle row per instance, as one per worker process
+    # The claim's cursor (the previous item's place in the index, reset at each cycle): in pgbench the previous
+    # transaction's claim result, which \gset left in c_pending_expires_at and c_id.
+    cursor: dict[str, str] = {}
+    if isinstance(claim.params, dict) and claim.params.get("after_id") is not None:
+        known[str(claim.params["after_at"])] = "c_pending_expires_at"
+        known[str(claim.params["after_id"])] = "c_id"
+        cursor = {"c_pending_expires_at": "-infinity", "c_id": "00000000-0000-0000-0000-000000000000"}
     rng = random.Random(9)
     attempted = "{" + ",".join(str(uuid.UUID(int=rng.getrandbits(128))) for _ in range(100)) + "}"
     binder = trace.Binder(known=known, as_of=as_of)
@@ -138,12 +145,16 @@ def item_script(cap: Capture, item_tag: str) -> Script:
         if _is_claim(s):
             lines.append("@HELPER@")
     lines += ["\\set cycle random(1, 200)", "\\if :cycle = 1"]
+    if cursor:  # a new cycle starts from the head of the index
+        lines.append(
+            f"SELECT '{cursor['c_pending_expires_at']}' AS pending_expires_at, '{cursor['c_id']}' AS id \\gset c_"
+        )
     lines += [trace.pgbench_command(s, binder) for s in cycle]
     lines.append("\\endif")
     fresh = ", ".join(f"gen_random_uuid() AS m{k}" for k in range(len(binder.fresh_uuids)))
     helper = f"SELECT md5('r1' || :c_id)::uuid AS r1, md5('r2' || :c_id)::uuid AS r2, {fresh} \\gset h_"
     text = "\n".join(helper if line == "@HELPER@" else line for line in lines) + "\n"
-    constants = dict(binder.constants)
+    constants = dict(binder.constants) | cursor
     # later than every seeded deadline, whenever the baseline runs (all its items are due, like the drain's)
     constants["as_of"] = (as_of + timedelta(days=1)).isoformat()
     return Script(text, constants, [s.text for s in segment], [s.text for s in cycle])

@@ -158,6 +158,8 @@ class Binder:
         if isinstance(value, datetime):
             if self.as_of is not None and value == self.as_of:
                 return ":as_of::timestamptz"
+            if str(value) in self.known:
+                return f":{self.known[str(value)]}::timestamptz"
             return f":{self.constant(value.isoformat())}::timestamptz"
         if isinstance(value, timedelta):
             return f":{self.constant(f'{value.total_seconds()} seconds')}::interval"
