@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -135,3 +136,9 @@ def first_seqs_by_key(records: Sequence[Record]) -> dict[str, list[int]]:
 def duplicates(records: Sequence[Record]) -> int:
     """How many records repeat a message-id already seen."""
     return len(records) - len({r.headers["message-id"] for r in records})
+
+
+def drop_producer(relay: OutboxRelay) -> None:
+    """Close the relay's producer (a connected client makes the embedded broker's stop take 5 s)."""
+    relay._producer = None  # type: ignore[assignment]
+    gc.collect()

@@ -6,18 +6,16 @@ import json
 from collections.abc import Callable
 
 import pytest
-from psycopg_pool import ConnectionPool
 
 from pin.db import connect
 from pin.embedded.kafka import EmbeddedKafka
+from pin.outbox.relay import OutboxRelay
 from pin.settings import Settings
-from pin.unit_of_work import Conn
 from tests.outbox.support import (
     TOPIC,
     broker_settings,
     event_row,
     insert_rows,
-    make_relay,
     outbox_count,
     scalar,
 )
@@ -34,7 +32,7 @@ def _cli(spawn_role: Callable[..., RoleProcess], *args: str) -> tuple[int, list[
 
 
 def test_replaying_a_dead_letter_puts_it_back_at_the_head_of_its_key(
-    pool: ConnectionPool[Conn],
+    new_relay: Callable[..., OutboxRelay],
     database_url: str,
     kafka: EmbeddedKafka,
     make_settings: Callable[..., Settings],
@@ -52,7 +50,7 @@ def test_replaying_a_dead_letter_puts_it_back_at_the_head_of_its_key(
             [first.message_id],
         )
         conn.commit()
-    relay = make_relay(pool, settings)
+    relay = new_relay(settings)
     relay.heartbeat()
     assert relay.run_once().read == 0  # the second row waits behind the dead letter
 
@@ -76,7 +74,7 @@ def test_replaying_a_dead_letter_puts_it_back_at_the_head_of_its_key(
 
 
 def test_discarding_a_dead_letter_lets_its_key_flow_again(
-    pool: ConnectionPool[Conn],
+    new_relay: Callable[..., OutboxRelay],
     database_url: str,
     kafka: EmbeddedKafka,
     make_settings: Callable[..., Settings],
@@ -84,7 +82,7 @@ def test_discarding_a_dead_letter_lets_its_key_flow_again(
 ) -> None:
     settings = broker_settings(make_settings, kafka.bootstrap_servers)
     poison, after = insert_rows(database_url, [event_row("k", 1, blob="x" * 1_200_000), event_row("k", 2)])
-    relay = make_relay(pool, settings)
+    relay = new_relay(settings)
     relay.heartbeat()
     assert relay.run_once().dead_lettered == 1
     assert relay.run_once().read == 0

@@ -17,6 +17,7 @@ from pin.unit_of_work import Conn
 from tests.outbox.support import (
     TOPIC,
     broker_settings,
+    drop_producer,
     event_row,
     first_seqs_by_key,
     insert_rows,
@@ -45,6 +46,7 @@ def running_relay(
     stop.set()
     thread.join(30)
     assert not thread.is_alive()
+    drop_producer(relay)
 
 
 def test_a_paused_broker_keeps_rows_in_the_outbox_and_they_drain_when_it_returns(

@@ -7,13 +7,11 @@ from collections.abc import Callable
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
-from psycopg_pool import ConnectionPool
 
 from pin.embedded.kafka import EmbeddedKafka
 from pin.outbox import metrics
-from pin.outbox.relay import RelayFaults
+from pin.outbox.relay import OutboxRelay, RelayFaults
 from pin.settings import Settings
-from pin.unit_of_work import Conn
 from tests.outbox.support import (
     RELAY_TEST_ENV,
     TOPIC,
@@ -21,7 +19,6 @@ from tests.outbox.support import (
     event_row,
     first_seqs_by_key,
     insert_rows,
-    make_relay,
     outbox_count,
     scalar,
     wait_for,
@@ -33,11 +30,14 @@ pytestmark = pytest.mark.integration
 
 
 def test_publishes_key_value_and_headers_then_deletes_the_row(
-    pool: ConnectionPool[Conn], database_url: str, kafka: EmbeddedKafka, make_settings: Callable[..., Settings]
+    new_relay: Callable[..., OutboxRelay],
+    database_url: str,
+    kafka: EmbeddedKafka,
+    make_settings: Callable[..., Settings],
 ) -> None:
     settings = broker_settings(make_settings, kafka.bootstrap_servers)
     [row] = insert_rows(database_url, [event_row("thing-1", 1)])
-    relay = make_relay(pool, settings)
+    relay = new_relay(settings)
     assert len(relay.heartbeat()) == 64  # alone: every vpart
     published_before = metrics.PUBLISHED.labels(topic=TOPIC)._value.get()
 
@@ -60,7 +60,10 @@ def test_publishes_key_value_and_headers_then_deletes_the_row(
 
 
 def test_a_permanently_failing_row_is_dead_lettered_and_holds_back_its_key_only(
-    pool: ConnectionPool[Conn], database_url: str, kafka: EmbeddedKafka, make_settings: Callable[..., Settings]
+    new_relay: Callable[..., OutboxRelay],
+    database_url: str,
+    kafka: EmbeddedKafka,
+    make_settings: Callable[..., Settings],
 ) -> None:
     settings = broker_settings(make_settings, kafka.bootstrap_servers)
     too_large, held, other = insert_rows(
@@ -71,7 +74,7 @@ def test_a_permanently_failing_row_is_dead_lettered_and_holds_back_its_key_only(
             event_row("healthy", 1),
         ],
     )
-    relay = make_relay(pool, settings)
+    relay = new_relay(settings)
     relay.heartbeat()
     dead_before = metrics.DEAD_LETTERED.labels(topic=TOPIC)._value.get()
 
@@ -95,14 +98,17 @@ def test_a_permanently_failing_row_is_dead_lettered_and_holds_back_its_key_only(
 
 
 def test_a_later_row_never_overtakes_an_earlier_one_waiting_for_a_retry(
-    pool: ConnectionPool[Conn], database_url: str, kafka: EmbeddedKafka, make_settings: Callable[..., Settings]
+    new_relay: Callable[..., OutboxRelay],
+    database_url: str,
+    kafka: EmbeddedKafka,
+    make_settings: Callable[..., Settings],
 ) -> None:
     settings = broker_settings(make_settings, kafka.bootstrap_servers)
     first, second, other = insert_rows(
         database_url, [event_row("retried", 1), event_row("retried", 2), event_row("bystander", 1)]
     )
     faults = RelayFaults(fail_once={first.message_id})
-    relay = make_relay(pool, settings, faults=faults, backoff_base_seconds=0.5)
+    relay = new_relay(settings, faults=faults, backoff_base_seconds=0.5)
     relay.heartbeat()
 
     failed = relay.run_once()
@@ -183,11 +189,14 @@ def test_a_committed_row_reaches_the_broker_within_a_fraction_of_a_second(
 
 
 def test_a_relay_not_allowed_to_create_topics_still_publishes_to_existing_ones(
-    pool: ConnectionPool[Conn], database_url: str, kafka: EmbeddedKafka, make_settings: Callable[..., Settings]
+    new_relay: Callable[..., OutboxRelay],
+    database_url: str,
+    kafka: EmbeddedKafka,
+    make_settings: Callable[..., Settings],
 ) -> None:
     settings = broker_settings(make_settings, kafka.bootstrap_servers)
     [row] = insert_rows(database_url, [event_row("fine", 1)])
-    relay = make_relay(pool, settings)
+    relay = new_relay(settings)
     refusals: list[str] = []
 
     def refuse(topic: str) -> None:
