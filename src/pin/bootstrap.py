@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import psycopg
 import structlog
 from psycopg_pool import ConnectionPool
 
 from pin.db import create_pool
-from pin.roles import start_role
+from pin.roles import start_role, wait_until_reachable
 from pin.settings import Settings
 from pin.unit_of_work import Conn
 
@@ -138,7 +139,14 @@ def run_consumer(group: str) -> None:
     context = start_role(f"consume-{group}")
     settings = context.settings
     settings.require_kafka()
-    ensure_topics(settings, [*routes, dead_letter_topic(group)], timeout=10.0)
+    database_url = settings.require_database_url()
+    topics = [*routes, dead_letter_topic(group)]
+    if not wait_until_reachable("broker", lambda: ensure_topics(settings, topics, timeout=10.0), context.stop):
+        return
+    if not wait_until_reachable(
+        "database", lambda: psycopg.connect(database_url, connect_timeout=5).close(), context.stop
+    ):
+        return
     options: dict[str, object] = {}
     if os.environ.get("PIN_CONSUMER_TEST_FAULT") == "hang-after-effect":
         # Test only: freeze after the first effect committed and before its offset commit, for a kill -9.
@@ -149,7 +157,7 @@ def run_consumer(group: str) -> None:
                 time.sleep(1)
 
         options["after_effect"] = hang
-    pool = create_pool(settings.require_database_url(), min_size=1, max_size=2, name=f"consume-{group}")
+    pool = create_pool(database_url, min_size=1, max_size=2, name=f"consume-{group}")
     try:
         build_runtime(group, settings, pool, **options).run(context.stop)
     finally:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
+
+import structlog
 
 from pin.observability.logging import configure_logging
 from pin.observability.metrics import serve_metrics
@@ -38,3 +41,25 @@ def start_role(role: str, *, metrics: bool = True) -> RoleContext:
     signal.signal(signal.SIGTERM, _request_stop)
     signal.signal(signal.SIGINT, _request_stop)
     return RoleContext(settings=settings, stop=stop)
+
+
+def wait_until_reachable(
+    what: str, attempt: Callable[[], object], stop: threading.Event, *, max_delay: float = 5.0
+) -> bool:
+    """Call ``attempt`` until it succeeds (True) or ``stop`` is set (False), with a capped backoff.
+
+    A role started while the database or the broker is down waits here, saying so in its log, and starts
+    working as soon as the dependency answers, instead of exiting with a stack trace.
+    """
+    log = structlog.get_logger(__name__)
+    delay = 0.5
+    while not stop.is_set():
+        try:
+            attempt()
+        except Exception as exc:  # noqa: BLE001 - any failure to reach the dependency is retried
+            log.warning(f"{what} unreachable; waiting", error=str(exc).strip()[:300], retry_in_seconds=delay)
+            stop.wait(delay)
+            delay = min(max_delay, delay * 2)
+            continue
+        return True
+    return False

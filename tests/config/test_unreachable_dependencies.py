@@ -246,12 +246,6 @@ def test_a_relay_started_while_the_broker_is_down_waits_and_then_publishes(tmp_p
     assert not problems, "\n".join(problems) + f"\nlogs in {tmp_path}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DEFECT (reported): `pin consume <group>` exits 1 with a stack trace when the broker is unreachable at "
-    "start: bootstrap.run_consumer calls ensure_topics(timeout=10) once and its KafkaException(_TIMED_OUT) is not "
-    "retried. The soak saw it too (consumers exiting 1 while the broker was paused). Remove this mark once fixed.",
-)
 def test_a_consumer_started_while_the_broker_is_down_waits_and_then_consumes(tmp_path: Path, database_url: str) -> None:
     """`pin consume catalog` against a port with no broker: alive; once a broker listens there, it consumes."""
     role, broker, bootstrap, problems = _start_against_a_missing_broker(tmp_path, database_url, ["consume", "catalog"])
