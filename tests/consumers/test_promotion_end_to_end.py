@@ -18,6 +18,7 @@ from pin.api.app import create_app
 from pin.api.auth import mint_token
 from pin.bootstrap import _build_relay
 from pin.messaging.kafka import ensure_topics
+from pin.outbox.relay import RelayConfig, RelayFaults
 from pin.promotion.domain import Target, TargetKind
 from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
 from tests.conftest import JWT_SECRET
@@ -44,7 +45,7 @@ def test_AC1_AC8_an_expired_purchase_loses_its_boost_after_the_consumers_handle_
 
     def relay_once() -> None:
         # `pin relay --once` in process (the same composition as the command, without its process start-up)
-        totals = _build_relay(settings, pool).drain()
+        totals = _build_relay(settings, pool, RelayConfig(), RelayFaults()).drain()
         assert totals["published"] == 1, totals
 
     with (
