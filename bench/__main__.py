@@ -310,6 +310,12 @@ def main(argv: list[str] | None = None) -> int:
             old.unlink()
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    # the capture runs the workers in this process: keep their INFO lines out of the bench's own output
+    import logging
+
+    import structlog
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     env = make_env()
     run = Run(env, mode, out)
     failures = 0
