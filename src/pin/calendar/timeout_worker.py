@@ -368,6 +368,9 @@ class AppointmentTimeoutJob:
                 raise InfrastructureError(bookkeeping.describe_error(exc)) from exc
             tally.skipped.update(claim.passed_over)
             if claim.appointment_id is None:
+                # End the read-only transaction with COMMIT: psycopg answers a ROLLBACK with DEALLOCATE ALL, and
+                # a cycle that ends with an empty claim would re-plan every statement of the next one.
+                uow.conn.commit()
                 return False
             appointment_id = claim.appointment_id
             tally.attempted.append(appointment_id)

@@ -77,6 +77,8 @@ class JobRunner:
         self._job = job
         self._config = config
         self._stop = stop
+        # when the last cycle began (monotonic): an item that fell due after it was invisible to that cycle
+        self._cycle_started = time.monotonic()
 
     def run(self) -> None:
         """Loop until stopped; a failing cycle is logged and retried by a later cycle."""
@@ -87,6 +89,7 @@ class JobRunner:
         next_tick = time.monotonic()
         while not self._stop.is_set():
             liveness.beat()
+            self._cycle_started = time.monotonic()
             try:
                 result = self._job.run_once()
             except Exception:
@@ -124,8 +127,11 @@ class JobRunner:
             liveness.beat()
             until_due = self._until_due()
             if until_due is not None and until_due <= 0:
-                # Due now yet not taken by the last cycle: another instance (or an in-flight cancel) holds it.
-                # Look again after one poll interval rather than spinning on it.
+                if -until_due < time.monotonic() - self._cycle_started:
+                    # It fell due after the last cycle read AsOf: that cycle could not see it. Go now.
+                    return
+                # Due before the last cycle began yet not taken: another instance (or an in-flight
+                # operation) holds it. Look again after one poll interval rather than spinning on it.
                 self._stop.wait(max(config.min_sleep_seconds, horizon))
                 return
             if until_due is not None and until_due + config.deadline_slack_seconds <= horizon:
