@@ -25,7 +25,8 @@ def run_api(*, host: str, port: int) -> None:
     from pin.api.app import create_app
 
     context = start_role("api", metrics=False)
-    pool = create_pool(context.settings.require_database_url(), max_size=20, name="api")
+    # a request waits at most 5 s for a connection: with the database down it answers 503 promptly
+    pool = create_pool(context.settings.require_database_url(), max_size=20, name="api", timeout=5.0)
     try:
         app = create_app(context.settings, pool)
         config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False)

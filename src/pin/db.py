@@ -16,7 +16,7 @@ def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[dict[st
 
 
 def create_pool(
-    url: str, *, min_size: int = 1, max_size: int = 10, name: str = "pin"
+    url: str, *, min_size: int = 1, max_size: int = 10, name: str = "pin", timeout: float = 30.0
 ) -> ConnectionPool[psycopg.Connection[dict[str, object]]]:
     """A connection pool whose connections yield dict rows and are checked before use."""
     return ConnectionPool(
@@ -24,6 +24,7 @@ def create_pool(
         min_size=min_size,
         max_size=max_size,
         name=name,
+        timeout=timeout,  # seconds a caller waits for a connection before PoolTimeout
         open=True,
         check=ConnectionPool.check_connection,
         kwargs={"row_factory": dict_row},

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request, Response, status
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, field_validator
 from pydantic.alias_generators import to_camel
 
 from pin.api.auth import Principal, Role, require_roles
@@ -50,7 +50,7 @@ class CreateSlotBody(_Body):
     kind: Kind
     # the domain refuses a negative value with its own code; the bound keeps it in a database integer
     min_lead_time_minutes: int = Field(default=0, le=1_000_000)
-    auto_confirm: bool = False
+    auto_confirm: StrictBool = False  # true or false only: 0/1 and "yes" are refused
 
     @field_validator("start_at", "end_at")
     @classmethod

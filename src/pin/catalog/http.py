@@ -6,7 +6,7 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from pin.api.auth import Principal, Role, current_principal, require_roles
 from pin.api.deps import IfMatch, Pool, etag
@@ -23,7 +23,7 @@ class CardBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     project_id: uuid.UUID | None = Field(default=None, alias="projectId")
-    published: bool
+    published: StrictBool  # true or false only: 0/1 and "yes" are refused
 
 
 @router.put("/cards/{kind}/{card_id}")

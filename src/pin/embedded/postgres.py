@@ -86,7 +86,10 @@ class EmbeddedPostgres:
     def _pg_ctl_start(self, user: str | None) -> None:
         options = (
             f"-h {self.host} -p {self.port} -k {self.data_dir} "
-            "-c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+            # fsync off: a development server need not survive the machine losing power, and only that loses
+            # OS-cached writes. synchronous_commit stays on: a crash of PostgreSQL itself must not lose a
+            # commit it acknowledged (the soak's checker caught that when it was off).
+            "-c max_connections=300 -c fsync=off -c full_page_writes=off"
         )
         self._run("pg_ctl", ["-w", "-t", "60", "-o", options, "-l", str(self.data_dir / "server.log"), "start"], user)
 

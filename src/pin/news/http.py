@@ -6,7 +6,7 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, StrictBool
 
 from pin.api.auth import Principal, Role, current_principal, require_roles
 from pin.api.deps import IfMatch, Pool, etag
@@ -21,7 +21,7 @@ class PostBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    published: bool
+    published: StrictBool  # true or false only: 0/1 and "yes" are refused
 
 
 @router.put("/posts/{post_id}")
