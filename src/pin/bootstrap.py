@@ -3,6 +3,8 @@ at import time anywhere else."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import psycopg
@@ -15,6 +17,7 @@ from pin.settings import Settings
 from pin.unit_of_work import Conn
 
 if TYPE_CHECKING:
+    from pin.jobs.runner import PollingJob
     from pin.outbox.relay import OutboxRelay, RelayConfig, RelayFaults
 
 
@@ -87,41 +90,49 @@ def run_relay(*, once: bool) -> dict[str, int] | None:
 
 def run_expire_promotions(*, once: bool) -> dict[str, int] | None:
     """`pin worker expire-promotions`: expire due purchases until SIGTERM/SIGINT, or (``once``) one cycle."""
-    from pin.jobs.runner import JobRunner, RunnerConfig
     from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
 
-    context = start_role("expire-promotions", metrics=not once)
-    settings = context.settings
-    pool = create_pool(settings.require_database_url(), min_size=1, max_size=2, name="expire-promotions")
-    try:
+    def build(pool: ConnectionPool[Conn], settings: Settings, stop: threading.Event) -> PollingJob:
+        del stop  # a promotions batch is one transaction: it is finished or rolled back as a whole
         interval = settings.expire_promotions_interval_seconds
         config = ExpirePromotionsConfig(batch_size=settings.expire_promotions_batch_size, poison_retry_seconds=interval)
-        job = ExpirePromotionsJob(pool, config)
-        if once:
-            return dict(job.run_once().as_dict())
-        JobRunner(job, RunnerConfig(interval_seconds=interval), context.stop).run()
-        return None
-    finally:
-        pool.close()
+        return ExpirePromotionsJob(pool, config)
+
+    return _run_polling_job("expire-promotions", build, lambda s: s.expire_promotions_interval_seconds, once=once)
 
 
 def run_appointment_timeout(*, once: bool) -> dict[str, int] | None:
     """`pin worker appointment-timeout`: expire due Pending appointments until SIGTERM/SIGINT, or one cycle."""
     from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
-    from pin.jobs.runner import JobRunner, RunnerConfig
 
-    context = start_role("appointment-timeout", metrics=not once)
-    settings = context.settings
-    pool = create_pool(settings.require_database_url(), min_size=1, max_size=2, name="appointment-timeout")
-    try:
+    def build(pool: ConnectionPool[Conn], settings: Settings, stop: threading.Event) -> PollingJob:
         interval = settings.appointment_timeout_interval_seconds
         config = AppointmentTimeoutConfig(
             batch_size=settings.appointment_timeout_batch_size, poison_retry_seconds=interval
         )
-        job = AppointmentTimeoutJob(pool, config, stop=context.stop)
+        return AppointmentTimeoutJob(pool, config, stop=stop)  # checks the stop between items
+
+    return _run_polling_job("appointment-timeout", build, lambda s: s.appointment_timeout_interval_seconds, once=once)
+
+
+def _run_polling_job(
+    role: str,
+    build: Callable[[ConnectionPool[Conn], Settings, threading.Event], PollingJob],
+    interval_of: Callable[[Settings], float],
+    *,
+    once: bool,
+) -> dict[str, int] | None:
+    """One polling-job instance: its pool, then one cycle (``once``) or the runner until SIGTERM/SIGINT."""
+    from pin.jobs.runner import JobRunner, RunnerConfig
+
+    context = start_role(role, metrics=not once)
+    settings = context.settings
+    pool = create_pool(settings.require_database_url(), min_size=1, max_size=2, name=role)
+    try:
+        job = build(pool, settings, context.stop)
         if once:
             return dict(job.run_once().as_dict())
-        JobRunner(job, RunnerConfig(interval_seconds=interval), context.stop).run()
+        JobRunner(job, RunnerConfig(interval_seconds=interval_of(settings)), context.stop).run()
         return None
     finally:
         pool.close()
