@@ -67,7 +67,7 @@ def _build_relay(
 
 def run_relay(*, once: bool) -> dict[str, int] | None:
     """`pin relay`: publish the outbox until SIGTERM/SIGINT, or (``once``) what is there now, then stop."""
-    from pin.outbox.relay import RelayConfig, RelayFaults, wait_for_database
+    from pin.outbox.relay import RelayConfig, RelayFaults
 
     context = start_role("relay", metrics=not once)
     settings = context.settings
@@ -75,7 +75,7 @@ def run_relay(*, once: bool) -> dict[str, int] | None:
     # every PIN_RELAY_* value is checked before anything connects (a bad one exits 2 with one line)
     config = RelayConfig.from_environ()
     faults = RelayFaults.from_environ()
-    if not wait_for_database(settings.require_database_url(), context.stop):
+    if not wait_until_reachable("database", _database_answers(settings.require_database_url()), context.stop):
         return None
     pool = create_pool(settings.require_database_url(), min_size=1, max_size=4, name="relay")
     try:
@@ -174,3 +174,12 @@ def run_consumer(group: str) -> None:
         build_runtime(group, settings, pool, **options).run(context.stop)
     finally:
         pool.close()
+
+
+def _database_answers(database_url: str) -> Callable[[], None]:
+    """An attempt for :func:`wait_until_reachable`: open and close one connection to the database."""
+
+    def attempt() -> None:
+        psycopg.connect(database_url, connect_timeout=5).close()
+
+    return attempt

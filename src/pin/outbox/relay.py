@@ -368,25 +368,6 @@ SELECT EXTRACT(EPOCH FROM now() - created_at)::float8 AS age FROM outbox.message
 _GAUGE_DEAD_LETTERS = "SELECT count(*) AS rows FROM (SELECT 1 FROM outbox.dead_letter LIMIT %(cap)s) s"
 
 
-def wait_for_database(database_url: str, stop: threading.Event, max_delay: float = 5.0) -> bool:
-    """Block until the database accepts a connection (True) or ``stop`` is set (False).
-
-    A relay started while PostgreSQL is down waits here with a capped backoff instead of leaning on the
-    pool's own reconnect backoff, which doubles without a cap (1, 2, 4 ... 64 s) and could start it late.
-    """
-    delay = 0.5
-    while not stop.is_set():
-        try:
-            psycopg.connect(database_url, connect_timeout=5).close()
-        except psycopg.Error as exc:
-            log.warning("database unreachable; relay waiting", error=str(exc).strip(), retry_in_seconds=delay)
-            stop.wait(delay)
-            delay = min(max_delay, delay * 2)
-            continue
-        return True
-    return False
-
-
 # --- the relay -------------------------------------------------------------------------------------------
 
 
