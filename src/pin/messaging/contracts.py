@@ -12,8 +12,6 @@ from typing import Annotated, Any, ClassVar
 from pydantic import AliasGenerator, AwareDatetime, BaseModel, ConfigDict, PlainSerializer
 from pydantic.alias_generators import to_pascal
 
-ENVELOPE_FIELDS = ("MessageId", "ContractVersion", "OccurredAt")
-
 
 def utc_iso(value: datetime) -> str:
     """ISO 8601 in UTC with a Z suffix: how every time in every contract is written."""
