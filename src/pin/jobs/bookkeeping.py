@@ -55,13 +55,14 @@ def item_failure_record(conn: Conn, job: str, item_id: uuid.UUID, error: BaseExc
     """Record one more failure of an item (database clock) and push its next attempt back; returns the attempts."""
     row = conn.execute(
         """
-        INSERT INTO jobs.item_failure AS f (job, item_id, attempts, last_error, next_attempt_at)
-        VALUES (%(job)s, %(item_id)s, 1, %(error)s, clock_timestamp() + %(first)s)
+        INSERT INTO jobs.item_failure AS f (job, item_id, attempts, last_error, last_failed_at, next_attempt_at)
+        VALUES (%(job)s, %(item_id)s, 1, %(error)s, statement_timestamp(), statement_timestamp() + %(first)s)
         ON CONFLICT (job, item_id) DO UPDATE
            SET attempts = f.attempts + 1,
                last_error = excluded.last_error,
-               last_failed_at = clock_timestamp(),
-               next_attempt_at = clock_timestamp()
+               -- one instant for both (clock_timestamp() twice differs by microseconds): delay is exact
+               last_failed_at = statement_timestamp(),
+               next_attempt_at = statement_timestamp()
                    + least(%(cap)s, %(first)s * power(2, least(f.attempts, 30)))
         RETURNING attempts
         """,
