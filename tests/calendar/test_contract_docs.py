@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from psycopg_pool import ConnectionPool
@@ -20,64 +19,15 @@ from pin.db import database_now
 from pin.outbox.writer import MessageContext
 from pin.unit_of_work import Conn, UnitOfWork
 from tests.calendar.conftest import outbox
+from tests.support.json_schema import errors as _errors
+from tests.support.json_schema import kafka_headers
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "contracts"
 
 
-_TYPES = {
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "null": lambda v: v is None,
-    "object": lambda v: isinstance(v, dict),
-    "boolean": lambda v: isinstance(v, bool),
-}
-
-
-def _errors(schema: dict[str, Any], value: Any, path: str = "$") -> list[str]:
-    """A small JSON Schema check covering the keywords the documents use (no third-party validator needed)."""
-    if "anyOf" in schema:
-        matches = any(not _errors(option, value, path) for option in schema["anyOf"])
-        return [] if matches else [f"{path}: matches no option of anyOf"]
-    problems = _scalar_errors(schema, value, path)
-    if problems or schema.get("type") != "object":
-        return problems
-    problems = [f"{path}: missing {name}" for name in schema.get("required", []) if name not in value]
-    if schema.get("additionalProperties") is False:
-        problems += [f"{path}: unexpected {name}" for name in value if name not in schema["properties"]]
-    for name, sub in schema.get("properties", {}).items():
-        if name in value:
-            problems += _errors(sub, value[name], f"{path}.{name}")
-    return problems
-
-
-def _scalar_errors(schema: dict[str, Any], value: Any, path: str) -> list[str]:
-    problems = []
-    if "const" in schema and value != schema["const"]:
-        problems.append(f"{path}: {value!r} != const {schema['const']!r}")
-    kind = schema.get("type")
-    if kind is not None and not _TYPES[kind](value):
-        return [*problems, f"{path}: {value!r} is not of type {kind}"]
-    if "enum" in schema and value not in schema["enum"]:
-        problems.append(f"{path}: {value!r} not in {schema['enum']}")
-    if not _format_ok(schema.get("format"), value):
-        problems.append(f"{path}: {value!r} is not a {schema['format']}")
-    return problems
-
-
-def _format_ok(fmt: str | None, value: Any) -> bool:
-    try:
-        if fmt == "uuid":
-            return str(uuid.UUID(value)) == value  # canonical, lower case
-        if fmt == "date-time":  # contracts write UTC with a Z
-            return bool(value.endswith("Z") and datetime.fromisoformat(value).utcoffset() == timedelta(0))
-    except ValueError:
-        return False
-    return True
-
-
 @pytest.mark.unit
 def test_committed_documents_are_generated_from_the_models() -> None:
-    expected = contracts.documents()
+    expected = contracts.DOCUMENTS.documents()
     committed = {path.name: path.read_text(encoding="utf-8") for path in DOCS.glob("*calendar*.json")}
     assert committed == expected, "run: python -m pin.calendar.contracts docs/contracts"
 
@@ -160,11 +110,4 @@ def test_every_outbox_row_matches_its_published_schema(pool: ConnectionPool[Conn
         assert _errors(schema, row["payload"]) == [], row["payload"]
         message = messages[row["event_type"]]
         assert _errors(message["payload"], row["payload"]) == []
-        # the Kafka headers the relay sends: the row's own plus the envelope's
-        kafka_headers = {
-            **row["headers"],
-            "message-id": str(row["message_id"]),
-            "contract-version": str(row["contract_version"]),
-            "event-type": row["event_type"],
-        }
-        assert _errors(message["headers"], kafka_headers) == [], kafka_headers
+        assert _errors(message["headers"], kafka_headers(row)) == [], kafka_headers(row)

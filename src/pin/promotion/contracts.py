@@ -3,18 +3,21 @@
 Topic ``pin.promotion.purchase-changed.v1``, key = PurchaseId, ContractVersion 1. Published on every transition
 (activation, cancel, expiry) with the full snapshot of the purchase, so that a consumer (catalog, news,
 notifications) can apply it alone, guarded by Version. No PII: identifiers, times, enums and amounts only.
+``python -m pin.promotion.contracts [DIR]`` writes its JSON Schema and AsyncAPI document into ``docs/contracts``.
 """
 
 from __future__ import annotations
 
+import sys
 import uuid
 from decimal import Decimal
 from typing import Annotated, ClassVar
 
-from pydantic import AliasGenerator, BaseModel, ConfigDict, PlainSerializer
+from pydantic import AliasGenerator, BaseModel, ConfigDict, PlainSerializer, WithJsonSchema
 from pydantic.alias_generators import to_pascal
 
 from pin.messaging import topics
+from pin.messaging.contract_docs import ContractSet
 from pin.messaging.contracts import Contract, UtcDateTime
 from pin.promotion.domain import PaymentStatus, PromotionPurchase, PurchaseStatus, TargetKind
 
@@ -26,7 +29,11 @@ def _amount_text(value: Decimal) -> str:
 
 
 # A decimal amount written as a string with two decimals ("1500.00"): no float rounding on any consumer.
-AmountText = Annotated[Decimal, PlainSerializer(_amount_text, return_type=str, when_used="json")]
+AmountText = Annotated[
+    Decimal,
+    PlainSerializer(_amount_text, return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string", "pattern": r"^-?[0-9]+\.[0-9]{2}$"}),
+]
 
 
 class _Part(BaseModel):
@@ -109,3 +116,12 @@ class PromotionPurchaseChangedKafkaEvent(Contract):
             ),
             version=purchase.version,
         )
+
+
+DOCUMENTS = ContractSet(
+    "promotion", "PIN promotion integration events", (PromotionPurchaseChangedKafkaEvent,), lambda _: "PurchaseId"
+)
+
+
+if __name__ == "__main__":
+    raise SystemExit(DOCUMENTS.main(sys.argv[1:]))
