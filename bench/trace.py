@@ -128,6 +128,8 @@ class Binder:
     fresh_uuids: list[str] = field(default_factory=list)
     fresh_prefix: str = "h_m"
     list_constant: Callable[[list[Any]], str | None] | None = None
+    # whole uuid arrays an earlier \\gset (or the helper) filled as one variable: (values as text) -> variable
+    known_lists: dict[tuple[str, ...], str] = field(default_factory=dict)
 
     def constant(self, text: str) -> str:
         """A -D variable holding ``text`` (one per distinct value)."""
@@ -167,6 +169,12 @@ class Binder:
             return f":{self.constant(json.dumps(value.obj, separators=(',', ':')))}::jsonb"
         if isinstance(value, list | tuple):
             texts = [str(v) for v in value]
+            if tuple(texts) in self.known_lists:
+                return f":{self.known_lists[tuple(texts)]}::uuid[]"
+            typed = _typed_array(value)
+            if typed is not None:  # an array of scalars other than uuids: one constant of its own type
+                literal, cast = typed
+                return f":{self.constant(literal)}::{cast}"
             if texts and all(t in self.known for t in texts):
                 return "ARRAY[" + ", ".join(f":{self.known[t]}::uuid" for t in texts) + "]::uuid[]"
             if self.list_constant is not None:
@@ -175,6 +183,28 @@ class Binder:
                     return replaced
             return f":{self.constant('{' + ','.join(texts) + '}')}::uuid[]"
         raise TypeError(f"bench: no pgbench binding for a parameter of type {type(value).__name__}")
+
+
+_ARRAY_TYPES: tuple[tuple[type, str], ...] = (
+    (bool, "boolean[]"),
+    (int, "integer[]"),
+    (Decimal, "numeric[]"),
+    (float, "double precision[]"),
+    (datetime, "timestamptz[]"),
+    (str, "text[]"),
+)
+
+
+def _typed_array(values: Sequence[Any]) -> tuple[str, str] | None:
+    """A non-empty array of one scalar type other than uuid: its PostgreSQL literal and array type."""
+    if not values:
+        return None
+    for kind, cast in _ARRAY_TYPES:
+        if all(isinstance(v, kind) and (kind is bool or not isinstance(v, bool)) for v in values):
+            texts = [v.isoformat() if isinstance(v, datetime) else str(v) for v in values]
+            quoted = ['"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"' for t in texts]
+            return "{" + ",".join(quoted) + "}", cast
+    return None
 
 
 def bind_sql(statement_sql: str, params: Any, binder: Binder) -> str:
