@@ -1,16 +1,23 @@
 """The consumer runtime every consumer group runs on (SPEC section 7; seed 003, «Доставка, retry/DLQ»).
 
 One process of a group is one :class:`ConsumerRuntime`: a confluent-kafka (librdkafka) consumer of the classic
-group protocol that handles its messages one at a time, in partition order.
+group protocol that handles its messages in partition order, a batch at a time: what one poll returns (up to
+``batch_size`` messages), each partition's messages in one transaction.
 
 Guarantees, and how they are kept:
 
-- **At least once, effect before offset.** Auto-commit is off; a message's offset is committed (synchronously,
-  for that partition only) after the transaction with its effect committed in PostgreSQL. A crash between the
-  two redelivers the message.
-- **Exactly one effect.** The transaction of the effect first inserts the message's MessageId into the group's
+- **At least once, effect before offset.** Auto-commit is off; a partition's offset is committed after the
+  transaction with the effects of the messages before it committed in PostgreSQL: asynchronously once per poll
+  (no broker round trip per message), and synchronously when partitions are revoked and when the consumer stops.
+  A crash between the two (or a lost asynchronous commit) redelivers the messages; the inbox skips them.
+- **Exactly one effect.** The transaction of the effect first inserts the messages' MessageIds into the group's
   inbox (``messaging.inbox``); a conflict means the message was handled before: it is skipped and its offset
-  committed (:data:`INBOX_INSERT`).
+  committed (:data:`INBOX_INSERT`, :data:`INBOX_INSERT_MANY`).
+- **Batches, and a poison message in one.** The messages of one partition from one poll are handled in one
+  transaction (the inbox rows, then each new message's effect, in offset order). If anything in it fails (or a
+  message cannot be read), nothing of it is kept and the same messages are handled again one per transaction,
+  exactly as a lone message is: the others' effects commit once, the failing one is retried and dead-lettered
+  on its own, and the offset never passes it before that.
 - **Retry without moving past the offset.** A failed message is kept in hand and its partition is paused; the
   loop goes on polling (so ``max.poll.interval.ms`` is never exceeded) and the other partitions go on. When
   the backoff (exponential, with jitter) is over, the same message is tried again; after success the partition
@@ -28,9 +35,11 @@ Guarantees, and how they are kept:
 - **Dead-lettering**: the original key, value and headers plus provenance headers (:data:`DLT_HEADERS`) go to
   the group's dead-letter topic; only after the broker acknowledged it is the offset committed. If the DLQ
   publish fails the message stays in hand and is tried again later.
-- **Shutdown and rebalance finish the message in hand**: a message is handled completely (effect and offset)
-  between two polls, and rebalance callbacks run inside poll, so a revoke never interrupts one. A message held
-  for a retry is dropped on revoke without a commit: the partition's next owner reads it again.
+- **Shutdown and rebalance finish the batch in hand**: a batch is handled completely (effects committed) between
+  two polls, and rebalance callbacks run inside poll, so a revoke never interrupts one; the revoke callback
+  commits the revoked partitions' offsets synchronously before they move. A message held for a retry (and the
+  messages of its batch behind it) is dropped on revoke without a commit: the partition's next owner reads it
+  again.
 - **Lag** (``pin_consumer_lag``) comes from librdkafka's statistics every ``statistics_interval_ms``: per fetched
   partition, the high watermark minus the consumer's position (:func:`partition_lag`). It is for operators only;
   the embedded broker reports a wrong high watermark, and nothing here depends on it.
@@ -42,11 +51,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
@@ -93,6 +103,14 @@ LAG = Gauge(
 INBOX_INSERT = """
 INSERT INTO messaging.inbox (consumer_group, message_id, topic, "partition", "offset")
 VALUES (%s, %s, %s, %s, %s)
+ON CONFLICT (consumer_group, message_id) DO NOTHING
+RETURNING message_id
+"""
+
+# The same for the messages of one partition from one poll (one transaction): the ids that were not there before.
+INBOX_INSERT_MANY = """
+INSERT INTO messaging.inbox (consumer_group, message_id, topic, "partition", "offset")
+SELECT %s, m.message_id, %s, %s, m."offset" FROM unnest(%s::uuid[], %s::bigint[]) AS m(message_id, "offset")
 ON CONFLICT (consumer_group, message_id) DO NOTHING
 RETURNING message_id
 """
@@ -283,17 +301,28 @@ def backoff_delay(attempt: int, *, base: float, cap: float, rng: Callable[[], fl
 
 @dataclass
 class _Held:
-    """A message kept in hand for a retry while its partition is paused."""
+    """A message kept in hand for a retry while its partition is paused, with the messages of its batch behind it."""
 
     message: Received
     attempts: int
     retry_at: float
+    behind: list[Received] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class _Failure:
     exc: BaseException
     dead_letter: bool
+
+
+@dataclass(frozen=True)
+class _Decoded:
+    """A readable message of a batch: its envelope, the handler's model of its payload, and the route."""
+
+    message: Received
+    envelope: Envelope
+    route: Route[Any]
+    event: Any
 
 
 class ConsumerRuntime:
@@ -311,6 +340,7 @@ class ConsumerRuntime:
         backoff_base: float = 0.5,
         backoff_cap: float = 30.0,
         poll_timeout: float = 0.5,
+        batch_size: int = 200,
         db_timeout: float = 5.0,
         dlq_timeout: float = 15.0,
         inbox_retention_seconds: float = 14 * 86_400,
@@ -320,6 +350,8 @@ class ConsumerRuntime:
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
         self.group = group
         self._routes = dict(routes)
         self._pool = pool
@@ -330,16 +362,23 @@ class ConsumerRuntime:
         self._backoff_base = backoff_base
         self._backoff_cap = backoff_cap
         self._poll_timeout = poll_timeout
+        self._batch_size = batch_size
         self._db_timeout = db_timeout
         self._dlq_timeout = dlq_timeout
         self._inbox_retention = inbox_retention_seconds
         self._prune_interval = inbox_prune_interval
         self._after_effect = after_effect
         self._held: dict[tuple[str, int], _Held] = {}
+        self._paused: set[tuple[str, int]] = set()
         self._assigned: frozenset[tuple[str, int]] = frozenset()
+        self._revoked_in_poll: set[tuple[str, int]] = set()
+        # next offset to commit per partition: `_to_commit` not yet sent, `_unconfirmed` sent asynchronously only
+        self._to_commit: dict[tuple[str, int], int] = {}
+        self._unconfirmed: dict[tuple[str, int], int] = {}
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
         self._log = log.bind(group=group)
+        self._debug = False
         self._next_prune = 0.0
 
     @property
@@ -353,26 +392,24 @@ class ConsumerRuntime:
         return sorted(self._routes)
 
     def run(self, stop: threading.Event) -> None:
-        """Consume until ``stop`` is set; the message in hand is finished first, then the group is left."""
-        consumer = Consumer({**self._consumer_config, "stats_cb": self._on_stats})
+        """Consume until ``stop`` is set; the batch in hand is finished, offsets committed, then the group left."""
+        consumer = Consumer({**self._consumer_config, "stats_cb": self._on_stats, "on_commit": self._on_commit})
         self._consumer = consumer
         self._producer = Producer(self._producer_config)
+        self._debug = logging.getLogger(__name__).isEnabledFor(logging.DEBUG)
         consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
-        self._log.info("consumer started", topics=self.topics)
+        self._log.info("consumer started", topics=self.topics, batch_size=self._batch_size)
         try:
             while not stop.is_set():
                 self._retry_due()
                 self._prune_inbox_if_due()
-                polled = consumer.poll(self._poll_wait())
-                if polled is None:
-                    continue
-                error = polled.error()
-                if error is not None:
-                    self._on_error(error)
-                    continue
-                self._on_message(Received.of(polled))
+                self._on_batch(self._poll())
+                self._commit_async()
         finally:
             self._held.clear()
+            self._paused.clear()
+            with contextlib.suppress(Exception):  # a failed last commit only means a redelivery (deduplicated)
+                self._commit_sync(None)
             consumer.close()  # leaves the group, so the partitions move at once
             self._producer.flush(5)
             self._producer.close()
@@ -388,6 +425,26 @@ class ConsumerRuntime:
         soonest = min(held.retry_at for held in self._held.values())
         return max(0.0, min(self._poll_timeout, soonest - time.monotonic()))
 
+    def _poll(self) -> list[Message]:
+        """One message (waiting up to the poll wait), then whatever else is already fetched, up to the batch size.
+
+        ``consume(n, timeout)`` alone would wait for all n messages or the whole timeout, delaying a lone message.
+        Messages of partitions revoked meanwhile (rebalance callbacks run inside poll and consume) are dropped:
+        their next owner reads them from the committed offset.
+        """
+        consumer = self._consumer_or_fail()
+        self._revoked_in_poll = set()
+        first = consumer.poll(self._poll_wait())
+        if first is None:
+            return []
+        polled = [first]
+        if self._batch_size > 1:
+            polled += consumer.consume(num_messages=self._batch_size - 1, timeout=0)
+        if self._revoked_in_poll:
+            revoked = self._revoked_in_poll
+            polled = [m for m in polled if m.error() is not None or (m.topic(), m.partition()) not in revoked]
+        return polled
+
     def _on_error(self, error: KafkaError) -> None:
         if error.code() == KafkaError._PARTITION_EOF:
             return
@@ -395,38 +452,65 @@ class ConsumerRuntime:
         if error.fatal():
             raise KafkaException(error)
 
-    def _on_message(self, message: Received) -> None:
-        key = message.partition_key
-        held = self._held.get(key)
-        if held is not None:
-            # A paused partition delivers nothing; if a buffered message slips through, put it back for later.
-            self._log.warning("message of a paused partition put back", topic=key[0], partition=key[1])
-            try:
-                self._consumer_or_fail().seek(TopicPartition(key[0], key[1], message.offset))
-            except KafkaException as exc:
-                # cannot put it back: stop here rather than skip it; the next owner reads from the committed offset
-                raise RuntimeError(f"could not seek back {key[0]}[{key[1]}] to {message.offset}") from exc
-            return
-        self._handle(message, attempts=1)
+    def _on_batch(self, polled: list[Message]) -> None:
+        """The messages of one poll, each partition's in offset order."""
+        by_partition: dict[tuple[str, int], list[Received]] = {}
+        for item in polled:
+            error = item.error()
+            if error is not None:
+                self._on_error(error)
+                continue
+            message = Received.of(item)
+            by_partition.setdefault(message.partition_key, []).append(message)
+        for key, messages in by_partition.items():
+            if key in self._held:
+                # A paused partition delivers nothing; if buffered messages slip through, put them back for later.
+                self._log.warning("message of a paused partition put back", topic=key[0], partition=key[1])
+                try:
+                    self._consumer_or_fail().seek(TopicPartition(key[0], key[1], messages[0].offset))
+                except KafkaException as exc:
+                    # cannot put it back: stop here rather than skip it; the next owner reads from the committed offset
+                    raise RuntimeError(f"could not seek back {key[0]}[{key[1]}] to {messages[0].offset}") from exc
+                continue
+            self._process(messages, attempts=1)
 
     def _retry_due(self) -> None:
         now = time.monotonic()
-        for held in list(self._held.values()):
+        for key, held in list(self._held.items()):
             if held.retry_at <= now:
-                self._handle(held.message, attempts=held.attempts + 1)
+                del self._held[key]
+                self._process([held.message, *held.behind], attempts=held.attempts + 1)
+                if key not in self._held and key in self._paused:
+                    self._paused.discard(key)
+                    self._consumer_or_fail().resume([TopicPartition(key[0], key[1])])
 
-    def _handle(self, message: Received, *, attempts: int) -> None:
-        """One attempt at a message; on success or dead-lettering its offset is committed."""
-        topic, partition = message.partition_key
+    def _process(self, messages: list[Received], *, attempts: int) -> None:
+        """Messages of one partition, in order (the first has failed ``attempts - 1`` times before).
+
+        Several fresh messages go in one transaction; when that fails, one per transaction, as a lone message.
+        """
+        if attempts == 1 and len(messages) > 1 and self._apply_batch(messages):
+            return
+        for index, message in enumerate(messages):
+            tries = attempts if index == 0 else 1
+            failure = self._handle(message, attempts=tries)
+            if failure is not None:
+                self._hold(message, tries, failure.exc, behind=messages[index + 1 :])
+                return
+            if index == 0 and attempts > 1 and len(messages) > 2:
+                # the retried message is done; the rest of its batch goes back to batch mode
+                self._process(messages[1:], attempts=1)
+                return
+
+    def _handle(self, message: Received, *, attempts: int) -> _Failure | None:
+        """One attempt at a message on its own; None once it is handled or dead-lettered (its offset to commit)."""
         failure = self._attempt(message, attempts)
         if failure is not None and failure.dead_letter and not self._dead_letter(message, failure.exc, attempts):
             failure = _Failure(failure.exc, dead_letter=False)  # keep it in hand; try the DLQ again later
         if failure is not None and not failure.dead_letter:
-            self._hold(message, attempts, failure.exc)
-            return
-        self._commit(message)
-        if self._held.pop(message.partition_key, None) is not None:
-            self._consumer_or_fail().resume([TopicPartition(topic, partition)])
+            return failure
+        self._done(message)
+        return None
 
     def _attempt(self, message: Received, attempts: int) -> _Failure | None:
         """Handle once; None on success, else the failure and whether it goes to the DLQ now."""
@@ -457,9 +541,7 @@ class ConsumerRuntime:
                 return _Failure(exc, dead_letter=True)
             except Exception as exc:  # noqa: BLE001 - every failure is classified, retried or dead-lettered
                 return self._classify(exc, attempts, topic, attempt_log)
-        for field_name, raw in context.unknown:
-            UNKNOWN_VALUES.labels(self.group, field_name).inc()
-            attempt_log.warning("unknown enum value; neutral path taken", field=field_name, value=raw)
+        self._report_unknown(context, attempt_log)
         if applied:
             PROCESSED.labels(self.group, topic).inc()
             attempt_log.info("message handled", event_type=envelope.event_type, attempts=attempts)
@@ -483,6 +565,127 @@ class ConsumerRuntime:
             route.apply(conn, event, context)
         return True
 
+    def _apply_batch(self, messages: list[Received]) -> bool:
+        """Messages of one partition in one transaction: the inbox rows, then each new message's effect, in order.
+
+        False when any message cannot be read or anything fails: then nothing of the batch was kept.
+        """
+        decoded = self._decode_all(messages)
+        if decoded is None:
+            return False
+        first = messages[0]
+        try:
+            with self._pool.connection(timeout=self._db_timeout) as conn, conn.transaction():
+                new = {
+                    row["message_id"]
+                    for row in conn.execute(
+                        INBOX_INSERT_MANY,
+                        (self.group, first.topic, first.partition,
+                         [d.envelope.message_id for d in decoded], [d.message.offset for d in decoded]),
+                    ).fetchall()
+                }  # fmt: skip
+                applied: list[tuple[_Decoded, HandlingContext]] = []
+                for item in decoded:
+                    message_id = item.envelope.message_id
+                    if message_id not in new:
+                        continue
+                    new.discard(message_id)  # a MessageId twice in one batch: the second is a duplicate
+                    context = HandlingContext(self.group, first.topic, message_id)
+                    with self._span(item.message):
+                        item.route.apply(conn, item.event, context)
+                    applied.append((item, context))
+        except Exception as exc:  # noqa: BLE001 - the batch is handled again one message per transaction
+            self._log.info(
+                "batch failed; handling its messages one by one",
+                topic=first.topic,
+                partition=first.partition,
+                first_offset=first.offset,
+                messages=len(messages),
+                error_type=type(exc).__name__,
+            )
+            return False
+        self._after_batch(decoded, applied)
+        return True
+
+    def _decode_all(self, messages: list[Received]) -> list[_Decoded] | None:
+        """Every message of a batch read and parsed, or None when one cannot be (it goes the one-by-one way)."""
+        decoded: list[_Decoded] = []
+        route = self._routes.get(messages[0].topic)
+        if route is None:
+            return None
+        for message in messages:
+            try:
+                envelope = decode_envelope(message.value, header_map(message.headers))
+                event = route.parse_or_unreadable(envelope.payload)
+            except UnreadableMessageError:
+                return None
+            decoded.append(_Decoded(message, envelope, route, event))
+        return decoded
+
+    @contextlib.contextmanager
+    def _span(self, message: Received) -> Iterator[None]:
+        """The span of one message's handling, a child of the producer's trace context."""
+        context = context_from_headers(header_map(message.headers))
+        with tracer().start_as_current_span(
+            f"{message.topic} process", context=context, kind=SpanKind.CONSUMER
+        ) as span:
+            span.set_attribute("messaging.consumer.group.name", self.group)
+            span.set_attribute("messaging.kafka.offset", message.offset)
+            yield
+
+    def _after_batch(self, decoded: list[_Decoded], applied: list[tuple[_Decoded, HandlingContext]]) -> None:
+        """Metrics and logs of a committed batch, the test hook, and its offset to commit."""
+        first = decoded[0].message
+        topic = first.topic
+        applied_ids = {id(item) for item, _ in applied}
+        for item, context in applied:
+            message_log = None
+            if context.unknown or self._debug:
+                message_log = self._message_log(item)
+            if context.unknown and message_log is not None:
+                self._report_unknown(context, message_log)
+            if self._debug and message_log is not None:
+                message_log.debug("message handled", event_type=item.envelope.event_type, attempts=1)
+        for item in decoded:
+            if item.envelope.contract_version != SUPPORTED_CONTRACT_VERSION:
+                self._message_log(item).warning(
+                    "unknown contract version", contract_version=item.envelope.contract_version
+                )
+            if id(item) not in applied_ids:
+                self._message_log(item).info("duplicate message skipped", event_type=item.envelope.event_type)
+        if applied:
+            PROCESSED.labels(self.group, topic).inc(len(applied))
+        if len(decoded) > len(applied):
+            DUPLICATES.labels(self.group, topic).inc(len(decoded) - len(applied))
+        self._log.info(
+            "messages handled",
+            topic=topic,
+            partition=first.partition,
+            first_offset=first.offset,
+            last_offset=decoded[-1].message.offset,
+            handled=len(applied),
+            duplicates=len(decoded) - len(applied),
+        )
+        if self._after_effect is not None:
+            for item, _ in applied:
+                self._after_effect(item.message)
+        self._done(decoded[-1].message)
+
+    def _message_log(self, item: _Decoded) -> Any:
+        message = item.message
+        return self._log.bind(
+            topic=message.topic,
+            partition=message.partition,
+            offset=message.offset,
+            message_id=str(item.envelope.message_id),
+            correlation_id=item.envelope.correlation_id,
+        )
+
+    def _report_unknown(self, context: HandlingContext, message_log: Any) -> None:
+        for field_name, raw in context.unknown:
+            UNKNOWN_VALUES.labels(self.group, field_name).inc()
+            message_log.warning("unknown enum value; neutral path taken", field=field_name, value=raw)
+
     def _classify(self, exc: Exception, attempts: int, topic: str, attempt_log: Any) -> _Failure:
         unavailable = is_database_unavailable(exc)
         give_up = not unavailable and attempts >= self._max_attempts
@@ -498,22 +701,54 @@ class ConsumerRuntime:
             RETRIES.labels(self.group, topic).inc()
         return _Failure(exc, dead_letter=give_up)
 
-    def _hold(self, message: Received, attempts: int, exc: BaseException) -> None:
+    def _hold(self, message: Received, attempts: int, exc: BaseException, *, behind: list[Received]) -> None:
         key = message.partition_key
         delay = backoff_delay(attempts, base=self._backoff_base, cap=self._backoff_cap)
-        if key not in self._held:
+        if key not in self._paused:
             self._consumer_or_fail().pause([TopicPartition(key[0], key[1])])
-        self._held[key] = _Held(message, attempts, time.monotonic() + delay)
+            self._paused.add(key)
+        self._held[key] = _Held(message, attempts, time.monotonic() + delay, behind)
+        del exc
         self._log.info("partition paused for a retry", topic=key[0], partition=key[1], retry_in_s=round(delay, 3))
 
-    def _commit(self, message: Received) -> None:
-        """Commit this partition's offset past ``message``; a failed commit only means a later redelivery."""
-        offset = TopicPartition(message.topic, message.partition, message.offset + 1)
+    # -- offsets --------------------------------------------------------------------------------------------------
+
+    def _done(self, message: Received) -> None:
+        """``message`` is handled (effect committed, skipped, or dead-lettered): its partition may commit past it."""
+        self._to_commit[message.partition_key] = message.offset + 1
+
+    def _commit_async(self) -> None:
+        """Send the offsets handled since the last poll, without waiting (a lost commit only means a redelivery)."""
+        if not self._to_commit:
+            return
+        offsets = [TopicPartition(topic, partition, offset) for (topic, partition), offset in self._to_commit.items()]
+        self._unconfirmed.update(self._to_commit)
+        self._to_commit.clear()
         try:
-            self._consumer_or_fail().commit(offsets=[offset], asynchronous=False)
+            self._consumer_or_fail().commit(offsets=offsets, asynchronous=True)
+        except KafkaException as exc:
+            self._log.warning("offset commit failed", error=str(exc))
+
+    def _commit_sync(self, partitions: set[tuple[str, int]] | None) -> None:
+        """Commit, and wait for, the handled offsets of ``partitions`` (all when None): on revoke and on stop."""
+        pending = {**self._unconfirmed, **self._to_commit}
+        keys = set(pending) if partitions is None else set(pending) & partitions
+        for key in keys:
+            self._unconfirmed.pop(key, None)
+            self._to_commit.pop(key, None)
+        if not keys:
+            return
+        offsets = [TopicPartition(key[0], key[1], pending[key]) for key in sorted(keys)]
+        try:
+            self._consumer_or_fail().commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:
             # The inbox makes the redelivery that follows harmless.
-            self._log.warning("offset commit failed", topic=message.topic, partition=message.partition, error=str(exc))
+            self._log.warning("offset commit failed", error=str(exc), partitions=len(offsets))
+
+    def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """librdkafka's report of an offset commit (asynchronous ones included); only failures are logged."""
+        if error is not None and error.code() != KafkaError._NO_OFFSET:
+            self._log.warning("offset commit failed", error=str(error), partitions=len(partitions))
 
     # -- dead letters -----------------------------------------------------------------------------------------
 
@@ -571,18 +806,34 @@ class ConsumerRuntime:
         self._log.info("partitions assigned", partitions=[f"{p.topic}[{p.partition}]" for p in partitions])
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        # Called inside poll(): no message is being handled. Held messages are not committed; the next owner
-        # reads them again from the committed offset.
+        # Called inside poll(): no message is being handled. The offsets of what was handled are committed (and
+        # waited for) before the partitions move; held messages are not committed: the next owner reads them
+        # again from the committed offset.
         del consumer
-        self._assigned = self._assigned - {(p.topic, p.partition) for p in partitions}
-        for tp in partitions:
-            self._held.pop((tp.topic, tp.partition), None)
-            with contextlib.suppress(KeyError):
-                LAG.remove(self.group, tp.topic, str(tp.partition))
+        self._revoke([(p.topic, p.partition) for p in partitions], lost=False)
         self._log.info("partitions revoked", partitions=[f"{p.topic}[{p.partition}]" for p in partitions])
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._on_revoke(consumer, partitions)
+        # The partitions are already someone else's: their offsets can no longer be committed by this instance.
+        del consumer
+        self._revoke([(p.topic, p.partition) for p in partitions], lost=True)
+        self._log.info("partitions lost", partitions=[f"{p.topic}[{p.partition}]" for p in partitions])
+
+    def _revoke(self, keys: list[tuple[str, int]], *, lost: bool) -> None:
+        gone = set(keys)
+        if lost:
+            for key in gone:
+                self._to_commit.pop(key, None)
+                self._unconfirmed.pop(key, None)
+        else:
+            self._commit_sync(gone)
+        self._assigned = self._assigned - gone
+        self._revoked_in_poll |= gone
+        for topic, partition in keys:
+            self._held.pop((topic, partition), None)
+            self._paused.discard((topic, partition))
+            with contextlib.suppress(KeyError):
+                LAG.remove(self.group, topic, str(partition))
 
     def _on_stats(self, stats_json: str) -> None:
         """librdkafka statistics: per fetched partition, high watermark minus the consumer's position."""

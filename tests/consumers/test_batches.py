@@ -1,0 +1,185 @@
+"""The consumer runtime's batches (one transaction per partition per poll), against a real broker and PostgreSQL.
+
+- a poison message in the middle of a batch: the batch falls back to one message per transaction, the others'
+  effects commit once, the poison is retried and dead-lettered on its own, and the partition's committed
+  offset never passes it before that;
+- kill -9 while a backlog is being handled in batches, then a restart: every message's effect exactly once;
+- a rebalance and a graceful stop commit the handled offsets synchronously (the next owner redelivers nothing
+  that was handled).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from pin.messaging import topics
+from pin.messaging.consumer import ConsumerRuntime, Received
+from pin.messaging.dlq import read_dead_letters
+from pin.messaging.kafka import ensure_topics
+from pin.settings import Settings
+from tests.consumers.conftest import FAST_SESSION_TIMEOUT_MS
+from tests.consumers.support import EVENT_TYPES, Producing, cancelled, feed_entries, metric, rows, running, wait_for
+
+pytestmark = pytest.mark.integration
+
+TOPIC = topics.APPOINTMENT_CANCELLED
+
+
+@pytest.fixture
+def settings(make_settings, kafka) -> Settings:
+    """Settings on this test's database and (fresh) broker, topics created."""
+    settings: Settings = make_settings(
+        kafka_bootstrap_servers=kafka.bootstrap_servers, kafka_session_timeout_ms=FAST_SESSION_TIMEOUT_MS
+    )
+    ensure_topics(settings)
+    return settings
+
+
+@pytest.fixture
+def producer(kafka) -> Iterator[Producing]:
+    """A plain producer to the test's broker, closed before the broker stops."""
+    producing = Producing(kafka.bootstrap_servers)
+    yield producing
+    producing.close()
+
+
+def _event() -> dict[str, Any]:
+    return cancelled(tenant=uuid.uuid4(), agent=uuid.uuid4(), investor=uuid.uuid4(), reason="Expired")
+
+
+def _committed(bootstrap: str, group: str, partition: int) -> int:
+    """The group's committed offset of one partition of TOPIC (negative when none), read without joining."""
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        [tp] = reader.committed([TopicPartition(TOPIC, partition)], timeout=10)
+        return int(tp.offset)
+    finally:
+        reader.close()
+
+
+def _produce_many(bootstrap: str, events: list[dict[str, Any]]) -> None:
+    """Produce without waiting for each ack (a backlog), with the SPEC's headers."""
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "linger.ms": 5})
+    for event in events:
+        headers = [("message-id", str(event["MessageId"])), ("contract-version", "1"),
+                   ("event-type", EVENT_TYPES[TOPIC]), ("correlation-id", "test")]  # fmt: skip
+        producer.produce(TOPIC, key=str(event["AppointmentId"]), value=json.dumps(event).encode(), headers=headers)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def test_a_poison_message_in_the_middle_of_a_batch_is_isolated(settings, kafka, pool, producer, monkeypatch):
+    calls: list[tuple[int, bool]] = []
+    original = ConsumerRuntime._apply_batch
+
+    def spy(self: ConsumerRuntime, messages: list[Received]) -> bool:
+        outcome = original(self, messages)
+        calls.append((len(messages), outcome))
+        return outcome
+
+    monkeypatch.setattr(ConsumerRuntime, "_apply_batch", spy)
+    before = [_event(), _event()]
+    bad = _event()
+    bad["TimeZone"] = "Europe/Moscow\u0000"  # readable, but PostgreSQL refuses NUL in text: fails on every attempt
+    after = [_event(), _event()]
+    # a fresh broker: on partition 0 the offsets are 0, 1 (before), 2 (bad), 3, 4 (after); all there before the
+    # consumer starts, so its first polls return them together
+    for event in [*before, bad, *after]:
+        producer.send(TOPIC, event, partition=0)
+    dead_before = metric("pin_consumer_dead_lettered_total", group="crm", topic=TOPIC)
+
+    with running("crm", settings, pool, max_attempts=3, backoff_base=1.0, backoff_cap=2.0):
+        for event in before:
+            wait_for(lambda e=event: feed_entries(pool, e["AppointmentId"]), what="the messages before the poison")
+        # while the poison is retried its partition's committed offset never passes it (offset 2)
+        seen: set[int] = set()
+        while metric("pin_consumer_dead_lettered_total", group="crm", topic=TOPIC) == dead_before:
+            seen.add(_committed(kafka.bootstrap_servers, "crm", 0))
+            assert feed_entries(pool, after[0]["AppointmentId"]) == []
+            time.sleep(0.1)
+        assert max(seen) <= 2, seen
+        for event in after:
+            wait_for(lambda e=event: feed_entries(pool, e["AppointmentId"]), what="the messages behind the poison")
+        wait_for(lambda: _committed(kafka.bootstrap_servers, "crm", 0) == 5, what="the offset past the batch")
+
+    for event in [*before, *after]:
+        assert len(feed_entries(pool, event["AppointmentId"])) == 1
+        assert len(rows(pool, "SELECT 1 FROM messaging.inbox WHERE message_id = %s", event["MessageId"])) == 1
+    assert feed_entries(pool, bad["AppointmentId"]) == []
+    assert rows(pool, "SELECT 1 FROM messaging.inbox WHERE message_id = %s", bad["MessageId"]) == []
+    [letter] = [x for x in read_dead_letters(settings, ["crm"], idle_seconds=0.5) if x.message_id == bad["MessageId"]]
+    assert (letter.provenance["dlt-attempts"], letter.provenance["dlt-exception-type"]) == ("3", "DataError")
+    assert letter.provenance["dlt-original-offset"] == "2"
+    failed_at = datetime.fromisoformat(letter.provenance["dlt-failed-at"].replace("Z", "+00:00"))
+    assert all(feed_entries(pool, e["AppointmentId"])[0]["recorded_at"] >= failed_at for e in after)
+    # the batch with the poison was tried in one transaction and failed as a whole (then one by one)
+    assert any(size >= 3 and not ok for size, ok in calls), calls
+
+
+@pytest.mark.slow
+def test_kill_9_in_the_middle_of_a_backlog_then_restart_gives_every_effect_exactly_once(
+    spawn_role, kafka, pool, settings
+):
+    env = {
+        "PIN_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+        "PIN_KAFKA_SESSION_TIMEOUT_MS": str(FAST_SESSION_TIMEOUT_MS),
+    }
+    events = [_event() for _ in range(3000)]
+    ids = [e["MessageId"] for e in events]
+    _produce_many(kafka.bootstrap_servers, events)
+
+    def handled() -> int:
+        [row] = rows(pool, "SELECT count(*) AS n FROM messaging.inbox WHERE consumer_group = 'crm'")
+        return int(row["n"])
+
+    doomed = spawn_role("consume", "crm", env=env)
+    wait_for(lambda: handled() > 0, timeout=60, what="the first batch committed")
+    doomed.kill9()  # somewhere in the backlog: in a transaction, or between a commit and its offsets
+    at_kill = handled()
+    assert at_kill < len(events), "the whole backlog was handled before the kill; nothing was tested"
+
+    successor = spawn_role("consume", "crm", env=env)
+    wait_for(lambda: handled() >= len(events), timeout=120, what="the successor to handle the backlog")
+    assert successor.terminate() == 0
+
+    assert handled() == len(events)
+    inbox = rows(pool, "SELECT message_id::text AS id, count(*) AS n FROM messaging.inbox GROUP BY 1")
+    assert {r["id"] for r in inbox} == set(ids)
+    assert all(r["n"] == 1 for r in inbox)
+    entries = rows(
+        pool,
+        "SELECT appointment_id::text AS a, message_id::text AS m, count(*) OVER (PARTITION BY appointment_id) AS n"
+        " FROM crm.lead_feed_entry",
+    )
+    assert len(entries) == len(events)
+    assert all(e["n"] == 1 for e in entries)
+    # each entry was written by its own message
+    assert {(e["a"], e["m"]) for e in entries} == {(str(e["AppointmentId"]), e["MessageId"]) for e in events}
+
+
+def test_a_graceful_stop_commits_what_was_handled(settings, kafka, pool):
+    """Offsets go asynchronously while running; the stop commits them synchronously, so a restart redelivers
+    nothing that was handled."""
+    events = [_event() for _ in range(300)]
+    _produce_many(kafka.bootstrap_servers, events)
+    duplicates_before = metric("pin_consumer_duplicates_total", group="crm", topic=TOPIC)
+    with running("crm", settings, pool):
+        wait_for(
+            lambda: len(rows(pool, "SELECT 1 FROM messaging.inbox WHERE consumer_group = 'crm'")) == len(events),
+            what="the backlog handled",
+        )
+    total = sum(max(0, _committed(kafka.bootstrap_servers, "crm", p)) for p in range(topics.PARTITIONS))
+    assert total == len(events)
+    with running("crm", settings, pool) as again:
+        wait_for(lambda: len(again.assigned_partitions) == topics.PARTITIONS * len(again.topics) or None,
+                 what="the restarted consumer to own its partitions")  # fmt: skip
+        time.sleep(1.0)
+    assert metric("pin_consumer_duplicates_total", group="crm", topic=TOPIC) == duplicates_before
