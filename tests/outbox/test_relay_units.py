@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
 from confluent_kafka import KafkaError
 
-from pin.outbox.relay import PendingRow, RelayConfig, RelayFaults, _kafka_headers, _waves, send_error_of
+from pin.outbox.relay import (
+    PendingRow,
+    RelayConfig,
+    RelayFaults,
+    _encode_value,
+    _kafka_headers,
+    _waves,
+    send_error_of,
+)
 from pin.settings import ConfigurationError
 
 pytestmark = pytest.mark.unit
@@ -16,15 +25,15 @@ pytestmark = pytest.mark.unit
 def _row(row_id: int, key: str) -> PendingRow:
     return PendingRow(
         id=row_id,
-        message_id=uuid.uuid4(),
+        message_id=str(uuid.uuid4()),
         vpart=0,
         epoch=1,
         topic="t",
         key=key,
         event_type="e",
         contract_version=1,
-        payload={},
-        headers={"correlation-id": "c", "message-id": "forged"},
+        payload="{}",
+        headers='{"correlation-id": "c", "message-id": "forged"}',
         attempts=0,
     )
 
@@ -42,10 +51,29 @@ def test_envelope_headers_win_over_row_headers() -> None:
 
     headers = dict(_kafka_headers(row))
 
-    assert headers["message-id"] == str(row.message_id).encode()
-    assert headers["contract-version"] == b"1"
-    assert headers["event-type"] == b"e"
-    assert headers["correlation-id"] == b"c"
+    assert headers["message-id"] == row.message_id
+    assert headers["contract-version"] == "1"
+    assert headers["event-type"] == "e"
+    assert headers["correlation-id"] == "c"
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {},
+        {"AppointmentId": str(uuid.uuid4()), "ContractVersion": 1, "OccurredAt": "2026-11-30T03:00:00.123456Z"},
+        {"Text": 'quote " backslash \\ newline \n tab \t ctl \u0001 comma, colon: ", "', "Name": "Zoë ✓ 𝄞"},
+        {"Nested": {"List": [1, -2, 3.5, 1e-07, 10000000000000000, True, False, None, [], {}]}, "Empty": ""},
+    ],
+)
+def test_the_value_is_the_compact_json_the_relay_always_sent(payload: dict[str, object]) -> None:
+    # the relay reads the jsonb column as PostgreSQL prints it (", " and ": " separators) and sends what
+    # json.dumps(separators=(",", ":"), ensure_ascii=False) gives for the decoded payload: byte for byte
+    as_postgres_prints_it = json.dumps(payload, ensure_ascii=False)
+
+    value = _encode_value(as_postgres_prints_it)
+
+    assert value == json.dumps(json.loads(as_postgres_prints_it), separators=(",", ":"), ensure_ascii=False).encode()
 
 
 @pytest.mark.parametrize(

@@ -32,12 +32,14 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field, fields, replace
+from functools import partial
+from typing import Any, NamedTuple
 
 import psycopg
 import structlog
 from confluent_kafka import KafkaError, KafkaException, Producer
+from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from pin.messaging.topics import INTEGRATION_TOPICS
@@ -129,20 +131,24 @@ class RelayFaults:
         return cls(pause_at=point, pause_on_batch=int(batch or "1"))
 
 
-@dataclass(frozen=True)
-class PendingRow:
-    """An outbox row read by its vpart's lease owner, with the lease epoch it was read under."""
+class PendingRow(NamedTuple):
+    """An outbox row read by its vpart's lease owner, with the lease epoch it was read under.
+
+    ``payload`` and ``headers`` are the columns' JSON text as PostgreSQL prints them: the relay re-encodes the
+    payload compactly (:func:`_encode_value`) and never builds a row object per column value. The fields are in
+    the order of the read's columns (one tuple per row, no per-column conversion in Python).
+    """
 
     id: int
-    message_id: uuid.UUID
+    message_id: str
     vpart: int
     epoch: int
     topic: str
     key: str
     event_type: str
     contract_version: int
-    payload: Mapping[str, object]
-    headers: Mapping[str, str]
+    payload: str
+    headers: str
     attempts: int
 
 
@@ -242,6 +248,8 @@ class RelayCycle:
     held_back: int = 0
     # some vpart gave as many rows as it was asked for: more are probably waiting
     more_waiting: bool = False
+    # rows of the batch finished in this step (the pipeline reads one batch and finishes another)
+    settled: int = 0
 
     @property
     def is_full(self) -> bool:
@@ -268,13 +276,17 @@ class RelayCycle:
 # outer LIMIT keeps an id-order prefix of every vpart.
 # Not a FOR UPDATE claim: the lease is the claim, and a row lock could not be held across a broker flush
 # without a transaction left open for seconds.
+# The rows of the batch still in flight (read earlier, not yet settled) are left out by id: the pipeline reads
+# the next batch while the broker acknowledges the previous one (run without a prepared plan, so the id array is
+# a constant the planner hashes). The columns are in PendingRow's order; payload and headers as JSON text.
 _OUTBOX_READ_OWNED = """
-SELECT m.id, m.message_id, m.vpart, l.epoch, m.topic, m.message_key, m.event_type, m.contract_version,
-       m.payload, m.headers, m.attempts
+SELECT m.id, m.message_id::text, m.vpart::int, l.epoch, m.topic, m.message_key, m.event_type, m.contract_version,
+       m.payload::text, m.headers::text, m.attempts
 FROM outbox.relay_lease l
 CROSS JOIN LATERAL (
     SELECT * FROM outbox.message m
     WHERE m.vpart = l.vpart
+      AND m.id <> ALL(%(in_flight)s::bigint[])
       AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now())
       AND NOT EXISTS (
           SELECT 1 FROM outbox.message e
@@ -371,22 +383,34 @@ _GAUGE_DEAD_LETTERS = "SELECT count(*) AS rows FROM (SELECT 1 FROM outbox.dead_l
 # --- the relay -------------------------------------------------------------------------------------------
 
 
-def _encode_value(payload: Mapping[str, object]) -> bytes:
-    """The message value: the payload as compact UTF-8 JSON."""
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+# json.loads / json.dumps(..., separators=(",", ":"), ensure_ascii=False) without their per-call set-up (the
+# encoding detection of bytes, a new C encoder per call): the same C scanner and encoder, so the same bytes.
+_scan_json: Any = getattr(json.JSONDecoder(), "scan_once")  # noqa: B009 - not in the type stubs
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+_compact_json: Any = (
+    None
+    if _c_make_encoder is None
+    else _c_make_encoder(None, None, json.encoder.encode_basestring, None, ":", ",", False, False, True)
+)
 
 
-def _kafka_headers(row: PendingRow) -> list[tuple[str, bytes]]:
-    """The row's headers (correlation-id, traceparent, ...) plus the envelope headers of SPEC section 6."""
-    headers = {str(k): str(v) for k, v in row.headers.items()}
-    headers.update(
-        {
-            "message-id": str(row.message_id),
-            "contract-version": str(row.contract_version),
-            "event-type": row.event_type,
-        }
-    )
-    return [(name, value.encode("utf-8")) for name, value in headers.items()]
+def _encode_value(payload: str) -> bytes:
+    """The message value: the payload (the jsonb column's text) as compact UTF-8 JSON, exactly the bytes of
+    ``json.dumps(payload, separators=(",", ":"), ensure_ascii=False)`` on the decoded payload."""
+    value = _scan_json(payload, 0)[0]
+    if _compact_json is None:  # no C accelerator (not CPython): the same output, slower
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return "".join(_compact_json(value, 0)).encode("utf-8")
+
+
+def _kafka_headers(row: PendingRow) -> list[tuple[str, str | bytes | None]]:
+    """The row's headers (correlation-id, traceparent, ...) plus the envelope headers of SPEC section 6; the
+    producer sends the values as UTF-8."""
+    headers = {str(k): str(v) for k, v in _scan_json(row.headers, 0)[0].items()}
+    headers["message-id"] = row.message_id
+    headers["contract-version"] = str(row.contract_version)
+    headers["event-type"] = row.event_type
+    return list(headers.items())
 
 
 def _waves(rows: Sequence[PendingRow]) -> Iterator[list[PendingRow]]:
@@ -397,6 +421,39 @@ def _waves(rows: Sequence[PendingRow]) -> Iterator[list[PendingRow]]:
     depth = max((len(key_rows) for key_rows in per_key.values()), default=0)
     for n in range(depth):
         yield [key_rows[n] for key_rows in per_key.values() if len(key_rows) > n]
+
+
+def _pending_rows(_cursor: object) -> Callable[[Sequence[Any]], PendingRow]:
+    """psycopg row factory: one PendingRow (a tuple) per record, the columns in the read's order."""
+    return PendingRow._make
+
+
+def _deliver(outcomes: dict[int, SendError | None], row_id: int, err: KafkaError | None, _msg: object) -> None:
+    """librdkafka's delivery report of one row (called from ``poll``): None = acknowledged."""
+    outcomes[row_id] = None if err is None else send_error_of(err)
+
+
+class _Batch:
+    """Rows read together on their way to the broker: sent wave by wave (a key's n-th row only once its
+    (n-1)-th is acknowledged; nothing more of a key after one of its rows failed), settled (deleted, marked or
+    dead-lettered) once every row has an outcome."""
+
+    def __init__(self, number: int, rows: list[PendingRow], producer: Producer) -> None:
+        self.number = number
+        self.rows = rows
+        self.ids = [row.id for row in rows]
+        self.keys = {row.key for row in rows}
+        self.producer = producer
+        self.waves = list(_waves(rows))
+        self.next_wave = 0
+        self.wave: list[PendingRow] = []  # the rows handed to the producer last, awaiting their outcomes
+        self.outcomes: dict[int, SendError | None] = {}
+        self.expected = 0  # rows handed over so far (each gets exactly one outcome)
+        self.acked: list[PendingRow] = []
+        self.failures: list[tuple[PendingRow, SendError]] = []
+        self.blocked: set[str] = set()
+        self.unsent = 0
+        self.started = time.monotonic()
 
 
 class OutboxRelay:
@@ -428,140 +485,194 @@ class OutboxRelay:
         self._closing = threading.Event()
         self._threads: list[threading.Thread] = []
         self._batches = 0
+        self._in_flight: _Batch | None = None  # the pipeline's batch handed to the producer, not yet settled
         self._active_vparts = 0  # vparts that gave rows to the last batch
         self._next_gauge_refresh = 0.0
         self._seen_topics: set[str] = set(INTEGRATION_TOPICS)
         self._ready_topics: set[str] = set()  # topics known to exist (created or checked)
 
-    # -- one batch --------------------------------------------------------------------------------------
+    # -- batches ----------------------------------------------------------------------------------------
 
     def run_once(self) -> RelayCycle:
-        """Read one batch of owned, due rows; publish; delete the acknowledged; mark or dead-letter the failed."""
+        """Read one batch of owned, due rows; publish; delete the acknowledged; mark or dead-letter the failed.
+        The whole round: nothing is left in flight when it returns (a batch the pipeline had in flight is
+        finished first)."""
+        self.finish_in_flight()
+        rows, read, _held, more_waiting = self._read(None)
+        if not rows:
+            return RelayCycle(read=read, more_waiting=more_waiting)
+        cycle = self._finish(self._begin(rows))
+        return replace(cycle, more_waiting=more_waiting)
+
+    def pump(self) -> RelayCycle:
+        """One step of the pipeline: read the next batch while the broker acknowledges the batch in flight (the
+        read leaves out the rows in flight and holds back every row of a key still in flight), hand the new
+        batch's first wave to the producer, then finish the batch in flight (its later waves, its acks) and
+        settle it. Database and broker work at the same time; at most two batches are unsettled."""
+        previous = self._in_flight
+        rows, read, held, more_waiting = self._read(previous)
+        self._in_flight = self._begin(rows) if rows else None
+        if previous is None:
+            return RelayCycle(read=read, held_back=held, more_waiting=more_waiting or held > 0)
+        done = self._finish(previous)
+        return RelayCycle(
+            read=read,
+            published=done.published,
+            failed=done.failed,
+            dead_lettered=done.dead_lettered,
+            held_back=held + done.held_back,
+            more_waiting=more_waiting or held > 0,
+            settled=done.settled,
+        )
+
+    def finish_in_flight(self) -> RelayCycle:
+        """Finish and settle the batch the pipeline has in flight, if any (before a stop or a lease release)."""
+        batch, self._in_flight = self._in_flight, None
+        return RelayCycle() if batch is None else self._finish(batch)
+
+    def _read(self, in_flight: _Batch | None) -> tuple[list[PendingRow], int, int, bool]:
+        """The next batch: (rows to send, rows read, rows held back behind a key in flight, more waiting?)."""
         # share the batch among the vparts that had rows last time (all owned ones at first), so one hot vpart
         # still gets whole batches and many busy vparts are read evenly
         limit = self._config.batch_size
         per_vpart = max(8, math.ceil(limit / max(1, self._active_vparts or len(self._owned))))
-        rows = self._read_batch(per_vpart, limit)
+        params = {
+            "owner": self.instance_id,
+            "per_vpart": per_vpart,
+            "limit": limit,
+            "in_flight": [] if in_flight is None else in_flight.ids,
+        }
+        with self._pool.connection() as conn, conn.cursor(row_factory=_pending_rows) as cur:
+            rows = cur.execute(_OUTBOX_READ_OWNED, params, prepare=False).fetchall()
         per_vpart_counts = Counter(row.vpart for row in rows)
         self._active_vparts = len(per_vpart_counts)
-        if not rows:
-            return RelayCycle()
+        more_waiting = bool(rows) and (len(rows) >= limit or max(per_vpart_counts.values()) >= per_vpart)
+        if in_flight is None or not rows:
+            return rows, len(rows), 0, more_waiting
+        # a row whose key has a row in flight waits: that row may still fail (head-of-key guard)
+        keys = in_flight.keys
+        sendable = [row for row in rows if row.key not in keys]
+        return sendable, len(rows), len(rows) - len(sendable), more_waiting
+
+    def _begin(self, rows: list[PendingRow]) -> _Batch:
+        """A new batch; its first wave goes to the producer (not awaited)."""
         self._batches += 1
-        started = time.monotonic()
-        acked, failures, unsent = self._publish(rows)
-        self._maybe_pause("after-ack")
-        published, dead_lettered = self._settle(acked, failures)
+        batch = _Batch(self._batches, rows, self._producer)
+        self._send_next_wave(batch)
+        return batch
+
+    def _finish(self, batch: _Batch) -> RelayCycle:
+        """Await the batch's outcomes wave by wave, then settle it."""
+        self._await_wave(batch)
+        while batch.next_wave < len(batch.waves):
+            self._send_next_wave(batch)
+            self._await_wave(batch)
+        self._maybe_pause("after-ack", batch.number)
+        published, dead_lettered = self._settle(batch.acked, batch.failures)
         cycle = RelayCycle(
-            read=len(rows),
+            read=len(batch.rows),
             published=published,
-            failed=len(failures),
+            failed=len(batch.failures),
             dead_lettered=dead_lettered,
-            held_back=unsent,
-            more_waiting=len(rows) >= limit or max(per_vpart_counts.values()) >= per_vpart,
+            held_back=batch.unsent,
+            settled=len(batch.rows),
         )
         log.info(
             "outbox batch published",
             count=published,
-            vparts=sorted({row.vpart for row in rows}),
+            vparts=sorted({row.vpart for row in batch.rows}),
             failed=cycle.failed,
             dead_lettered=dead_lettered,
-            held_back=unsent,
-            duration_ms=round((time.monotonic() - started) * 1000),
+            held_back=batch.unsent,
+            duration_ms=round((time.monotonic() - batch.started) * 1000),
         )
         return cycle
 
-    def _read_batch(self, per_vpart: int, limit: int) -> list[PendingRow]:
-        params = {"owner": self.instance_id, "per_vpart": per_vpart, "limit": limit}
-        with self._pool.connection() as conn:
-            records = conn.execute(_OUTBOX_READ_OWNED, params).fetchall()
-        return [
-            PendingRow(
-                id=int(str(r["id"])),
-                message_id=uuid.UUID(str(r["message_id"])),
-                vpart=int(str(r["vpart"])),
-                epoch=int(str(r["epoch"])),
-                topic=str(r["topic"]),
-                key=str(r["message_key"]),
-                event_type=str(r["event_type"]),
-                contract_version=int(str(r["contract_version"])),
-                payload=r["payload"],  # type: ignore[arg-type]
-                headers=r["headers"],  # type: ignore[arg-type]
-                attempts=int(str(r["attempts"])),
-            )
-            for r in records
-        ]
+    def _send_next_wave(self, batch: _Batch) -> None:
+        """Hand the batch's next wave to the producer, but no row of a key that failed in this batch."""
+        wave = batch.waves[batch.next_wave]
+        batch.next_wave += 1
+        sendable = [row for row in wave if row.key not in batch.blocked] if batch.blocked else wave
+        batch.unsent += len(wave) - len(sendable)
+        batch.wave = sendable
+        batch.expected += len(sendable)
+        outcomes = batch.outcomes
+        topic_errors = {topic: self._topic_ready(topic) for topic in {row.topic for row in sendable}}
+        fail_once = self._faults.fail_once
+        produce = batch.producer.produce
+        for row in sendable:
+            error = topic_errors[row.topic]
+            if error is None and fail_once and uuid.UUID(row.message_id) in fail_once:
+                fail_once.discard(uuid.UUID(row.message_id))
+                error = SendError("TEST_TRANSIENT", "injected transient failure")
+            if error is None:
+                try:
+                    produce(
+                        row.topic,
+                        _encode_value(row.payload),
+                        row.key,
+                        on_delivery=partial(_deliver, outcomes, row.id),
+                        headers=_kafka_headers(row),
+                    )
+                except BufferError:  # librdkafka's local queue is full: let it drain, then try once more
+                    error = self._produce_again(batch.producer, row, outcomes)
+                except KafkaException as exc:
+                    error = send_error_of(exc.args[0])
+            if error is not None:
+                outcomes[row.id] = error
+        batch.producer.poll(0)
+        self._maybe_pause("after-produce", batch.number)
 
-    def _publish(self, rows: Sequence[PendingRow]) -> tuple[list[PendingRow], list[tuple[PendingRow, SendError]], int]:
-        """Send the batch wave by wave; returns (acknowledged, failed, rows held back behind a failure)."""
-        acked: list[PendingRow] = []
-        failures: list[tuple[PendingRow, SendError]] = []
-        blocked: set[str] = set()
-        unsent = 0
-        for wave in _waves(rows):
-            sendable = [row for row in wave if row.key not in blocked]
-            unsent += len(wave) - len(sendable)
-            outcomes = self._send_wave(sendable)
-            for row in sendable:
-                error = outcomes[row.id]
-                if error is None:
-                    acked.append(row)
-                else:
-                    failures.append((row, error))
-                    blocked.add(row.key)  # no later row of this key goes out in this batch
-            broken = next((e for e in outcomes.values() if e is not None and e.fatal), None)
-            if broken is not None:
+    def _produce_again(
+        self, producer: Producer, row: PendingRow, outcomes: dict[int, SendError | None]
+    ) -> SendError | None:
+        producer.flush(self._config.message_timeout_ms / 1000)
+        try:
+            producer.produce(
+                row.topic,
+                _encode_value(row.payload),
+                row.key,
+                on_delivery=partial(_deliver, outcomes, row.id),
+                headers=_kafka_headers(row),
+            )
+        except BufferError:
+            return SendError("_QUEUE_FULL", "the producer queue stayed full", retriable=True)
+        except KafkaException as exc:
+            return send_error_of(exc.args[0])
+        return None
+
+    def _await_wave(self, batch: _Batch) -> None:
+        """Serve delivery reports until every row of the wave has its outcome (or librdkafka's own timeout
+        plus a margin passed), then sort the wave into acknowledged and failed rows."""
+        outcomes = batch.outcomes
+        producer = batch.producer
+        deadline = time.monotonic() + self._config.message_timeout_ms / 1000 + 5
+        while len(outcomes) < batch.expected:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                log.warning("kafka delivery reports timed out", missing=batch.expected - len(outcomes))
+                break
+            producer.poll(min(remaining, 0.1))
+        broken: SendError | None = None
+        for row in batch.wave:
+            error = outcomes.setdefault(
+                row.id, SendError("_UNRESOLVED", "no delivery report before the flush timeout", True)
+            )
+            if error is None:
+                batch.acked.append(row)
+                continue
+            batch.failures.append((row, error))
+            batch.blocked.add(row.key)  # no later row of this key goes out in this batch
+            if error.code in {"UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC"}:
+                self._ready_topics.discard(row.topic)  # deleted meanwhile? the next batch checks it again
+            if error.fatal:
+                broken = error
+        batch.wave = []
+        if broken is not None:
+            if batch.producer is self._producer:
                 log.warning("kafka producer unusable: replacing it", error=broken.text())
                 self._producer = self._producer_factory()
-        return acked, failures, unsent
-
-    def _send_wave(self, rows: Sequence[PendingRow]) -> dict[int, SendError | None]:
-        """Produce the rows and flush once; every row gets an outcome (None = acknowledged)."""
-        outcomes: dict[int, SendError | None] = {}
-        topic_errors = {topic: self._topic_ready(topic) for topic in {row.topic for row in rows}}
-        for row in rows:
-            if topic_errors[row.topic] is not None:
-                outcomes[row.id] = topic_errors[row.topic]
-                continue
-            if row.message_id in self._faults.fail_once:
-                self._faults.fail_once.discard(row.message_id)
-                outcomes[row.id] = SendError("TEST_TRANSIENT", "injected transient failure")
-                continue
-            outcomes_error = self._produce(row, outcomes)
-            if outcomes_error is not None:
-                outcomes[row.id] = outcomes_error
-        self._maybe_pause("after-produce")
-        remaining = self._producer.flush(self._config.message_timeout_ms / 1000 + 5)
-        if remaining:
-            log.warning("kafka flush timed out", still_queued=remaining)
-        for row in rows:
-            outcomes.setdefault(row.id, SendError("_UNRESOLVED", "no delivery report before the flush timeout", True))
-        for row in rows:
-            error = outcomes[row.id]
-            if error is not None and error.code in {"UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC"}:
-                self._ready_topics.discard(row.topic)  # deleted meanwhile? the next batch checks it again
-        return outcomes
-
-    def _produce(self, row: PendingRow, outcomes: dict[int, SendError | None]) -> SendError | None:
-        def on_delivery(err: KafkaError | None, _msg: object, row_id: int = row.id) -> None:
-            outcomes[row_id] = None if err is None else send_error_of(err)
-
-        arguments: dict[str, Any] = {
-            "value": _encode_value(row.payload),
-            "key": row.key.encode("utf-8"),
-            "headers": _kafka_headers(row),
-            "on_delivery": on_delivery,
-        }
-        for _ in range(2):
-            try:
-                self._producer.produce(row.topic, **arguments)
-            except BufferError:  # librdkafka's local queue is full: let it drain, then try once more
-                self._producer.flush(self._config.message_timeout_ms / 1000)
-                continue
-            except KafkaException as exc:
-                return send_error_of(exc.args[0])
-            self._producer.poll(0)
-            return None
-        return SendError("_QUEUE_FULL", "the producer queue stayed full", retriable=True)
+            batch.producer = self._producer
 
     def _topic_ready(self, topic: str) -> SendError | None:
         """Before the first send to a topic: create it if missing (with SPEC's partitions, before any metadata
@@ -600,16 +711,21 @@ class OutboxRelay:
         return None
 
     def _settle(self, acked: Sequence[PendingRow], failures: Sequence[tuple[PendingRow, SendError]]) -> tuple[int, int]:
-        """One transaction: delete the acknowledged rows, mark or dead-letter the failed ones."""
+        """One transaction: delete the acknowledged rows (one statement), mark or dead-letter the failed ones."""
         dead_lettered = 0
         published = 0
         with self._pool.connection() as conn:
             if acked:
-                for record in conn.execute(_OUTBOX_DELETE_PUBLISHED, {"ids": [row.id for row in acked]}).fetchall():
-                    topic = str(record["topic"])
-                    metrics.PUBLISHED.labels(topic=topic).inc()
-                    metrics.PUBLISH_LATENCY.observe(max(0.0, float(str(record["latency"]))))
-                    published += 1
+                with conn.cursor(row_factory=tuple_row) as cur:
+                    records = cur.execute(_OUTBOX_DELETE_PUBLISHED, {"ids": [row.id for row in acked]}).fetchall()
+                per_topic: Counter[str] = Counter()
+                observe = metrics.PUBLISH_LATENCY.observe
+                for topic, latency in records:
+                    per_topic[topic] += 1
+                    observe(latency if latency > 0.0 else 0.0)
+                for topic, count in per_topic.items():
+                    metrics.PUBLISHED.labels(topic=topic).inc(count)
+                published = len(records)
             for row, error in failures:
                 dead_lettered += self._record_failure(conn, row, error)
         return published, dead_lettered
@@ -650,11 +766,11 @@ class OutboxRelay:
         delay = min(self._config.backoff_max_seconds, self._config.backoff_base_seconds * growth)
         return delay * random.uniform(0.8, 1.2)  # noqa: S311 - jitter, not cryptography
 
-    def _maybe_pause(self, point: str) -> None:
+    def _maybe_pause(self, point: str, batch: int) -> None:
         """Test-only: freeze here (the heartbeat goes on) so a test can kill -9 the process at this point."""
-        if self._faults.pause_at != point or self._batches != self._faults.pause_on_batch:
+        if self._faults.pause_at != point or batch != self._faults.pause_on_batch:
             return
-        log.warning("relay test fault: paused", point=point, batch=self._batches)
+        log.warning("relay test fault: paused", point=point, batch=batch)
         while True:
             time.sleep(3600)
 
@@ -760,7 +876,8 @@ class OutboxRelay:
             log.warning("outbox lease release failed; they expire by themselves", error=str(exc))
 
     def run(self, stop: threading.Event) -> None:
-        """Publish until ``stop`` is set; the batch in hand is finished (flushed and settled) before leaving."""
+        """Publish until ``stop`` is set, pipelined (:meth:`pump`); the batch in flight is finished (acknowledged
+        and settled) before leaving."""
         self.start()
         failures = 0
         log.info("outbox relay started", instance=self.instance_id, owned=len(self._owned))
@@ -769,19 +886,33 @@ class OutboxRelay:
                 liveness.beat()  # /healthz/liveness fails if this loop stops turning (a hung call)
                 self._wake.clear()
                 try:
-                    self.release_excess()
-                    cycle = self.run_once()
+                    if self._in_flight is None or self._has_excess():
+                        self.finish_in_flight()  # no row of a vpart we give back stays in flight
+                        self.release_excess()
+                    cycle = self.pump()
                 except Exception as exc:  # noqa: BLE001 - the loop survives database and broker failures
                     failures += 1
                     log.warning("outbox relay cycle failed", error=str(exc), consecutive_failures=failures)
                     stop.wait(min(5.0, 0.2 * 2 ** min(failures, 5)))
                     continue
                 failures = 0
-                if not cycle.is_full:
+                if self._in_flight is None and not cycle.is_full:
                     self._idle(stop)
         finally:
+            self._finish_before_stop()
             self.close()
             log.info("outbox relay stopped", instance=self.instance_id)
+
+    def _has_excess(self) -> bool:
+        """More vparts than the fair share (a new instance came): they are given back between batches."""
+        with self._lease_lock:
+            return len(self._owned) > self._target
+
+    def _finish_before_stop(self) -> None:
+        try:
+            self.finish_in_flight()
+        except Exception as exc:  # noqa: BLE001 - its rows stay in the outbox and are sent again
+            log.warning("outbox relay could not settle the batch in flight", error=str(exc))
 
     def _idle(self, stop: threading.Event) -> None:
         """Wait for a NOTIFY, the next poll, or the stop request, whichever comes first."""
@@ -796,15 +927,23 @@ class OutboxRelay:
         """`pin relay --once`: publish what is there (in this instance's share) and stop; returns the totals."""
         self.start(listen=False)
         totals = {"read": 0, "published": 0, "failed": 0, "dead_lettered": 0, "held_back": 0, "cycles": 0}
+
+        def add(cycle: RelayCycle) -> None:
+            totals["cycles"] += 1
+            for name, value in cycle.as_dict().items():
+                totals[name] += value
+
         try:
             while True:
-                cycle = self.run_once()
-                totals["cycles"] += 1
-                for name, value in cycle.as_dict().items():
-                    totals[name] += value
-                if cycle.read == 0 or (cycle.published == 0 and cycle.dead_lettered == 0):
+                cycle = self.pump()
+                add(cycle)
+                if self._in_flight is None and cycle.read == 0:
+                    break
+                if cycle.settled and cycle.published == 0 and cycle.dead_lettered == 0:
+                    add(self.finish_in_flight())  # a whole batch failed: stop rather than spin
                     break
         finally:
+            self._finish_before_stop()
             self.close()
         return totals
 
