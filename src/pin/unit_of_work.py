@@ -15,13 +15,18 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from pin.messaging.contracts import Contract
-from pin.outbox.writer import MessageContext, build_row, outbox_insert
+from pin.outbox.writer import MessageContext, OutboxRow, build_row, outbox_insert
 
 Conn = psycopg.Connection[dict[str, object]]
 
 
 class UnitOfWork:
-    """A transaction on a pooled connection plus the integration events recorded during it."""
+    """A transaction on a pooled connection plus the integration events recorded during it.
+
+    With ``connection`` the transaction runs on that connection, which the caller holds (a worker keeps one
+    pooled connection for a whole cycle of per-item transactions): it is neither taken from nor returned to the
+    pool here; an uncommitted transaction is still rolled back on exit.
+    """
 
     def __init__(
         self,
@@ -29,11 +34,13 @@ class UnitOfWork:
         context: MessageContext,
         *,
         traceparent_provider: Callable[[], str | None] | None = None,
+        connection: Conn | None = None,
     ) -> None:
         self._pool = pool
         self._context = context
         self._traceparent_provider = traceparent_provider
         self._events: list[tuple[Contract, datetime]] = []
+        self._given = connection
         self._conn: Conn | None = None
         self._committed = False
 
@@ -45,7 +52,7 @@ class UnitOfWork:
         return self._conn
 
     def __enter__(self) -> UnitOfWork:
-        self._conn = self._pool.getconn()
+        self._conn = self._given if self._given is not None else self._pool.getconn()
         self._conn.autocommit = False
         return self
 
@@ -53,14 +60,26 @@ class UnitOfWork:
         """Queue an integration event; it is written to the outbox in this transaction at commit."""
         self._events.append((event, occurred_at))
 
-    def commit(self) -> None:
-        """Write the recorded events as outbox rows and commit, atomically with the state change."""
+    def take_outbox_rows(self) -> list[OutboxRow]:
+        """The outbox rows of the events recorded so far, for a caller that writes them itself in this transaction.
+
+        The events are then no longer written at commit (a use case that saves its aggregates and its outbox
+        rows in one statement); the commit still writes any event recorded afterwards.
+        """
+        rows = self._outbox_rows()
+        self._events.clear()
+        return rows
+
+    def _outbox_rows(self) -> list[OutboxRow]:
         context = self._context
         if self._traceparent_provider is not None:
             traceparent = self._traceparent_provider()
             context = MessageContext(context.correlation_id, traceparent or context.traceparent, context.extra_headers)
-        rows = [build_row(event, occurred_at=at, context=context) for event, at in self._events]
-        outbox_insert(self.conn, rows)
+        return [build_row(event, occurred_at=at, context=context) for event, at in self._events]
+
+    def commit(self) -> None:
+        """Write the recorded events as outbox rows and commit, atomically with the state change."""
+        outbox_insert(self.conn, self._outbox_rows())
         self.conn.commit()
         self._events.clear()
         self._committed = True
@@ -83,4 +102,5 @@ class UnitOfWork:
             if not self._committed and not conn.closed:
                 conn.rollback()
         finally:
-            self._pool.putconn(conn)
+            if self._given is None:
+                self._pool.putconn(conn)

@@ -13,7 +13,7 @@ errors with a known meaning (the one-active-appointment-per-slot index, deadlock
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, LiteralString, cast
 
@@ -41,6 +41,7 @@ from pin.calendar.domain import (
     SlotNotAvailableError,
     SlotStatus,
 )
+from pin.outbox.writer import INSERT_COLUMNS, OutboxRow, insert_params
 
 Conn = psycopg.Connection[dict[str, object]]
 
@@ -56,6 +57,15 @@ _APPOINTMENT_COLUMNS: LiteralString = """id, tenant_id, slot_id, agent_user_id, 
 _EVENT_COLUMNS: LiteralString = """id, tenant_id, owner_user_id, origin, appointment_id, start_at, end_at,
     time_zone, status, cancel_reason, version, created_at, updated_at"""
 _REMINDER_COLUMNS: LiteralString = "id, calendar_event_id, remind_at, status"
+
+
+def _names(columns: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in columns.split(","))
+
+
+_SLOT_NAMES = _names(_SLOT_COLUMNS)
+APPOINTMENT_COLUMN_NAMES = _names(_APPOINTMENT_COLUMNS)
+_EVENT_NAMES = _names(_EVENT_COLUMNS)
 
 SLOT_GET: LiteralString = f"SELECT {_SLOT_COLUMNS} FROM calendar.availability_slot WHERE id = %s"
 SLOT_LOCK: LiteralString = SLOT_GET + " FOR NO KEY UPDATE"
@@ -307,6 +317,74 @@ def _cluster_lock(
     return AppointmentCluster(appointment, slot, event), other
 
 
+# ------------------------------------------------------------------- the cluster locked in one statement
+# For a caller that claims an appointment in a CTE (the appointment-timeout worker): the rest of its cluster is
+# locked in the same statement, in the calendar's lock order. Each lock's key is read from the rows the previous
+# lock returned (an InitPlan the index scan needs before it starts), so the order holds whatever plan the outer
+# query gets: the slot after the appointment, the event after the slot (not locked when the slot is missing),
+# the reminders after the event, in id order. A lock wait is bounded by the session's lock_timeout.
+
+
+def cluster_lock_ctes(claimed: str) -> str:
+    """CTEs ``slot_locked``, ``event_locked``, ``reminders_locked`` for the appointment row of CTE ``claimed``."""
+    slot = ", ".join(f"s.{name}" for name in _SLOT_NAMES)
+    event = ", ".join(f"e.{name}" for name in _EVENT_NAMES)
+    return f"""
+slot_locked AS MATERIALIZED (
+    SELECT {slot}
+      FROM calendar.availability_slot AS s
+     WHERE s.id = (SELECT c.slot_id FROM {claimed} AS c)
+       FOR NO KEY UPDATE OF s
+),
+event_locked AS MATERIALIZED (
+    SELECT {event}
+      FROM calendar.calendar_event AS e
+     WHERE e.id = (SELECT c.calendar_event_id FROM {claimed} AS c JOIN slot_locked AS s ON s.id = c.slot_id)
+       FOR NO KEY UPDATE OF e
+),
+reminders_locked AS MATERIALIZED (
+    SELECT r.id, r.calendar_event_id, r.remind_at, r.status
+      FROM calendar.event_reminder AS r
+     WHERE r.calendar_event_id = (SELECT e.id FROM event_locked AS e)
+     ORDER BY r.id
+       FOR NO KEY UPDATE OF r
+)"""
+
+
+# The columns of the locked cluster, for the outer query (``claimed`` as c, slot_locked as s, event_locked as e):
+# the appointment's under their own names, the slot's and the event's prefixed, the reminders as arrays.
+CLUSTER_LOCKED_COLUMNS = ",\n       ".join(
+    [
+        "c.*",  # the appointment's columns (the caller's claimed CTE selects APPOINTMENT_COLUMN_NAMES)
+        *(f"s.{name} AS s_{name}" for name in _SLOT_NAMES),
+        *(f"e.{name} AS e_{name}" for name in _EVENT_NAMES),
+        "(SELECT array_agg(r.id ORDER BY r.id) FROM reminders_locked AS r) AS r_ids",
+        "(SELECT array_agg(r.remind_at ORDER BY r.id) FROM reminders_locked AS r) AS r_remind_ats",
+        "(SELECT array_agg(r.status ORDER BY r.id) FROM reminders_locked AS r) AS r_statuses",
+    ]
+)
+
+
+def cluster_from_locked_row(row: dict[str, Any]) -> AppointmentCluster:
+    """The cluster a one-statement lock returned (the appointment present); a broken cluster raises.
+
+    SlotMissingError or CalendarEventMissingError, as :func:`appointment_cluster_lock` (a poison item).
+    """
+    appointment = appointment_from_row(row)
+    if row["s_id"] is None:
+        raise SlotMissingError
+    slot = slot_from_row({name: row[f"s_{name}"] for name in _SLOT_NAMES})
+    if row["e_id"] is None:
+        raise CalendarEventMissingError
+    ids, remind_ats, statuses = row["r_ids"] or [], row["r_remind_ats"] or [], row["r_statuses"] or []
+    reminders = [
+        {"id": i, "calendar_event_id": row["e_id"], "remind_at": at, "status": st}
+        for i, at, st in zip(ids, remind_ats, statuses, strict=True)
+    ]
+    event = event_from_rows({name: row[f"e_{name}"] for name in _EVENT_NAMES}, reminders)
+    return AppointmentCluster(appointment, slot, event)
+
+
 # ------------------------------------------------------------------------------------------------- writes
 
 
@@ -366,6 +444,108 @@ def _event_save(conn: Conn, event: CalendarEvent) -> None:
             if row is None:
                 raise ConflictError
         reminder.loaded = Loaded(reminder.status, 0)
+
+
+def cluster_save_with_outbox(conn: Conn, cluster: AppointmentCluster, rows: Sequence[OutboxRow]) -> None:
+    """:func:`cluster_save` and the outbox rows of the same transaction, in one statement.
+
+    A data-modifying CTE runs the guarded UPDATEs of the appointment, the slot, the event and the reminders
+    (those that changed; the values are the domain objects') and inserts ``rows``; it returns how many rows each
+    guard matched. One that matched fewer than it had to (another transaction changed the Version or status
+    first) raises ConflictError: the caller's transaction, with everything the statement wrote, must then be
+    rolled back. Only rows that exist are written: a cluster with a new part is a ValueError (use cluster_save).
+    """
+    appointment, slot, event = cluster.appointment, cluster.slot, cluster.event
+    parts: tuple[Appointment | AvailabilitySlot | CalendarEvent, ...] = (appointment, slot, event)
+    if any(part.loaded is None for part in parts) or any(r.loaded is None for r in event.reminders):
+        raise ValueError("cluster_save_with_outbox writes loaded rows only; a new part is saved by cluster_save")
+    params: dict[str, Any] = {}
+    expected: dict[str, int] = {}
+    for prefix, part, values in (
+        ("a", appointment, _appointment_params(appointment)),
+        ("s", slot, _slot_params(slot)),
+        ("e", event, _event_params(event)),
+    ):
+        assert part.loaded is not None
+        changed = (part.status, part.version) != (part.loaded.status, part.loaded.version)
+        expected[prefix] = 1 if changed else 0
+        for name in _WRITTEN[prefix]:
+            params[f"{prefix}_{name}"] = values[name]
+        params.update({f"{prefix}_{k}": v for k, v in _expected(part.loaded).items()})
+        if not changed:
+            params[f"{prefix}_id"] = None  # matches no row: nothing to write
+    changed_reminders = [r for r in event.reminders if r.loaded is not None and r.status != r.loaded.status]
+    expected["r"] = len(changed_reminders)
+    params["r_ids"] = [r.id for r in changed_reminders]
+    params["r_statuses"] = [str(r.status) for r in changed_reminders]
+    params["r_expected_statuses"] = [str(r.loaded.status) for r in changed_reminders if r.loaded is not None]
+    params["r_updated_at"] = event.updated_at
+    for k, row in enumerate(rows):
+        params.update({f"m{k}_{name}": value for name, value in zip(INSERT_COLUMNS, insert_params(row), strict=True)})
+    with translated_errors():
+        matched = _row(conn.execute(_cluster_write_sql(len(rows)), params).fetchone())
+    if any(matched[prefix] != count for prefix, count in expected.items()):
+        raise ConflictError
+    for part in parts:
+        part.loaded = Loaded(part.status, part.version)
+    for reminder in event.reminders:
+        reminder.loaded = Loaded(reminder.status, 0)
+
+
+# What the one-statement write sets, per part (the guarded UPDATEs above set the same columns).
+_WRITTEN: dict[str, tuple[str, ...]] = {
+    "a": ("id", "status", "cancelled_by", "cancel_reason", "rescheduled_to_appointment_id", "version", "updated_at"),
+    "s": ("id", "status", "version", "updated_at"),
+    "e": ("id", "status", "cancel_reason", "version", "updated_at"),
+}
+_CLUSTER_WRITE = """
+WITH a_written AS (
+    UPDATE calendar.appointment
+       SET status = %(a_status)s, cancelled_by = %(a_cancelled_by)s, cancel_reason = %(a_cancel_reason)s,
+           rescheduled_to_appointment_id = %(a_rescheduled_to_appointment_id)s,
+           version = %(a_version)s, updated_at = %(a_updated_at)s
+     WHERE id = %(a_id)s AND version = %(a_expected_version)s AND status = %(a_expected_status)s
+    RETURNING 1
+),
+s_written AS (
+    UPDATE calendar.availability_slot
+       SET status = %(s_status)s, version = %(s_version)s, updated_at = %(s_updated_at)s
+     WHERE id = %(s_id)s AND version = %(s_expected_version)s AND status = %(s_expected_status)s
+    RETURNING 1
+),
+e_written AS (
+    UPDATE calendar.calendar_event
+       SET status = %(e_status)s, cancel_reason = %(e_cancel_reason)s, version = %(e_version)s,
+           updated_at = %(e_updated_at)s
+     WHERE id = %(e_id)s AND version = %(e_expected_version)s AND status = %(e_expected_status)s
+    RETURNING 1
+),
+r_written AS (
+    UPDATE calendar.event_reminder AS r
+       SET status = u.status, updated_at = %(r_updated_at)s
+      FROM unnest(%(r_ids)s::uuid[], %(r_statuses)s::text[], %(r_expected_statuses)s::text[])
+           AS u (id, status, expected_status)
+     WHERE r.id = u.id AND r.status = u.expected_status
+    RETURNING 1
+){outbox}
+SELECT (SELECT count(*) FROM a_written) AS a, (SELECT count(*) FROM s_written) AS s,
+       (SELECT count(*) FROM e_written) AS e, (SELECT count(*) FROM r_written) AS r
+"""
+
+
+def _cluster_write_sql(outbox_rows: int) -> str:
+    """The one-statement write with ``outbox_rows`` outbox rows inserted (the same text for the same count)."""
+    if outbox_rows == 0:
+        return _CLUSTER_WRITE.format(outbox="")
+    values = ",\n           ".join(
+        "(" + ", ".join(f"%(m{k}_{name})s" for name in INSERT_COLUMNS) + ")" for k in range(outbox_rows)
+    )
+    outbox = f""",
+m_written AS (
+    INSERT INTO outbox.message ({", ".join(INSERT_COLUMNS)})
+    VALUES {values}
+)"""
+    return _CLUSTER_WRITE.format(outbox=outbox)
 
 
 def _guarded(conn: Conn, query: LiteralString, params: dict[str, Any]) -> None:

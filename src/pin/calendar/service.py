@@ -10,6 +10,7 @@ own appointments; a record of another tenant, or of another user, is reported as
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -42,6 +43,7 @@ from pin.settings import Settings
 from pin.unit_of_work import Conn, UnitOfWork
 
 log = structlog.get_logger(__name__)
+_stdlib_log = logging.getLogger(__name__)  # the logger structlog renders through (its level decides)
 
 
 @dataclass(frozen=True)
@@ -281,13 +283,29 @@ def expire_appointment(
     cluster = repository.appointment_cluster_lock(uow.conn, appointment_id, skip_locked=skip_locked)
     if cluster is None:
         return ExpiryResult(ExpiryStatus.LOCKED)
+    return expire_locked_cluster(uow, cluster, as_of)
+
+
+def expire_locked_cluster(
+    uow: UnitOfWork, cluster: AppointmentCluster, as_of: datetime, *, one_statement: bool = False
+) -> ExpiryResult:
+    """Expire a due Pending appointment whose cluster the caller locked in ``uow``'s transaction; the caller commits.
+
+    With ``one_statement`` the guarded writes and the outbox rows of the two events go in one statement
+    (:func:`repository.cluster_save_with_outbox`), and the per-event log lines are at DEBUG (the worker logs one
+    line per expired item). Raises as :func:`expire_appointment`.
+    """
     appointment = cluster.appointment
     due = appointment.pending_expires_at is not None and appointment.pending_expires_at < as_of
     if appointment.status is not AppointmentStatus.PENDING or not due:
         return ExpiryResult(ExpiryStatus.NOT_DUE, cluster=cluster)
     outcome = cluster.expire(as_of)
-    repository.cluster_save(uow.conn, cluster)
-    _record(uow, cluster)
+    if one_statement:
+        _record(uow, cluster, level=logging.DEBUG)
+        repository.cluster_save_with_outbox(uow.conn, cluster, uow.take_outbox_rows())
+    else:
+        repository.cluster_save(uow.conn, cluster)
+        _record(uow, cluster)
     return ExpiryResult(ExpiryStatus.EXPIRED, outcome, cluster)
 
 
@@ -367,13 +385,18 @@ def _check_version(current: int, expected: int | None) -> None:
         raise VersionMismatchError
 
 
-def _record(uow: UnitOfWork, cluster: AppointmentCluster) -> None:
+def _record(uow: UnitOfWork, cluster: AppointmentCluster, *, level: int = logging.INFO) -> None:
     appointment = cluster.appointment
+    # DEBUG is checked once, before structlog's processors run: it then costs nothing when the role logs at INFO
+    enabled = level > logging.DEBUG or _stdlib_log.isEnabledFor(level)
     for event in cluster.pull_events():
         contract = to_contract(event)
         uow.record(contract, event.occurred_at)
+        if not enabled:
+            continue
         # identifiers and enums only: no names, no free-text reasons (SPEC section 6)
-        log.info(
+        log.log(
+            level,
             "calendar event recorded",
             event_type=contract.EVENT_TYPE,
             appointment_id=str(appointment.id),

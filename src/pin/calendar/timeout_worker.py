@@ -38,8 +38,8 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, LiteralString, cast
@@ -48,11 +48,13 @@ import psycopg
 import structlog
 from opentelemetry.trace import Status, StatusCode
 from prometheus_client import Counter, Gauge, Histogram
+from psycopg import errors as pg_errors
+from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from pin.calendar import repository
 from pin.calendar.domain import ConflictError, DomainError, SlotOutcome
-from pin.calendar.service import ExpiryResult, ExpiryStatus, expire_appointment
+from pin.calendar.service import ExpiryResult, ExpiryStatus, expire_appointment, expire_locked_cluster
 from pin.db import database_now
 from pin.jobs import bookkeeping
 from pin.observability.tracing import current_traceparent, tracer
@@ -108,15 +110,35 @@ _AFTER_CURSOR: LiteralString = """(a.pending_expires_at, a.id) > (
     coalesce(%(after_at)s::timestamptz, '-infinity'),
     coalesce(%(after_id)s::uuid, '00000000-0000-0000-0000-000000000000'))"""
 
+
 # The claim of one item (seed 000, "Что читаем"): the oldest due Pending appointment after the cycle's cursor that
 # nobody holds and that is not backing off as poison, locked FOR NO KEY UPDATE SKIP LOCKED in a materialized CTE
 # (the planner cannot run it twice or lock more than the limit; FOR NO KEY UPDATE leaves the foreign-key checks
 # of other transactions, FOR KEY SHARE, unblocked). ``passed_over`` is computed on the same snapshot: the due
 # rows between the cursor and the claimed row (all after the cursor when none was claimed) that the claim did
 # not get, i.e. that SKIP LOCKED passed over.
-_CLAIM_NEXT = f"""
+#
+# The claim also locks the rest of the claimed appointment's cluster in the same statement (one round trip for
+# claim and locks), in the calendar's lock order (appointment, slot, event, reminders: repository.cluster_lock_ctes)
+# and returns every column the cascade needs. Those locks wait (the claim itself never does), at most the
+# session's lock_timeout, which the cycle sets on its connection. When one of them times out (or deadlocks), the
+# statement fails as a whole: the item is then retried once with the claim alone (_CLAIM_NEXT) and the cluster
+# locked statement by statement, which reports the lock timeout for that appointment (skipped, counted).
+def _claim_sql(*, lock_cluster: bool) -> str:
+    claimed_columns = (
+        ", ".join(f"a.{name}" for name in repository.APPOINTMENT_COLUMN_NAMES)
+        if lock_cluster
+        else "a.id, a.tenant_id, a.pending_expires_at"
+    )
+    locks = f",{repository.cluster_lock_ctes('claimed')}" if lock_cluster else ""
+    columns = repository.CLUSTER_LOCKED_COLUMNS if lock_cluster else "c.id, c.tenant_id, c.pending_expires_at"
+    joins = "\n  LEFT JOIN slot_locked AS s ON true\n  LEFT JOIN event_locked AS e ON true" if lock_cluster else ""
+    # passed_over: the bound on the first index column keeps it an index range scan, not a scan of the backlog.
+    # The text is sent with its whitespace collapsed: psycopg parses a query of more than 4,096 characters again on
+    # every execute (MAX_CACHED_STATEMENT_LENGTH), and the claim with its locks is about that long.
+    sql = f"""
 WITH claimed AS MATERIALIZED (
-    SELECT a.id, a.tenant_id, a.pending_expires_at
+    SELECT {claimed_columns}
       FROM calendar.appointment AS a
      WHERE {_DUE} AND {_AFTER_CURSOR} AND {bookkeeping.not_backing_off("a")}
      ORDER BY a.pending_expires_at, a.id
@@ -128,21 +150,28 @@ passed_over AS MATERIALIZED (
       FROM calendar.appointment AS a
      WHERE {_DUE} AND {_AFTER_CURSOR} AND {bookkeeping.not_backing_off("a")}
        AND NOT EXISTS (SELECT 1 FROM claimed AS c WHERE c.id = a.id)
-       -- the bound on the first index column keeps this an index range scan, not a scan of the whole backlog
        AND a.pending_expires_at <= coalesce((SELECT c.pending_expires_at FROM claimed AS c), %(as_of)s)
        AND (NOT EXISTS (SELECT 1 FROM claimed)
             OR (a.pending_expires_at, a.id) < (SELECT c.pending_expires_at, c.id FROM claimed AS c))
      ORDER BY a.pending_expires_at, a.id
      LIMIT {bookkeeping.BACKLOG_CAP}
-)
-SELECT c.id, c.tenant_id, c.pending_expires_at,
+){locks}
+SELECT {columns},
        EXISTS (SELECT 1 FROM jobs.item_failure AS f WHERE f.job = %(job)s AND f.item_id = c.id) AS has_failure,
        (SELECT coalesce(array_agg(p.id), '{{}}'::uuid[]) FROM passed_over AS p) AS passed_over
-  -- the item transaction's lock_timeout, set here to save a round trip: the claim itself never waits (SKIP
-  -- LOCKED), the cluster locks that follow in this transaction do, at most this long
-  FROM (SELECT set_config('lock_timeout', %(lock_timeout)s, true)) AS item_settings
-  LEFT JOIN claimed AS c ON true
+  FROM (SELECT) AS one
+  LEFT JOIN claimed AS c ON true{joins}
 """
+    return " ".join(sql.split())
+
+
+_CLAIM_AND_LOCK_NEXT = _claim_sql(lock_cluster=True)
+_CLAIM_NEXT = _claim_sql(lock_cluster=False)
+
+# The item lock timeout of the cycle's connection: set once per cycle for the session (every item transaction
+# of the cycle runs on that connection), reset before the connection goes back to the pool.
+_SET_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', %(lock_timeout)s, false)"
+_RESET_LOCK_TIMEOUT = "RESET lock_timeout"
 
 # Due now, over the partial index: the cycle's "batch selected" count (bounded by BatchSize) and the backlog gauge.
 DUE_SQL = f"SELECT 1 FROM calendar.appointment AS a WHERE {_DUE} AND {bookkeeping.not_backing_off('a')}"
@@ -172,6 +201,7 @@ class ClaimedItem:
     pending_expires_at: datetime | None
     has_failure: bool
     passed_over: list[uuid.UUID]
+    row: dict[str, Any] | None = None  # with the cluster locked by the claim: every column of it
 
     @property
     def cursor(self) -> tuple[datetime, uuid.UUID] | None:
@@ -182,24 +212,24 @@ class ClaimedItem:
 
 
 def appointment_claim_next(
-    conn: Conn, *, as_of: datetime, after: tuple[datetime, uuid.UUID] | None, lock_timeout: timedelta
+    conn: Conn, *, as_of: datetime, after: tuple[datetime, uuid.UUID] | None, lock_cluster: bool = True
 ) -> ClaimedItem:
     """Lock the next due Pending appointment (after ``after``) that nobody else holds, in the caller's transaction.
 
-    ``lock_timeout`` bounds every later lock wait of the transaction (SET LOCAL lock_timeout).
+    With ``lock_cluster`` its slot, event and reminders are locked by the same statement (waits bounded by the
+    session's lock_timeout: LockNotAvailable when one was held longer) and ``row`` holds the whole cluster.
     """
-    timeout_ms = max(1, int(lock_timeout.total_seconds() * 1000))
     after_at, after_id = after or (None, None)
-    params = {
-        "as_of": as_of,
-        "after_at": after_at,
-        "after_id": after_id,
-        "job": JOB_NAME,
-        "lock_timeout": f"{timeout_ms}ms",
-    }
-    row = cast(dict[str, Any], conn.execute(_CLAIM_NEXT, params).fetchone())
+    params = {"as_of": as_of, "after_at": after_at, "after_id": after_id, "job": JOB_NAME}
+    sql = _CLAIM_AND_LOCK_NEXT if lock_cluster else _CLAIM_NEXT
+    row = cast(dict[str, Any], conn.execute(sql, params).fetchone())
     return ClaimedItem(
-        row["id"], row["tenant_id"], row["pending_expires_at"], bool(row["has_failure"]), list(row["passed_over"])
+        row["id"],
+        row["tenant_id"],
+        row["pending_expires_at"],
+        bool(row["has_failure"]),
+        list(row["passed_over"]),
+        row if lock_cluster else None,
     )
 
 
@@ -309,9 +339,10 @@ class AppointmentTimeoutJob:
         as_of: datetime | None = None
         with tracer().start_as_current_span("appointment-timeout cycle", attributes={"pin.run_id": str(run_id)}):
             try:
-                as_of = self._as_of()
-                log.info("cycle started", job=JOB_NAME, RunId=str(run_id), AsOf=as_of.isoformat())
-                self._expire_due(run_id, as_of, tally)
+                with self._cycle_connection() as conn:
+                    as_of = self._clock(conn)
+                    log.info("cycle started", job=JOB_NAME, RunId=str(run_id), AsOf=as_of.isoformat())
+                    self._expire_due(conn, run_id, as_of, tally)
             except Exception as exc:
                 ERRORS.inc()
                 result = tally.result(started, self._config.batch_size)
@@ -340,37 +371,62 @@ class AppointmentTimeoutJob:
 
     # -- the cycle ---------------------------------------------------------------------------------------------
 
-    def _as_of(self) -> datetime:
-        with self._connection() as conn:
-            return self._clock(conn)
+    @contextmanager
+    def _cycle_connection(self) -> Iterator[Conn]:
+        """One pooled connection for the whole cycle: AsOf, the count, then every item's transaction.
 
-    def _expire_due(self, run_id: uuid.UUID, as_of: datetime, tally: _Tally) -> None:
+        Its session's lock_timeout is the item lock timeout, set here once and reset before the connection goes
+        back to the pool (a connection that cannot be reset is closed: the pool then discards it).
+        """
+        timeout_ms = max(1, int(self._config.item_lock_timeout_seconds * 1000))
+        with self._connection() as conn:
+            conn.execute(_SET_LOCK_TIMEOUT, {"lock_timeout": f"{timeout_ms}ms"})
+            try:
+                yield conn
+            finally:
+                _reset_session(conn)
+
+    def _expire_due(self, conn: Conn, run_id: uuid.UUID, as_of: datetime, tally: _Tally) -> None:
         """Claim and expire one item per transaction until none is free, BatchSize is reached, or a stop."""
         batch_size = self._config.batch_size
-        with self._connection() as conn:
-            selected = _count(conn, DUE_SQL, {"job": JOB_NAME, "as_of": as_of}, limit=batch_size)
+        selected = _count(conn, DUE_SQL, {"job": JOB_NAME, "as_of": as_of}, limit=batch_size)
+        conn.commit()  # the session's lock_timeout with it
         log.info("batch selected", job=JOB_NAME, RunId=str(run_id), Count=selected)
         if selected == 0:
             return  # empty batch: a no-op, no claim transaction at all
         while len(tally.attempted) < batch_size and not self._stop.is_set():
-            if not self._expire_next(run_id, as_of, tally):
+            try:
+                more = self._expire_next(conn, run_id, as_of, tally, lock_cluster=True)
+            except _ClusterLockFailedError:
+                # A row of the claimed cluster was held past the lock timeout (or a deadlock): the statement that
+                # claimed and locked failed as a whole. The item again, claim alone and the cluster locked
+                # statement by statement: the appointment is then known, skipped and counted.
+                more = self._expire_next(conn, run_id, as_of, tally, lock_cluster=False)
+            if not more:
                 return
 
-    def _expire_next(self, run_id: uuid.UUID, as_of: datetime, tally: _Tally) -> bool:
+    def _expire_next(
+        self, conn: Conn, run_id: uuid.UUID, as_of: datetime, tally: _Tally, *, lock_cluster: bool
+    ) -> bool:
         """One item in one transaction; False when no due appointment was free to claim."""
         failure: Exception | None = None
         expiry: ExpiryResult | None = None
-        with UnitOfWork(self._pool, MessageContext(str(run_id)), traceparent_provider=current_traceparent) as uow:
+        context = MessageContext(str(run_id))
+        with UnitOfWork(self._pool, context, traceparent_provider=current_traceparent, connection=conn) as uow:
             try:
-                lock_timeout = timedelta(seconds=self._config.item_lock_timeout_seconds)
-                claim = appointment_claim_next(uow.conn, as_of=as_of, after=tally.cursor, lock_timeout=lock_timeout)
+                claim = appointment_claim_next(conn, as_of=as_of, after=tally.cursor, lock_cluster=lock_cluster)
+            except (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected) as exc:
+                _raise_if_infrastructure(conn)  # about the item only while the connection is healthy
+                if not lock_cluster:
+                    raise InfrastructureError(bookkeeping.describe_error(exc)) from exc
+                raise _ClusterLockFailedError from exc
             except Exception as exc:
                 raise InfrastructureError(bookkeeping.describe_error(exc)) from exc
             tally.skipped.update(claim.passed_over)
             if claim.appointment_id is None:
                 # End the read-only transaction with COMMIT: psycopg answers a ROLLBACK with DEALLOCATE ALL, and
                 # a cycle that ends with an empty claim would re-plan every statement of the next one.
-                uow.conn.commit()
+                conn.commit()
                 return False
             appointment_id = claim.appointment_id
             tally.attempted.append(appointment_id)
@@ -382,11 +438,11 @@ class AppointmentTimeoutJob:
             }
             with tracer().start_as_current_span("appointment-timeout item", attributes=attributes) as span:
                 try:
-                    expiry = self._expire_claimed(uow, appointment_id, as_of, has_failure=claim.has_failure)
+                    expiry = self._expire_claimed(uow, claim, as_of)
                 except ConflictError:
                     # Changed or held under us (guarded UPDATE matched nothing, lock timeout, deadlock): rolled back,
                     # never overwritten; the next cycle re-reads it (seed 000, "Гонка worker <-> агент").
-                    _raise_if_infrastructure(uow.conn)
+                    _raise_if_infrastructure(conn)
                     tally.skipped.add(appointment_id)
                     log.warning(
                         "item skipped: changed concurrently", job=JOB_NAME, RunId=str(run_id),
@@ -394,27 +450,30 @@ class AppointmentTimeoutJob:
                     )  # fmt: skip
                     return True
                 except Exception as exc:  # noqa: BLE001 - poison fails in any way; infrastructure is re-raised
-                    _raise_if_infrastructure(uow.conn, exc)
+                    _raise_if_infrastructure(conn, exc)
                     uow.rollback()  # the whole item, before its failure is recorded in a transaction of its own
                     span.record_exception(exc)
                     span.set_status(Status(StatusCode.ERROR, bookkeeping.describe_error(exc)))
                     failure = exc
         if failure is not None:
-            self._poisoned(run_id, appointment_id, failure)
+            self._poisoned(conn, run_id, appointment_id, failure)
             tally.failed += 1
         elif expiry is not None:
             self._expired(run_id, expiry, tally)
         return True
 
-    def _expire_claimed(
-        self, uow: UnitOfWork, appointment_id: uuid.UUID, as_of: datetime, *, has_failure: bool
-    ) -> ExpiryResult | None:
+    def _expire_claimed(self, uow: UnitOfWork, claim: ClaimedItem, as_of: datetime) -> ExpiryResult | None:
         """The calendar's expiry use case on the claimed row, then commit; None when there was nothing to do."""
-        expiry = expire_appointment(uow, appointment_id, as_of)
+        assert claim.appointment_id is not None
+        if claim.row is not None:  # the claim locked the cluster: the cascade's writes and outbox in one statement
+            cluster = repository.cluster_from_locked_row(claim.row)
+            expiry = expire_locked_cluster(uow, cluster, as_of, one_statement=True)
+        else:
+            expiry = expire_appointment(uow, claim.appointment_id, as_of)
         if expiry.status is not ExpiryStatus.EXPIRED:
             return None  # re-read under the lock: no longer Pending or not due (idempotent by state)
-        if has_failure:
-            bookkeeping.item_failure_clear(uow.conn, JOB_NAME, [appointment_id])  # a former poison item healed
+        if claim.has_failure:
+            bookkeeping.item_failure_clear(uow.conn, JOB_NAME, [claim.appointment_id])  # a former poison item healed
         with repository.translated_errors():
             uow.commit()  # the transition, the cascade and the two outbox rows, atomically (INV-APT-6)
         return expiry
@@ -436,13 +495,13 @@ class AppointmentTimeoutJob:
             TenantId=str(appointment.tenant_id), SlotOutcome=outcome.value,
         )  # fmt: skip
 
-    def _poisoned(self, run_id: uuid.UUID, appointment_id: uuid.UUID, exc: Exception) -> None:
+    def _poisoned(self, conn: Conn, run_id: uuid.UUID, appointment_id: uuid.UUID, exc: Exception) -> None:
         """Log, count and record a poison item, in a short transaction of its own after the item's rollback."""
         ERRORS.inc()
         base = timedelta(seconds=self._config.poison_retry_seconds)
         try:
-            with self._connection() as conn:
-                attempts = bookkeeping.item_failure_record(conn, JOB_NAME, appointment_id, exc, base=base)
+            attempts = bookkeeping.item_failure_record(conn, JOB_NAME, appointment_id, exc, base=base)
+            conn.commit()
         except Exception as record_exc:
             raise InfrastructureError(bookkeeping.describe_error(record_exc)) from record_exc
         log.error(
@@ -478,6 +537,24 @@ class AppointmentTimeoutJob:
                 )
         except Exception:
             log.warning("cycle bookkeeping failed", job=JOB_NAME, RunId=str(run_id), exc_info=True)
+
+
+class _ClusterLockFailedError(Exception):
+    """The claim's lock of the cluster timed out or deadlocked (the item's transaction is rolled back)."""
+
+
+def _reset_session(conn: Conn) -> None:
+    """End any open transaction and reset the cycle's lock_timeout; close the connection when that fails."""
+    if conn.closed or conn.broken:
+        return
+    try:
+        if conn.info.transaction_status is not TransactionStatus.IDLE:
+            conn.rollback()
+        conn.execute(_RESET_LOCK_TIMEOUT)
+        conn.commit()
+    except psycopg.Error:
+        log.warning("could not reset the cycle's connection; closing it", job=JOB_NAME, exc_info=True)
+        conn.close()
 
 
 def _raise_if_infrastructure(conn: Conn, exc: Exception | None = None) -> None:

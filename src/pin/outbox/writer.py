@@ -82,22 +82,29 @@ VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
 
 
+# The columns an insert fills, in the order of :func:`insert_params` (for a caller that writes rows itself).
+INSERT_COLUMNS = ("message_id", "vpart", "topic", "message_key", "event_type", "contract_version", "payload",
+                  "headers", "occurred_at")  # fmt: skip
+
+
+def insert_params(row: OutboxRow) -> tuple[object, ...]:
+    """The values of one row's insert, in the order of INSERT_COLUMNS."""
+    return (
+        row.message_id,
+        vpart_of(row.key),
+        row.topic,
+        row.key,
+        row.event_type,
+        row.contract_version,
+        Jsonb(dict(row.payload)),
+        Jsonb(dict(row.headers)),
+        row.occurred_at,
+    )
+
+
 def outbox_insert(conn: psycopg.Connection[dict[str, object]], rows: Iterable[OutboxRow]) -> int:
     """Insert rows in the caller's transaction; returns how many."""
-    params = [
-        (
-            row.message_id,
-            vpart_of(row.key),
-            row.topic,
-            row.key,
-            row.event_type,
-            row.contract_version,
-            Jsonb(dict(row.payload)),
-            Jsonb(dict(row.headers)),
-            row.occurred_at,
-        )
-        for row in rows
-    ]
+    params = [insert_params(row) for row in rows]
     if params:
         with conn.cursor() as cur:
             cur.executemany(_INSERT, params)
