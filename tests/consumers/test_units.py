@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import psycopg
 import pytest
+from confluent_kafka import TopicPartition
 from psycopg_pool import PoolTimeout
 
 from pin.crm.domain import FEED_TEXTS, FeedEntryKind, entry_kind_for
@@ -15,6 +16,7 @@ from pin.crm.domain import AppointmentCancelReason as R
 from pin.crm.handler import routes as crm_routes
 from pin.messaging import topics
 from pin.messaging.consumer import (
+    ConsumerRuntime,
     UnreadableMessageError,
     backoff_delay,
     decode_envelope,
@@ -153,3 +155,64 @@ def test_only_an_expired_purchase_tells_the_buyer():
 )
 def test_partition_lag_from_librdkafka_statistics(stats, lag):
     assert partition_lag(stats) == lag
+
+
+class _FakeMessage:
+    def __init__(self, topic: str, partition: int, offset: int) -> None:
+        self._where = (topic, partition, offset)
+
+    def error(self) -> None:
+        return None
+
+    def topic(self) -> str:
+        return self._where[0]
+
+    def partition(self) -> int:
+        return self._where[1]
+
+    def offset(self) -> int:
+        return self._where[2]
+
+
+class _FakeConsumer:
+    """poll() returns one message; consume() runs a revoke (and reassign) of that partition, then returns more."""
+
+    def __init__(self, runtime: ConsumerRuntime, first: _FakeMessage, more: list[_FakeMessage], *, revoke: bool):
+        self.runtime, self.first, self.more, self.revoke = runtime, first, more, revoke
+        self.committed: list[list[TopicPartition]] = []
+
+    def poll(self, timeout: float) -> _FakeMessage:
+        del timeout
+        return self.first
+
+    def consume(self, num_messages: int, timeout: float) -> list[_FakeMessage]:
+        assert (num_messages, timeout) == (199, 0)
+        if self.revoke:
+            tp = TopicPartition(self.first.topic(), self.first.partition())
+            self.runtime._on_revoke(self, [tp])  # type: ignore[arg-type]
+            self.runtime._on_assign(self, [tp])  # type: ignore[arg-type]
+        return self.more
+
+    def commit(self, *, offsets: list[TopicPartition], asynchronous: bool) -> None:
+        assert not asynchronous
+        self.committed.append(offsets)
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        del partitions
+
+
+@pytest.mark.parametrize("revoke", [False, True])
+def test_a_message_polled_before_a_revoke_of_its_partition_is_dropped_those_after_it_are_kept(revoke):
+    runtime = ConsumerRuntime(
+        group="crm", routes=crm_routes(), pool=None, consumer_config={}, producer_config={}, batch_size=200
+    )  # type: ignore[arg-type]
+    runtime._to_commit[("t", 0)] = 7  # handled before: committed (synchronously) when the partition is revoked
+    stale = _FakeMessage("t", 0, 7)
+    fresh = [_FakeMessage("t", 0, 7), _FakeMessage("t", 0, 8)]  # the new assignment reads from the committed offset
+    fake = _FakeConsumer(runtime, stale, fresh, revoke=revoke)
+    runtime._consumer = fake  # type: ignore[assignment]
+    polled = runtime._poll()
+    assert polled == (fresh if revoke else [stale, *fresh])
+    if revoke:
+        assert [(tp.topic, tp.partition, tp.offset) for tp in fake.committed[0]] == [("t", 0, 7)]
+        assert runtime._to_commit == {}

@@ -429,21 +429,21 @@ class ConsumerRuntime:
         """One message (waiting up to the poll wait), then whatever else is already fetched, up to the batch size.
 
         ``consume(n, timeout)`` alone would wait for all n messages or the whole timeout, delaying a lone message.
-        Messages of partitions revoked meanwhile (rebalance callbacks run inside poll and consume) are dropped:
-        their next owner reads them from the committed offset.
+        Rebalance callbacks run inside poll and consume: a message returned after a revoke belongs to the new
+        assignment, but the first one was returned before the second call; if its partition was revoked during
+        that call it is dropped (its next owner, perhaps this instance again, reads it from the committed offset).
         """
         consumer = self._consumer_or_fail()
-        self._revoked_in_poll = set()
         first = consumer.poll(self._poll_wait())
         if first is None:
             return []
-        polled = [first]
-        if self._batch_size > 1:
-            polled += consumer.consume(num_messages=self._batch_size - 1, timeout=0)
-        if self._revoked_in_poll:
-            revoked = self._revoked_in_poll
-            polled = [m for m in polled if m.error() is not None or (m.topic(), m.partition()) not in revoked]
-        return polled
+        if self._batch_size == 1:
+            return [first]
+        self._revoked_in_poll = set()
+        more = consumer.consume(num_messages=self._batch_size - 1, timeout=0)
+        if first.error() is None and (first.topic(), first.partition()) in self._revoked_in_poll:
+            return list(more)
+        return [first, *more]
 
     def _on_error(self, error: KafkaError) -> None:
         if error.code() == KafkaError._PARTITION_EOF:
