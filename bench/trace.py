@@ -128,7 +128,8 @@ class Binder:
     fresh_uuids: list[str] = field(default_factory=list)
     fresh_prefix: str = "h_m"
     list_constant: Callable[[list[Any]], str | None] | None = None
-    # whole uuid arrays an earlier \\gset (or the helper) filled as one variable: (values as text) -> variable
+    # whole arrays an earlier \\gset (or the helper) filled as one variable: (values as text) -> the reference
+    # (e.g. ``:h_ids::uuid[]``)
     known_lists: dict[tuple[str, ...], str] = field(default_factory=dict)
 
     def constant(self, text: str) -> str:
@@ -170,7 +171,7 @@ class Binder:
         if isinstance(value, list | tuple):
             texts = [str(v) for v in value]
             if tuple(texts) in self.known_lists:
-                return f":{self.known_lists[tuple(texts)]}::uuid[]"
+                return self.known_lists[tuple(texts)]
             typed = _typed_array(value)
             if typed is not None:  # an array of scalars other than uuids: one constant of its own type
                 literal, cast = typed

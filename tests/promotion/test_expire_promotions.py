@@ -12,16 +12,18 @@ import time
 import uuid
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
 import psycopg
 import pytest
 from prometheus_client import REGISTRY
 from psycopg_pool import ConnectionPool
+from structlog.testing import capture_logs
 
 from pin.db import connect
 from pin.messaging import topics
 from pin.messaging.contracts import utc_iso
-from pin.promotion import service
+from pin.promotion import repository, service
 from pin.promotion.domain import PurchaseTerminalError, Target, TargetKind
 from pin.promotion.worker import JOB_NAME, ExpirePromotionsConfig, ExpirePromotionsJob
 from pin.unit_of_work import Conn
@@ -242,6 +244,85 @@ def test_AC6_a_purchase_the_domain_guard_rejects_is_excluded_and_the_rest_commit
     assert {e["message_key"] for e in purchase_events(pool, "Expired")} == {str(p.id) for p in purchases} - {
         str(broken.id)
     }
+
+
+def test_AC6_when_the_set_based_write_fails_each_purchase_is_written_alone_and_only_the_poison_one_is_left(
+    pool: ConnectionPool[Conn],
+) -> None:
+    # one EndsAt: the claim's order is then the ids' order
+    purchases = sorted(seed_purchases(pool, 5, ends_at=db_now(pool) - timedelta(minutes=1)), key=lambda p: p.id)
+    poison = purchases[3]
+    fail_updates_of(pool, poison.id)  # the database refuses its row: the one statement for the batch fails
+
+    with capture_logs() as logs:
+        result = _job(pool).run_once()
+
+    assert (result.expired_count, result.failed_count, result.claimed_count) == (4, 1, 5)
+    events = [entry["event"] for entry in logs]
+    assert "batch write failed, writing item by item" in events  # the fallback ran ...
+    (failed,) = [entry for entry in logs if entry["event"] == "item failed"]  # ... and isolated the poison one
+    assert failed["PurchaseId"] == str(poison.id)
+    assert failed["log_level"] == "error"
+    (batch,) = [entry for entry in logs if entry["event"] == "promotions expired"]
+    assert [item["PurchaseId"] for item in batch["Purchases"]] == [str(p.id) for p in purchases if p != poison]
+    rows = purchase_rows(pool)
+    assert (rows[poison.id]["status"], rows[poison.id]["version"]) == ("Active", 1)
+    assert {rows[p.id]["status"] for p in purchases if p != poison} == {"Expired"}
+    # the rest committed with exactly one outbox row each (none for the poison one), in the batch's order
+    expired = purchase_events(pool, "Expired")
+    assert [e["message_key"] for e in expired] == [str(p.id) for p in purchases if p != poison]
+    assert {e["payload"]["Version"] for e in expired} == {2}
+    assert len({e["payload"]["MessageId"] for e in expired}) == 4
+    assert len({e["headers"]["correlation-id"] for e in expired}) == 1
+    with pool.connection() as conn:
+        failure = conn.execute("SELECT item_id, last_error FROM jobs.item_failure").fetchone()
+    assert failure is not None
+    assert failure["item_id"] == poison.id
+    assert "injected poison" in failure["last_error"]
+
+
+def test_a_purchase_the_set_based_guard_does_not_match_is_left_alone_without_an_event(
+    pool: ConnectionPool[Conn], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    purchases = sorted(seed_purchases(pool, 3, ends_at=db_now(pool) - timedelta(minutes=1)), key=lambda p: p.id)
+    stale = purchases[1]
+    claim_due = repository.purchase_claim_due
+
+    def claim_with_a_stale_read(conn: Conn, **kwargs: Any) -> repository.Claim:
+        claim = claim_due(conn, **kwargs)
+        for purchase in claim.purchases:
+            if purchase.id == stale.id:
+                purchase.version = 7  # as if read before a change the database already has
+        return claim
+
+    monkeypatch.setattr(repository, "purchase_claim_due", claim_with_a_stale_read)
+
+    with capture_logs() as logs:
+        result = _job(pool).run_once()
+
+    assert (result.expired_count, result.failed_count) == (2, 1)
+    assert "batch write failed, writing item by item" not in [entry["event"] for entry in logs]  # no fallback
+    (failed,) = [entry for entry in logs if entry["event"] == "item failed"]
+    assert failed["PurchaseId"] == str(stale.id)
+    assert "VersionConflictError" in failed["exception"]
+    rows = purchase_rows(pool)
+    assert (rows[stale.id]["status"], rows[stale.id]["version"]) == ("Active", 1)  # never overwritten
+    assert [e["message_key"] for e in purchase_events(pool, "Expired")] == [str(purchases[0].id), str(purchases[2].id)]
+
+
+def test_the_set_based_write_gives_each_expired_purchase_one_event_in_claim_order(pool: ConnectionPool[Conn]) -> None:
+    now = db_now(pool)
+    purchases = [seed_purchases(pool, ends_at=now - timedelta(minutes=10 - k))[0] for k in range(5)]
+
+    with capture_logs() as logs:
+        result = _job(pool).run_once()
+
+    assert result.expired_count == 5
+    assert "batch write failed, writing item by item" not in [entry["event"] for entry in logs]
+    expired = purchase_events(pool, "Expired")
+    assert [e["message_key"] for e in expired] == [str(p.id) for p in purchases]  # oldest first
+    assert [e["payload"]["PurchaseId"] for e in expired] == [str(p.id) for p in purchases]
+    assert {e["payload"]["Version"] for e in expired} == {2}
 
 
 def test_the_poison_record_of_a_purchase_cancelled_meanwhile_is_pruned(pool: ConnectionPool[Conn]) -> None:

@@ -7,8 +7,9 @@ name becomes :class:`~pin.promotion.domain.PurchaseTerminalError`.
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -19,6 +20,7 @@ import psycopg
 from psycopg import errors
 
 from pin.jobs import bookkeeping
+from pin.outbox.writer import OutboxRow, vpart_of
 from pin.promotion.domain import (
     DomainError,
     Money,
@@ -141,6 +143,74 @@ def purchase_update_status(conn: Conn, purchase: PromotionPurchase, *, expected_
         )
     if cursor.rowcount != 1:
         raise VersionConflictError
+
+
+# The set-based write of an expire-promotions batch (seed 002, steps 3 and 4), one statement: each row's new
+# status, version and UpdatedAt are the domain's, passed as arrays; the guard of purchase_update_status (still
+# Active, at the version that was read) holds row by row, so a row changed meanwhile is left alone and missing
+# from RETURNING; and the outbox rows of exactly the rows it changed are inserted in the same statement, in the
+# order given (identity order = the order the events were recorded). The rows were locked by the claim before.
+# The arrays go in binary format (%b): psycopg's text format escapes every element with a regular expression,
+# which for 200 JSON payloads costs more than the whole statement on the server.
+_EXPIRE_MANY = """
+WITH changed AS (
+    UPDATE promotion.purchase AS p
+       SET status = v.status, version = v.version, updated_at = v.updated_at
+      FROM unnest(%(ids)b::uuid[], %(statuses)b::text[], %(versions)b::integer[], %(updated_at)b::timestamptz[],
+                  %(expected_versions)b::integer[])
+           AS v(id, status, version, updated_at, expected_version)
+     WHERE p.id = v.id AND p.status = 'Active' AND p.version = v.expected_version
+    RETURNING p.id
+),
+written AS (
+    INSERT INTO outbox.message
+        (message_id, vpart, topic, message_key, event_type, contract_version, payload, headers, occurred_at)
+    SELECT m.message_id, m.vpart, m.topic, m.message_key, m.event_type, m.contract_version, m.payload::jsonb,
+           m.headers::jsonb, m.occurred_at
+      FROM unnest(%(row_purchase_ids)b::uuid[], %(message_ids)b::uuid[], %(vparts)b::smallint[], %(topics)b::text[],
+                  %(message_keys)b::text[], %(event_types)b::text[], %(contract_versions)b::integer[],
+                  %(payloads)b::text[], %(headers)b::text[], %(occurred_at)b::timestamptz[]) WITH ORDINALITY
+           AS m(purchase_id, message_id, vpart, topic, message_key, event_type, contract_version, payload, headers,
+                occurred_at, n)
+     WHERE m.purchase_id IN (SELECT c.id FROM changed AS c)
+     ORDER BY m.n
+    RETURNING 1
+)
+SELECT c.id FROM changed AS c
+"""
+
+
+def purchase_expire_many(
+    conn: Conn,
+    transitions: Sequence[tuple[PromotionPurchase, int]],
+    outbox_rows: Sequence[tuple[uuid.UUID, OutboxRow]],
+) -> set[uuid.UUID]:
+    """Write many transitions (``(purchase, expected_version)``) and the outbox rows of each (``(purchase id,
+    row)``) in one statement; returns the ids it changed. A purchase missing from the result changed since it was
+    read (the conflict of the one-row form), and its outbox rows were not written. One failing row fails the
+    whole statement: the caller isolates it (a savepoint, then one purchase at a time)."""
+    if not transitions:
+        return set()
+    params = {
+        "ids": [p.id for p, _ in transitions],
+        "statuses": [p.status.value for p, _ in transitions],
+        "versions": [p.version for p, _ in transitions],
+        "updated_at": [p.updated_at for p, _ in transitions],
+        "expected_versions": [expected for _, expected in transitions],
+        "row_purchase_ids": [purchase_id for purchase_id, _ in outbox_rows],
+        "message_ids": [row.message_id for _, row in outbox_rows],
+        "vparts": [vpart_of(row.key) for _, row in outbox_rows],
+        "topics": [row.topic for _, row in outbox_rows],
+        "message_keys": [row.key for _, row in outbox_rows],
+        "event_types": [row.event_type for _, row in outbox_rows],
+        "contract_versions": [row.contract_version for _, row in outbox_rows],
+        "payloads": [json.dumps(row.payload) for _, row in outbox_rows],
+        "headers": [json.dumps(row.headers) for _, row in outbox_rows],
+        "occurred_at": [row.occurred_at for _, row in outbox_rows],
+    }
+    with translated_errors():
+        rows = conn.execute(_EXPIRE_MANY, params).fetchall()
+    return {row["id"] for row in rows}  # type: ignore[misc]
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,16 @@ One cycle = one transaction (seed 002, step 4: the batch's transitions and their
 1. AsOf is read once from the database clock (injectable in tests); a run id correlates logs, spans and events.
 2. Claim: up to BatchSize Active purchases with ``EndsAt <= AsOf``, EndsAt asc, with their targets, locked
    ``FOR NO KEY UPDATE SKIP LOCKED`` (rows of another instance or of an in-flight cancel are skipped, A1/A3).
-3. Each purchase expires inside a SAVEPOINT: a poison purchase (a domain guard or a database error) rolls back
-   to it, is logged at ERROR, counted and recorded in ``jobs.item_failure`` so that it backs off instead of
-   sitting at the head of the order; the rest of the batch goes on (A2).
-4. One commit writes every transition and every outbox row. A failure at commit (or anywhere before it)
-   rolls the whole batch back and releases the locks; the next cycle takes the same candidates (A4, AC7).
+3. The domain expires each purchase and builds its outbox row; then one guarded set-based statement (in a
+   SAVEPOINT) writes every transition and the outbox rows of the rows it changed. A poison purchase (a domain
+   guard, an event that cannot be built, a row the guard no longer matches, or a database error) is excluded:
+   if the set-based statement fails, it is rolled back to its savepoint and each purchase is written in a
+   savepoint of its own, which isolates the poison one. A poison purchase is logged at ERROR, counted and
+   recorded in ``jobs.item_failure`` so that it backs off instead of sitting at the head of the order; the rest
+   of the batch goes on (A2).
+4. One commit makes every transition and every outbox row durable. A failure at commit (or anywhere before
+   it) rolls the whole batch back and releases the locks; the next cycle takes the same candidates (A4, AC7).
+5. After the commit: one ``promotions expired`` line for the batch (PurchaseId, TenantId, PackageKind of each).
 
 Business idempotency comes from the status predicate (INV-6): an Expired purchase is never claimed again.
 """
@@ -25,12 +30,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import structlog
+from opentelemetry.trace import StatusCode, Tracer
 from psycopg_pool import ConnectionPool
 
 from pin.db import database_now
 from pin.jobs import bookkeeping
 from pin.observability.tracing import current_traceparent, tracer
-from pin.outbox.writer import MessageContext
+from pin.outbox.writer import MessageContext, OutboxRow, build_row, outbox_insert
 from pin.promotion import metrics, repository
 from pin.promotion.contracts import PromotionPurchaseChangedKafkaEvent
 from pin.promotion.domain import PromotionPurchase
@@ -114,10 +120,13 @@ class ExpirePromotionsJob:
                 )  # fmt: skip
                 self._after_cycle(run_id, None, {"DurationMs": duration_ms}, succeeded=False)
                 raise
-        for purchase in expired:
+        if expired:  # one line per batch, with the fields seed 002 names for each expired purchase
             log.info(
-                "promotion expired", job=JOB_NAME, RunId=str(run_id), PurchaseId=str(purchase.id),
-                TenantId=str(purchase.tenant_id), PackageKind=purchase.package_kind,
+                "promotions expired", job=JOB_NAME, RunId=str(run_id), Count=len(expired),
+                Purchases=[
+                    {"PurchaseId": str(p.id), "TenantId": str(p.tenant_id), "PackageKind": p.package_kind}
+                    for p in expired
+                ],
             )  # fmt: skip
         self._observe(result)
         counters = {**result.as_dict(), "FailedCount": result.failed_count}
@@ -145,7 +154,7 @@ class ExpirePromotionsJob:
                 "batch selected", job=JOB_NAME, RunId=str(run_id), Count=len(claim.purchases),
                 SkippedLocked=claim.skipped_locked,
             )  # fmt: skip
-            expired = [p for p in claim.purchases if self._expire_one(uow, p, as_of, run_id)]
+            expired = self._expire_all(uow, context, claim.purchases, as_of, run_id)
             bookkeeping.item_failure_clear(uow.conn, JOB_NAME, (p.id for p in expired))
             uow.commit()  # one change per batch: every transition and its outbox row, or nothing
         result = ExpireResult(
@@ -163,30 +172,113 @@ class ExpirePromotionsJob:
         conn.execute("SELECT set_config('statement_timeout', %s, true)", (timeout,))
         conn.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, true)", (timeout,))
 
-    def _expire_one(self, uow: UnitOfWork, purchase: PromotionPurchase, as_of: datetime, run_id: uuid.UUID) -> bool:
-        """Expire one purchase inside a savepoint; a poison one is rolled back, logged and recorded (A2)."""
+    def _expire_all(
+        self,
+        uow: UnitOfWork,
+        context: MessageContext,
+        purchases: list[PromotionPurchase],
+        as_of: datetime,
+        run_id: uuid.UUID,
+    ) -> list[PromotionPurchase]:
+        """Expire the claimed purchases; returns those expired, in claim order. Poison ones are excluded (A2).
+
+        The domain decides every transition and builds its event first (a purchase it refuses is a poison
+        item). The decided transitions and their outbox rows are then written by one guarded set-based statement
+        inside a savepoint. Only if that statement fails (a row the database refuses) is the savepoint rolled
+        back and each purchase written in a savepoint of its own, which isolates the poison one; the events of
+        those written are recorded in the unit of work, whose commit writes them. Either way all of it commits
+        with the batch.
+        """
+        # the envelope the unit of work would give the events: the run id, and the trace of the cycle span
+        context = MessageContext(
+            context.correlation_id, current_traceparent() or context.traceparent, context.extra_headers
+        )
+        decided: list[_Transition] = []
+        item_tracer = tracer()
+        for purchase in purchases:
+            transition = self._decide(
+                uow, purchase, item_tracer=item_tracer, context=context, as_of=as_of, run_id=run_id
+            )
+            if transition is not None:
+                decided.append(transition)
+        return [t.purchase for t in self._write_all(uow, decided, run_id)]
+
+    def _decide(
+        self,
+        uow: UnitOfWork,
+        purchase: PromotionPurchase,
+        *,
+        item_tracer: Tracer,
+        context: MessageContext,
+        as_of: datetime,
+        run_id: uuid.UUID,
+    ) -> _Transition | None:
+        """The domain's transition of one purchase and its outbox row; None (recorded as poison) when it fails."""
         attributes = {
             "pin.run_id": str(run_id),
             "pin.purchase_id": str(purchase.id),
             "pin.tenant_id": str(purchase.tenant_id),
         }
-        with tracer().start_as_current_span("expire-promotions item", attributes=attributes):
-            try:
-                with uow.conn.transaction():  # SAVEPOINT: the outer batch transaction is already open
-                    expected_version = purchase.version
-                    purchase.expire(as_of)
-                    repository.purchase_update_status(uow.conn, purchase, expected_version=expected_version)
-                    # built here, so that a purchase whose event cannot be built is a poison item too
-                    events = [
-                        (PromotionPurchaseChangedKafkaEvent.of(e.purchase), e.occurred_at) for e in purchase.events
-                    ]
-            except Exception as exc:
-                if uow.conn.broken or uow.conn.closed:
-                    raise  # the connection is gone: an infrastructure failure of the whole batch, not a poison item
-                self._poisoned(uow, purchase, exc, run_id)
-                return False
-        for event, occurred_at in events:
-            uow.record(event, occurred_at)
+        # a child of the cycle span; not made current (nothing below reads the current span)
+        span = item_tracer.start_span("expire-promotions item", attributes=attributes)
+        try:
+            expected_version = purchase.version
+            purchase.expire(as_of)
+            # built here, so that a purchase whose event cannot be built is a poison item too
+            rows = [
+                build_row(PromotionPurchaseChangedKafkaEvent.of(e.purchase), occurred_at=e.occurred_at, context=context)
+                for e in purchase.events
+            ]
+        except Exception as exc:  # noqa: BLE001 - any failure of one purchase's domain work makes it poison (A2)
+            span.record_exception(exc)
+            span.set_status(StatusCode.ERROR, type(exc).__name__)
+            self._poisoned(uow, purchase, exc, run_id)
+            return None
+        finally:
+            span.end()
+        return _Transition(purchase, expected_version, rows)
+
+    def _write_all(self, uow: UnitOfWork, decided: list[_Transition], run_id: uuid.UUID) -> list[_Transition]:
+        """Write the decided transitions and their outbox rows: one set-based statement, or one purchase at a time
+        if it fails."""
+        if not decided:
+            return []
+        outbox_rows = [(t.purchase.id, row) for t in decided for row in t.rows]
+        try:
+            with uow.conn.transaction():  # SAVEPOINT: the outer batch transaction is already open
+                changed = repository.purchase_expire_many(
+                    uow.conn, [(t.purchase, t.expected_version) for t in decided], outbox_rows
+                )
+        except Exception as exc:
+            if uow.conn.broken or uow.conn.closed:
+                raise  # the connection is gone: an infrastructure failure of the whole batch, not a poison item
+            log.warning(
+                "batch write failed, writing item by item", job=JOB_NAME, RunId=str(run_id), Count=len(decided),
+                exception=bookkeeping.describe_error(exc),
+            )  # fmt: skip
+            written = [t for t in decided if self._write_one(uow, t, run_id)]
+            outbox_insert(uow.conn, [row for t in written for row in t.rows])
+            return written
+        written = []
+        for transition in decided:
+            if transition.purchase.id in changed:
+                written.append(transition)
+            else:  # the guard did not match: the purchase changed since the claim read it
+                self._poisoned(uow, transition.purchase, repository.VersionConflictError(), run_id)
+        return written
+
+    def _write_one(self, uow: UnitOfWork, transition: _Transition, run_id: uuid.UUID) -> bool:
+        """The fallback: one purchase's guarded UPDATE in its own savepoint; a poison one is rolled back alone."""
+        try:
+            with uow.conn.transaction():
+                repository.purchase_update_status(
+                    uow.conn, transition.purchase, expected_version=transition.expected_version
+                )
+        except Exception as exc:
+            if uow.conn.broken or uow.conn.closed:
+                raise
+            self._poisoned(uow, transition.purchase, exc, run_id)
+            return False
         return True
 
     def _poisoned(self, uow: UnitOfWork, purchase: PromotionPurchase, exc: Exception, run_id: uuid.UUID) -> None:
@@ -229,6 +321,15 @@ class ExpirePromotionsJob:
                 )
         except Exception:
             log.warning("cycle bookkeeping failed", job=JOB_NAME, RunId=str(run_id), exc_info=True)
+
+
+@dataclass(frozen=True)
+class _Transition:
+    """A purchase the domain expired (not written yet), the version it was read at, and its outbox rows."""
+
+    purchase: PromotionPurchase
+    expected_version: int
+    rows: list[OutboxRow]
 
 
 def _elapsed_ms(started: float) -> int:
