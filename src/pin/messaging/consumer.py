@@ -56,7 +56,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
@@ -320,6 +320,7 @@ class _Decoded:
     """A readable message of a batch: its envelope, the handler's model of its payload, and the route."""
 
     message: Received
+    headers: dict[str, str]
     envelope: Envelope
     route: Route[Any]
     event: Any
@@ -591,7 +592,7 @@ class ConsumerRuntime:
                         continue
                     new.discard(message_id)  # a MessageId twice in one batch: the second is a duplicate
                     context = HandlingContext(self.group, first.topic, message_id)
-                    with self._span(item.message):
+                    with self._span(item):
                         item.route.apply(conn, item.event, context)
                     applied.append((item, context))
         except Exception as exc:  # noqa: BLE001 - the batch is handled again one message per transaction
@@ -614,24 +615,23 @@ class ConsumerRuntime:
         if route is None:
             return None
         for message in messages:
+            headers = header_map(message.headers)
             try:
-                envelope = decode_envelope(message.value, header_map(message.headers))
+                envelope = decode_envelope(message.value, headers)
                 event = route.parse_or_unreadable(envelope.payload)
             except UnreadableMessageError:
                 return None
-            decoded.append(_Decoded(message, envelope, route, event))
+            decoded.append(_Decoded(message, headers, envelope, route, event))
         return decoded
 
-    @contextlib.contextmanager
-    def _span(self, message: Received) -> Iterator[None]:
+    def _span(self, item: _Decoded) -> Any:
         """The span of one message's handling, a child of the producer's trace context."""
-        context = context_from_headers(header_map(message.headers))
-        with tracer().start_as_current_span(
-            f"{message.topic} process", context=context, kind=SpanKind.CONSUMER
-        ) as span:
-            span.set_attribute("messaging.consumer.group.name", self.group)
-            span.set_attribute("messaging.kafka.offset", message.offset)
-            yield
+        return tracer().start_as_current_span(
+            f"{item.message.topic} process",
+            context=context_from_headers(item.headers),
+            kind=SpanKind.CONSUMER,
+            attributes={"messaging.consumer.group.name": self.group, "messaging.kafka.offset": item.message.offset},
+        )
 
     def _after_batch(self, decoded: list[_Decoded], applied: list[tuple[_Decoded, HandlingContext]]) -> None:
         """Metrics and logs of a committed batch, the test hook, and its offset to commit."""
