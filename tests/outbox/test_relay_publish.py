@@ -16,6 +16,7 @@ from tests.outbox.support import (
     RELAY_TEST_ENV,
     TOPIC,
     broker_settings,
+    duplicates,
     event_row,
     first_seqs_by_key,
     insert_rows,
@@ -131,6 +132,60 @@ def test_a_later_row_never_overtakes_an_earlier_one_waiting_for_a_retry(
         str(second.message_id),
     ]
     assert other.message_id
+    relay.release_all()
+
+
+def test_a_failure_in_a_pipelined_batch_holds_the_later_rows_of_its_key_and_nothing_is_deleted_before_its_ack(
+    new_relay: Callable[..., OutboxRelay],
+    database_url: str,
+    kafka: EmbeddedKafka,
+    make_settings: Callable[..., Settings],
+) -> None:
+    settings = broker_settings(make_settings, kafka.bootstrap_servers)
+    # ids in this order; batches of 4: [x1 x2 x3 a1] then [a2 y1 a3]
+    rows = insert_rows(
+        database_url,
+        [
+            event_row("x1", 1),
+            event_row("x2", 1),
+            event_row("x3", 1),
+            event_row("a", 1),
+            event_row("a", 2),
+            event_row("y1", 1),
+            event_row("a", 3),
+        ],
+    )
+    a1 = rows[3]
+    relay = new_relay(settings, faults=RelayFaults(fail_once={a1.message_id}), batch_size=4)
+    relay.heartbeat()
+
+    first = relay.pump()  # batch 1 handed to the producer, not awaited
+
+    assert (first.read, first.published) == (4, 0)
+    assert outbox_count(database_url) == 7  # nothing deleted before its ack
+
+    second = relay.pump()  # reads batch 2 while batch 1 is in flight, then finishes batch 1
+
+    # batch 2 left out batch 1's rows and held back a's later rows (a1 was in flight); batch 1 settled:
+    # a1 failed (in backoff), the x rows were acknowledged and deleted; y1 is in flight, not deleted
+    assert (second.read, second.held_back, second.published, second.failed) == (3, 2, 3, 1)
+    left = scalar(database_url, "SELECT array_agg(message_key ORDER BY id) FROM outbox.message")
+    assert left == ["a", "a", "y1", "a"]
+    assert scalar(database_url, "SELECT attempts FROM outbox.message WHERE message_id = %s", [a1.message_id]) == 1
+
+    third = relay.pump()  # a1 in backoff: the guard keeps a2 and a3 out of the read; batch 2 (y1) settles
+
+    assert (third.read, third.published) == (0, 1)
+    early = read_topic(kafka.bootstrap_servers, TOPIC, expected=None, idle=1.0, timeout=10)
+    assert sorted(str(r.key) for r in early) == ["x1", "x2", "x3", "y1"]  # nothing of a yet
+    wait_for(
+        lambda: relay.pump().read >= 0 and outbox_count(database_url) == 0 and relay.finish_in_flight().read == 0,
+        timeout=15,
+        what="the retry",
+    )
+    records = read_topic(kafka.bootstrap_servers, TOPIC, expected=7)
+    assert first_seqs_by_key(records)["a"] == [1, 2, 3]
+    assert duplicates(records) == 0
     relay.release_all()
 
 

@@ -13,6 +13,11 @@ of instances (SPEC section 5; research/outbox.md, design B).
   out in waves (the n-th row of each key in wave n, one flush per wave), and a key whose row failed sends
   nothing more in that batch, so a later row can never be on the topic before an earlier one that failed.
   The guard works on ``message_key`` across topics: an aggregate's events keep their order whatever topic.
+- **Pipeline.** While the broker acknowledges one batch, the next is read (leaving out the rows in flight by
+  id) and handed to the producer; a row whose key still has a row in flight is held back (that row may yet
+  fail), so the guard above covers rows in flight too. A batch is settled (acked rows deleted, failed rows
+  marked) as soon as all its outcomes are in: at most two batches are unsettled, and a crash can only send
+  those again.
 - **Fencing.** Retry marks and dead-letter moves apply only while the lease (owner and epoch) is still ours.
   Deleting acknowledged rows is never fenced: the broker has them. A stale owner can cause duplicates, never
   reordering or loss; consumers deduplicate by ``message-id``.
@@ -60,7 +65,7 @@ class RelayConfig:
     """How a relay instance paces, batches, leases and retries."""
 
     # Rows per batch (about: spread evenly over the owned vparts, at least 8 each); one DELETE per batch.
-    batch_size: int = 500
+    batch_size: int = 2000
     # Seconds between reads when no NOTIFY arrives (the fallback: NOTIFY is lost across reconnects).
     poll_interval_seconds: float = 1.0
     # Seconds between lease renewals (and acquisitions of a fair share).
@@ -303,7 +308,7 @@ LIMIT %(limit)s
 
 # outbox_delete_published: strictly by primary key, only rows the broker acknowledged (pitfall 11).
 _OUTBOX_DELETE_PUBLISHED = """
-DELETE FROM outbox.message WHERE id = ANY(%(ids)s)
+DELETE FROM outbox.message WHERE id = ANY(%(ids)s::bigint[])
 RETURNING topic, EXTRACT(EPOCH FROM clock_timestamp() - created_at)::float8 AS latency
 """
 
@@ -423,6 +428,11 @@ def _waves(rows: Sequence[PendingRow]) -> Iterator[list[PendingRow]]:
         yield [key_rows[n] for key_rows in per_key.values() if len(key_rows) > n]
 
 
+def _id_array(ids: Sequence[int]) -> str:
+    """Ids as one bigint[] literal: one text parameter instead of an array psycopg adapts element by element."""
+    return "{" + ",".join(map(str, ids)) + "}"
+
+
 def _pending_rows(_cursor: object) -> Callable[[Sequence[Any]], PendingRow]:
     """psycopg row factory: one PendingRow (a tuple) per record, the columns in the read's order."""
     return PendingRow._make
@@ -540,7 +550,7 @@ class OutboxRelay:
             "owner": self.instance_id,
             "per_vpart": per_vpart,
             "limit": limit,
-            "in_flight": [] if in_flight is None else in_flight.ids,
+            "in_flight": "{}" if in_flight is None else _id_array(in_flight.ids),
         }
         with self._pool.connection() as conn, conn.cursor(row_factory=_pending_rows) as cur:
             rows = cur.execute(_OUTBOX_READ_OWNED, params, prepare=False).fetchall()
@@ -717,7 +727,8 @@ class OutboxRelay:
         with self._pool.connection() as conn:
             if acked:
                 with conn.cursor(row_factory=tuple_row) as cur:
-                    records = cur.execute(_OUTBOX_DELETE_PUBLISHED, {"ids": [row.id for row in acked]}).fetchall()
+                    ids = _id_array([row.id for row in acked])
+                    records = cur.execute(_OUTBOX_DELETE_PUBLISHED, {"ids": ids}).fetchall()
                 per_topic: Counter[str] = Counter()
                 observe = metrics.PUBLISH_LATENCY.observe
                 for topic, latency in records:
