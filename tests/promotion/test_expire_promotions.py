@@ -16,6 +16,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import REGISTRY
 from psycopg_pool import ConnectionPool
 from structlog.testing import capture_logs
@@ -23,6 +27,7 @@ from structlog.testing import capture_logs
 from pin.db import connect
 from pin.messaging import topics
 from pin.messaging.contracts import utc_iso
+from pin.observability.tracing import spans_exported
 from pin.promotion import repository, service
 from pin.promotion.domain import PurchaseTerminalError, Target, TargetKind
 from pin.promotion.worker import JOB_NAME, ExpirePromotionsConfig, ExpirePromotionsJob
@@ -42,6 +47,11 @@ from tests.promotion.support import (
 )
 
 pytestmark = pytest.mark.integration
+
+
+def _with_processor(provider: TracerProvider) -> TracerProvider:
+    provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    return provider
 
 
 def _job(pool: ConnectionPool[Conn], batch_size: int = 200, **kwargs: object) -> ExpirePromotionsJob:
@@ -323,6 +333,22 @@ def test_the_set_based_write_gives_each_expired_purchase_one_event_in_claim_orde
     assert [e["message_key"] for e in expired] == [str(p.id) for p in purchases]  # oldest first
     assert [e["payload"]["PurchaseId"] for e in expired] == [str(p.id) for p in purchases]
     assert {e["payload"]["Version"] for e in expired} == {2}
+
+
+@pytest.mark.parametrize(
+    ("provider", "exported"),
+    [
+        (trace.ProxyTracerProvider(), False),  # tracing never configured: every span is a no-op
+        (trace.NoOpTracerProvider(), False),
+        (TracerProvider(), False),  # the SDK without an exporter: spans are recorded, then dropped
+        (_with_processor(TracerProvider()), True),
+    ],
+)
+def test_item_spans_are_started_only_when_spans_are_exported(
+    monkeypatch: pytest.MonkeyPatch, provider: trace.TracerProvider, exported: bool
+) -> None:
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
+    assert spans_exported() is exported
 
 
 def test_the_poison_record_of_a_purchase_cancelled_meanwhile_is_pruned(pool: ConnectionPool[Conn]) -> None:

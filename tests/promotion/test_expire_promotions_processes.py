@@ -207,6 +207,23 @@ def test_a_cycle_is_one_trace_whose_id_the_events_carry(
         assert event["headers"]["traceparent"].split("-")[1] == trace_id  # consumers continue this trace
 
 
+def test_without_a_span_exporter_there_are_no_item_spans_and_the_events_still_carry_the_cycle_trace(
+    pool: ConnectionPool[Conn], spawn_role: Callable[..., RoleProcess]
+) -> None:
+    seed_purchases(pool, 3, ends_at=db_now(pool) - timedelta(seconds=1))
+
+    once = spawn_role(*WORKER, "--once", env={"OTEL_TRACES_EXPORTER": "none"})
+    assert once.wait(60) == 0
+
+    assert not [o for o in json_objects(once.output()) if "context" in o and "name" in o]  # nothing exported
+    events = purchase_events(pool, "Expired")
+    assert len(events) == 3
+    traceparents = {e["headers"]["traceparent"] for e in events}
+    assert len(traceparents) == 1  # the cycle span's, recorded even though nothing exports it
+    (traceparent,) = traceparents
+    assert len(traceparent.split("-")[1]) == 32
+
+
 def test_a_bad_batch_size_stops_the_worker_with_exit_2_naming_the_variable(
     spawn_role: Callable[..., RoleProcess],
 ) -> None:

@@ -108,6 +108,20 @@ def tracer() -> trace.Tracer:
     return trace.get_tracer(TRACER_NAME)
 
 
+def spans_exported() -> bool:
+    """Whether a finished span goes anywhere: a span processor is installed (an exporter, or a test's).
+
+    Without one (``OTEL_TRACES_EXPORTER=none``, the default) the SDK still records spans, so that the outbox gets a
+    valid traceparent, but nothing ever reads them: code that would start many short spans per cycle (one per item
+    of a batch) may leave them out. Unknown providers count as exporting.
+    """
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, TracerProvider):
+        processors = getattr(getattr(provider, "_active_span_processor", None), "_span_processors", None)
+        return processors is None or bool(processors)
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
 def current_traceparent() -> str | None:
     """The W3C traceparent of the active span, or None when no span is recording."""
     carrier: dict[str, str] = {}
@@ -127,5 +141,6 @@ __all__ = [
     "context_from_headers",
     "current_traceparent",
     "span_processors_from_env",
+    "spans_exported",
     "tracer",
 ]

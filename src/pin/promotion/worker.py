@@ -35,7 +35,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.db import database_now
 from pin.jobs import bookkeeping
-from pin.observability.tracing import current_traceparent, tracer
+from pin.observability.tracing import current_traceparent, spans_exported, tracer
 from pin.outbox.writer import MessageContext, OutboxRow, build_row, outbox_insert
 from pin.promotion import metrics, repository
 from pin.promotion.contracts import PromotionPurchaseChangedKafkaEvent
@@ -194,7 +194,7 @@ class ExpirePromotionsJob:
             context.correlation_id, current_traceparent() or context.traceparent, context.extra_headers
         )
         decided: list[_Transition] = []
-        item_tracer = tracer()
+        item_tracer = tracer() if spans_exported() else None  # no item spans when no span leaves the process
         for purchase in purchases:
             transition = self._decide(
                 uow, purchase, item_tracer=item_tracer, context=context, as_of=as_of, run_id=run_id
@@ -208,19 +208,20 @@ class ExpirePromotionsJob:
         uow: UnitOfWork,
         purchase: PromotionPurchase,
         *,
-        item_tracer: Tracer,
+        item_tracer: Tracer | None,
         context: MessageContext,
         as_of: datetime,
         run_id: uuid.UUID,
     ) -> _Transition | None:
         """The domain's transition of one purchase and its outbox row; None (recorded as poison) when it fails."""
-        attributes = {
-            "pin.run_id": str(run_id),
-            "pin.purchase_id": str(purchase.id),
-            "pin.tenant_id": str(purchase.tenant_id),
-        }
-        # a child of the cycle span; not made current (nothing below reads the current span)
-        span = item_tracer.start_span("expire-promotions item", attributes=attributes)
+        span = None
+        if item_tracer is not None:  # a child of the cycle span; not made current (nothing below reads it)
+            attributes = {
+                "pin.run_id": str(run_id),
+                "pin.purchase_id": str(purchase.id),
+                "pin.tenant_id": str(purchase.tenant_id),
+            }
+            span = item_tracer.start_span("expire-promotions item", attributes=attributes)
         try:
             expected_version = purchase.version
             purchase.expire(as_of)
@@ -230,12 +231,14 @@ class ExpirePromotionsJob:
                 for e in purchase.events
             ]
         except Exception as exc:  # noqa: BLE001 - any failure of one purchase's domain work makes it poison (A2)
-            span.record_exception(exc)
-            span.set_status(StatusCode.ERROR, type(exc).__name__)
+            if span is not None:
+                span.record_exception(exc)
+                span.set_status(StatusCode.ERROR, type(exc).__name__)
             self._poisoned(uow, purchase, exc, run_id)
             return None
         finally:
-            span.end()
+            if span is not None:
+                span.end()
         return _Transition(purchase, expected_version, rows)
 
     def _write_all(self, uow: UnitOfWork, decided: list[_Transition], run_id: uuid.UUID) -> list[_Transition]:
