@@ -205,12 +205,25 @@ def purchase_expire_many(
         "event_types": [row.event_type for _, row in outbox_rows],
         "contract_versions": [row.contract_version for _, row in outbox_rows],
         "payloads": [json.dumps(row.payload) for _, row in outbox_rows],
-        "headers": [json.dumps(row.headers) for _, row in outbox_rows],
+        "headers": _json_texts([row.headers for _, row in outbox_rows]),
         "occurred_at": [row.occurred_at for _, row in outbox_rows],
     }
     with translated_errors():
         rows = conn.execute(_EXPIRE_MANY, params).fetchall()
     return {row["id"] for row in rows}  # type: ignore[misc]
+
+
+def _json_texts(values: Sequence[Mapping[str, str]]) -> list[str]:
+    """Each mapping as JSON text; equal ones (a batch's rows share their headers) are encoded once."""
+    encoded: dict[tuple[tuple[str, str], ...], str] = {}
+    texts = []
+    for value in values:
+        key = tuple(value.items())
+        text = encoded.get(key)
+        if text is None:
+            text = encoded[key] = json.dumps(dict(value))
+        texts.append(text)
+    return texts
 
 
 @dataclass(frozen=True)
