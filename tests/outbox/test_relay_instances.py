@@ -133,8 +133,8 @@ def test_kill9_in_the_middle_of_a_batch_loses_nothing_and_keeps_order(
     records = read_topic(kafka.bootstrap_servers, TOPIC, expected=None, idle=2.0, timeout=30)
     assert {r.headers["message-id"] for r in records} == {str(row.message_id) for row in written}
     assert first_seqs_by_key(records) == {f"thing-{k}": list(range(1, 13)) for k in range(25)}
-    # only the batches in hand at the crash can be sent twice (the pipeline has at most two unsettled)
-    assert duplicates(records) <= 100, duplicates(records)
+    # only the batches in hand at the crash can be sent twice (the pipeline has at most three unsettled)
+    assert duplicates(records) <= 150, duplicates(records)
     print(f"duplicates after kill -9 mid-batch: {duplicates(records)}")
     assert survivor.process.poll() is None
 

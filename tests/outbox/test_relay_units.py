@@ -8,6 +8,7 @@ import uuid
 import pytest
 from confluent_kafka import KafkaError
 
+from pin.outbox import metrics
 from pin.outbox.relay import (
     PendingRow,
     RelayConfig,
@@ -44,6 +45,18 @@ def test_waves_hold_the_nth_row_of_each_key_in_id_order() -> None:
     waves = [[row.id for row in wave] for wave in _waves(rows)]
 
     assert waves == [[1, 2, 5], [3, 6], [4]]
+
+
+def test_row_headers_come_first_then_the_envelope() -> None:
+    row = _row(1, "a")._replace(headers='{"correlation-id": "c", "traceparent": "t"}')
+
+    assert _kafka_headers(row) == [
+        ("correlation-id", "c"),
+        ("traceparent", "t"),
+        ("message-id", row.message_id),
+        ("contract-version", "1"),
+        ("event-type", "e"),
+    ]
 
 
 def test_envelope_headers_win_over_row_headers() -> None:
@@ -111,3 +124,25 @@ def test_test_faults_are_off_unless_asked_for() -> None:
     assert (faults.pause_at, faults.pause_on_batch) == ("after-ack", 3)
     with pytest.raises(ConfigurationError):
         RelayFaults.from_environ({"PIN_RELAY_TEST_FAULT": "sometimes"})
+
+
+def _latency_samples() -> dict[tuple[str, str], float]:
+    [family] = metrics.PUBLISH_LATENCY.collect()
+    return {(s.name, s.labels.get("le", "")): s.value for s in family.samples if not s.name.endswith("_created")}
+
+
+def test_latencies_observed_in_bulk_count_as_one_observe_each() -> None:
+    before = _latency_samples()
+
+    metrics.observe_publish_latencies([0.0, 0.01, 0.02, 7.0, 1000.0])
+
+    after = _latency_samples()
+    delta = {key: after[key] - before[key] for key in after}
+    bucket = "pin_outbox_publish_latency_seconds_bucket"
+    assert delta[(bucket, "0.01")] == 2  # le is inclusive, as observe() counts
+    assert delta[(bucket, "0.025")] == 3
+    assert delta[(bucket, "5.0")] == 3
+    assert delta[(bucket, "10.0")] == 4
+    assert delta[(bucket, "+Inf")] == 5
+    assert delta[("pin_outbox_publish_latency_seconds_count", "")] == 5
+    assert abs(delta[("pin_outbox_publish_latency_seconds_sum", "")] - 1007.03) < 1e-9

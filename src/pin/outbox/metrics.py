@@ -7,6 +7,9 @@ latency histogram are per instance and add up.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections.abc import Sequence
+
 from prometheus_client import Counter, Gauge, Histogram
 
 BACKLOG = Gauge(
@@ -29,3 +32,23 @@ OWNED_VPARTS = Gauge("pin_outbox_owned_vparts", "Virtual partitions whose lease 
 DEAD_LETTERS = Gauge(
     "pin_outbox_dead_letters", "Rows in outbox.dead_letter awaiting an operator (bounded count); alert when > 0."
 )
+
+
+def observe_publish_latencies(seconds: Sequence[float]) -> None:
+    """``PUBLISH_LATENCY.observe`` of each value, with one increment per bucket and one of the sum for the whole
+    sequence (a batch holds thousands of rows). Falls back to one ``observe`` each if the client's internals
+    differ from the ones this relies on."""
+    bounds = getattr(PUBLISH_LATENCY, "_upper_bounds", None)
+    buckets = getattr(PUBLISH_LATENCY, "_buckets", None)
+    total = getattr(PUBLISH_LATENCY, "_sum", None)
+    if bounds is None or buckets is None or total is None or len(bounds) != len(buckets):
+        for value in seconds:
+            PUBLISH_LATENCY.observe(value)
+        return
+    counts = [0] * len(bounds)
+    for value in seconds:  # the first bucket whose upper bound is >= the value, as observe() counts it
+        counts[bisect_left(bounds, value)] += 1
+    total.inc(sum(seconds))
+    for bucket, count in zip(buckets, counts, strict=True):
+        if count:
+            bucket.inc(count)

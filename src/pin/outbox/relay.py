@@ -13,11 +13,12 @@ of instances (SPEC section 5; research/outbox.md, design B).
   out in waves (the n-th row of each key in wave n, one flush per wave), and a key whose row failed sends
   nothing more in that batch, so a later row can never be on the topic before an earlier one that failed.
   The guard works on ``message_key`` across topics: an aggregate's events keep their order whatever topic.
-- **Pipeline.** While the broker acknowledges one batch, the next is read (leaving out the rows in flight by
-  id) and handed to the producer; a row whose key still has a row in flight is held back (that row may yet
-  fail), so the guard above covers rows in flight too. A batch is settled (acked rows deleted, failed rows
-  marked) as soon as all its outcomes are in: at most two batches are unsettled, and a crash can only send
-  those again.
+- **Pipeline** (while a backlog lasts). While the broker acknowledges one batch, the next is read (leaving
+  out every unsettled row by id) and handed to the producer; a row whose key has a row in flight, or a failure
+  whose backoff or dead letter is not committed yet, is held back, so the guard above covers those too. Once
+  all its outcomes are in, a batch is settled (acked rows deleted, failed rows marked) by a settling thread
+  while the next batch is read and produced. At most three batches are unsettled (one in flight, one acked
+  waiting for the settling thread, one settling): a crash sends at most those again.
 - **Fencing.** Retry marks and dead-letter moves apply only while the lease (owner and epoch) is still ours.
   Deleting acknowledged rows is never fenced: the broker has them. A stale owner can cause duplicates, never
   reordering or loss; consumers deduplicate by ``message-id``.
@@ -35,10 +36,11 @@ import socket
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
 import psycopg
@@ -408,14 +410,31 @@ def _encode_value(payload: str) -> bytes:
     return "".join(_compact_json(value, 0)).encode("utf-8")
 
 
+_ENVELOPE_HEADERS = frozenset({"message-id", "contract-version", "event-type"})
+
+
+@lru_cache(maxsize=1024)
+def _row_headers(text: str) -> tuple[tuple[tuple[str, str], ...], bool]:
+    """The headers column's pairs, and whether it names an envelope header. Cached: the rows of one unit of work
+    (one correlation id, one trace) carry the same headers."""
+    pairs = tuple((str(k), str(v)) for k, v in _scan_json(text, 0)[0].items())
+    return pairs, any(name in _ENVELOPE_HEADERS for name, _value in pairs)
+
+
 def _kafka_headers(row: PendingRow) -> list[tuple[str, str | bytes | None]]:
-    """The row's headers (correlation-id, traceparent, ...) plus the envelope headers of SPEC section 6; the
-    producer sends the values as UTF-8."""
-    headers = {str(k): str(v) for k, v in _scan_json(row.headers, 0)[0].items()}
-    headers["message-id"] = row.message_id
-    headers["contract-version"] = str(row.contract_version)
-    headers["event-type"] = row.event_type
-    return list(headers.items())
+    """The row's headers (correlation-id, traceparent, ...) plus the envelope headers of SPEC section 6, which
+    win over a row header of the same name; the producer sends the values as UTF-8."""
+    pairs, overridden = _row_headers(row.headers)
+    envelope = (
+        ("message-id", row.message_id),
+        ("contract-version", str(row.contract_version)),
+        ("event-type", row.event_type),
+    )
+    if overridden:
+        headers = dict(pairs)
+        headers.update(envelope)
+        return list(headers.items())
+    return [*pairs, *envelope]
 
 
 def _waves(rows: Sequence[PendingRow]) -> Iterator[list[PendingRow]]:
@@ -431,6 +450,19 @@ def _waves(rows: Sequence[PendingRow]) -> Iterator[list[PendingRow]]:
 def _id_array(ids: Sequence[int]) -> str:
     """Ids as one bigint[] literal: one text parameter instead of an array psycopg adapts element by element."""
     return "{" + ",".join(map(str, ids)) + "}"
+
+
+def _sum_cycles(a: RelayCycle, b: RelayCycle) -> RelayCycle:
+    """The counters of two cycles added up (``more_waiting`` of either)."""
+    return RelayCycle(
+        read=a.read + b.read,
+        published=a.published + b.published,
+        failed=a.failed + b.failed,
+        dead_lettered=a.dead_lettered + b.dead_lettered,
+        held_back=a.held_back + b.held_back,
+        more_waiting=a.more_waiting or b.more_waiting,
+        settled=a.settled + b.settled,
+    )
 
 
 def _pending_rows(_cursor: object) -> Callable[[Sequence[Any]], PendingRow]:
@@ -495,7 +527,10 @@ class OutboxRelay:
         self._closing = threading.Event()
         self._threads: list[threading.Thread] = []
         self._batches = 0
-        self._in_flight: _Batch | None = None  # the pipeline's batch handed to the producer, not yet settled
+        self._in_flight: _Batch | None = None  # the pipeline's batch handed to the producer, not yet acked
+        # batches acked (or failed) whose rows the settling thread is deleting or marking, oldest first
+        self._settling: deque[tuple[_Batch, Future[RelayCycle]]] = deque()
+        self._settler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="relay-settle")
         self._active_vparts = 0  # vparts that gave rows to the last batch
         self._next_gauge_refresh = 0.0
         self._seen_topics: set[str] = set(INTEGRATION_TOPICS)
@@ -505,40 +540,67 @@ class OutboxRelay:
 
     def run_once(self) -> RelayCycle:
         """Read one batch of owned, due rows; publish; delete the acknowledged; mark or dead-letter the failed.
-        The whole round: nothing is left in flight when it returns (a batch the pipeline had in flight is
+        The whole round: nothing is left in flight when it returns (what the pipeline had in flight is
         finished first)."""
         self.finish_in_flight()
         rows, read, _held, more_waiting = self._read(None)
         if not rows:
             return RelayCycle(read=read, more_waiting=more_waiting)
         cycle = self._finish(self._begin(rows))
-        return replace(cycle, more_waiting=more_waiting)
+        return replace(cycle, read=read, more_waiting=more_waiting)
 
     def pump(self) -> RelayCycle:
-        """One step of the pipeline: read the next batch while the broker acknowledges the batch in flight (the
-        read leaves out the rows in flight and holds back every row of a key still in flight), hand the new
-        batch's first wave to the producer, then finish the batch in flight (its later waves, its acks) and
-        settle it. Database and broker work at the same time; at most two batches are unsettled."""
+        """One step of the pipeline. Read the next batch while the broker acknowledges the batch in flight (the
+        read leaves out every unsettled row and holds back every row of a key with a row in flight or a failure
+        not yet recorded), hand the new batch's first wave to the producer, finish the batch in flight (its
+        later waves, its acks) and hand it to the settling thread, which deletes and marks while this thread
+        reads and produces the next. Returns the rows read and the counters of the batches settled meanwhile.
+        """
+        done = self._reap(wait=False)
         previous = self._in_flight
         rows, read, held, more_waiting = self._read(previous)
         self._in_flight = self._begin(rows) if rows else None
-        if previous is None:
-            return RelayCycle(read=read, held_back=held, more_waiting=more_waiting or held > 0)
-        done = self._finish(previous)
-        return RelayCycle(
-            read=read,
-            published=done.published,
-            failed=done.failed,
-            dead_lettered=done.dead_lettered,
-            held_back=held + done.held_back,
-            more_waiting=more_waiting or held > 0,
-            settled=done.settled,
-        )
+        if previous is not None:
+            done = _sum_cycles(done, self._complete_and_settle(previous))
+        if self._in_flight is not None and not (more_waiting or held):
+            # no backlog: finish this batch now rather than after the next read (commit -> ack latency)
+            batch, self._in_flight = self._in_flight, None
+            done = _sum_cycles(done, self._complete_and_settle(batch))
+        done = _sum_cycles(done, self._reap(wait=False))
+        return replace(done, read=read, held_back=done.held_back + held, more_waiting=more_waiting or held > 0)
+
+    def _complete_and_settle(self, batch: _Batch) -> RelayCycle:
+        """Await the batch's outcomes, then hand it to the settling thread; the counters of the batches that
+        had to be waited for (one batch settles at a time: when the database is behind, wait for it)."""
+        self._complete(batch)
+        done = RelayCycle()
+        while self._settling:
+            done = _sum_cycles(done, self._reap(wait=True, oldest_only=True))
+        self._settling.append((batch, self._settler.submit(self._settle_batch, batch)))
+        return done
 
     def finish_in_flight(self) -> RelayCycle:
-        """Finish and settle the batch the pipeline has in flight, if any (before a stop or a lease release)."""
+        """Finish the batch in flight and wait until every batch is settled (before a stop, a lease release or
+        a synchronous round); returns their counters."""
         batch, self._in_flight = self._in_flight, None
-        return RelayCycle() if batch is None else self._finish(batch)
+        done = RelayCycle() if batch is None else self._complete_and_settle(batch)
+        return _sum_cycles(done, self._reap(wait=True))
+
+    def _reap(self, *, wait: bool, oldest_only: bool = False) -> RelayCycle:
+        """Collect the settled batches (all, or only the oldest; waiting for them, or only those done)."""
+        total = RelayCycle()
+        error: BaseException | None = None
+        while self._settling and (wait or self._settling[0][1].done()):
+            _batch, future = self._settling.popleft()
+            try:
+                total = _sum_cycles(total, future.result())
+            except Exception as exc:  # noqa: BLE001 - its rows stay in the outbox and are sent again
+                error = error or exc
+            if oldest_only:
+                break
+        if error is not None:
+            raise error
+        return total
 
     def _read(self, in_flight: _Batch | None) -> tuple[list[PendingRow], int, int, bool]:
         """The next batch: (rows to send, rows read, rows held back behind a key in flight, more waiting?)."""
@@ -546,22 +608,28 @@ class OutboxRelay:
         # still gets whole batches and many busy vparts are read evenly
         limit = self._config.batch_size
         per_vpart = max(8, math.ceil(limit / max(1, self._active_vparts or len(self._owned))))
+        unsettled: list[int] = []
+        held_keys: set[str] = set()
+        if in_flight is not None:
+            unsettled += in_flight.ids
+            held_keys |= in_flight.keys  # a row in flight may still fail
+        for batch, _future in self._settling:
+            unsettled += batch.ids
+            held_keys |= batch.blocked  # a failure whose backoff or dead letter is not committed yet
         params = {
             "owner": self.instance_id,
             "per_vpart": per_vpart,
             "limit": limit,
-            "in_flight": "{}" if in_flight is None else _id_array(in_flight.ids),
+            "in_flight": _id_array(unsettled),
         }
         with self._pool.connection() as conn, conn.cursor(row_factory=_pending_rows) as cur:
             rows = cur.execute(_OUTBOX_READ_OWNED, params, prepare=False).fetchall()
         per_vpart_counts = Counter(row.vpart for row in rows)
         self._active_vparts = len(per_vpart_counts)
         more_waiting = bool(rows) and (len(rows) >= limit or max(per_vpart_counts.values()) >= per_vpart)
-        if in_flight is None or not rows:
+        if not held_keys or not rows:
             return rows, len(rows), 0, more_waiting
-        # a row whose key has a row in flight waits: that row may still fail (head-of-key guard)
-        keys = in_flight.keys
-        sendable = [row for row in rows if row.key not in keys]
+        sendable = [row for row in rows if row.key not in held_keys]
         return sendable, len(rows), len(rows) - len(sendable), more_waiting
 
     def _begin(self, rows: list[PendingRow]) -> _Batch:
@@ -572,15 +640,22 @@ class OutboxRelay:
         return batch
 
     def _finish(self, batch: _Batch) -> RelayCycle:
-        """Await the batch's outcomes wave by wave, then settle it."""
+        """Await the batch's outcomes wave by wave, then settle it (in this thread)."""
+        self._complete(batch)
+        return self._settle_batch(batch)
+
+    def _complete(self, batch: _Batch) -> None:
+        """Await the batch's outcomes wave by wave (a key's next row goes out once its previous is acked)."""
         self._await_wave(batch)
         while batch.next_wave < len(batch.waves):
             self._send_next_wave(batch)
             self._await_wave(batch)
         self._maybe_pause("after-ack", batch.number)
+
+    def _settle_batch(self, batch: _Batch) -> RelayCycle:
+        """Delete the batch's acknowledged rows, mark or dead-letter its failed ones; its counters."""
         published, dead_lettered = self._settle(batch.acked, batch.failures)
         cycle = RelayCycle(
-            read=len(batch.rows),
             published=published,
             failed=len(batch.failures),
             dead_lettered=dead_lettered,
@@ -729,13 +804,10 @@ class OutboxRelay:
                 with conn.cursor(row_factory=tuple_row) as cur:
                     ids = _id_array([row.id for row in acked])
                     records = cur.execute(_OUTBOX_DELETE_PUBLISHED, {"ids": ids}).fetchall()
-                per_topic: Counter[str] = Counter()
-                observe = metrics.PUBLISH_LATENCY.observe
-                for topic, latency in records:
-                    per_topic[topic] += 1
-                    observe(latency if latency > 0.0 else 0.0)
+                per_topic = Counter(topic for topic, _latency in records)
                 for topic, count in per_topic.items():
                     metrics.PUBLISHED.labels(topic=topic).inc(count)
+                metrics.observe_publish_latencies([latency if latency > 0.0 else 0.0 for _topic, latency in records])
                 published = len(records)
             for row, error in failures:
                 dead_lettered += self._record_failure(conn, row, error)
@@ -898,7 +970,7 @@ class OutboxRelay:
                 self._wake.clear()
                 try:
                     if self._in_flight is None or self._has_excess():
-                        self.finish_in_flight()  # no row of a vpart we give back stays in flight
+                        self.finish_in_flight()  # no row of a vpart we give back stays unsettled
                         self.release_excess()
                     cycle = self.pump()
                 except Exception as exc:  # noqa: BLE001 - the loop survives database and broker failures
@@ -916,8 +988,7 @@ class OutboxRelay:
 
     def _has_excess(self) -> bool:
         """More vparts than the fair share (a new instance came): they are given back between batches."""
-        with self._lease_lock:
-            return len(self._owned) > self._target
+        return len(self._owned) > self._target  # no lock: a stale answer only moves the release by a batch
 
     def _finish_before_stop(self) -> None:
         try:
@@ -949,7 +1020,10 @@ class OutboxRelay:
                 cycle = self.pump()
                 add(cycle)
                 if self._in_flight is None and cycle.read == 0:
-                    break
+                    if not self._settling:
+                        break
+                    add(self.finish_in_flight())  # then look once more: what was left out is settled now
+                    continue
                 if cycle.settled and cycle.published == 0 and cycle.dead_lettered == 0:
                     add(self.finish_in_flight())  # a whole batch failed: stop rather than spin
                     break
