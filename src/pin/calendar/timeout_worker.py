@@ -39,14 +39,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, LiteralString, cast
 
 import psycopg
 import structlog
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode, Tracer
 from prometheus_client import Counter, Gauge, Histogram
 from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
@@ -57,7 +57,7 @@ from pin.calendar.domain import ConflictError, DomainError, SlotOutcome
 from pin.calendar.service import ExpiryResult, ExpiryStatus, expire_appointment, expire_locked_cluster
 from pin.db import database_now
 from pin.jobs import bookkeeping
-from pin.observability.tracing import current_traceparent, tracer
+from pin.observability.tracing import current_traceparent, spans_exported, tracer
 from pin.outbox.writer import MessageContext
 from pin.unit_of_work import Conn, UnitOfWork
 
@@ -309,6 +309,16 @@ class _Tally:
         )
 
 
+@dataclass(frozen=True)
+class _Items:
+    """What every item of a cycle shares."""
+
+    run_id: uuid.UUID
+    as_of: datetime
+    spans: bool  # one span per item (spans leave the process)
+    traceparent: str | None  # the cycle span's, for the outbox rows when there is no item span
+
+
 class InfrastructureError(Exception):
     """The database could not be reached or the connection broke; the cycle ends and the next one retries."""
 
@@ -394,25 +404,28 @@ class AppointmentTimeoutJob:
         log.info("batch selected", job=JOB_NAME, RunId=str(run_id), Count=selected)
         if selected == 0:
             return  # empty batch: a no-op, no claim transaction at all
+        # One span per item only when spans leave the process; otherwise the outbox rows carry the cycle span's
+        # traceparent (the SDK records it either way), taken once here instead of once per item.
+        items = _Items(run_id, as_of, spans=_spans_exported(tracer()), traceparent=current_traceparent())
         while len(tally.attempted) < batch_size and not self._stop.is_set():
             try:
-                more = self._expire_next(conn, run_id, as_of, tally, lock_cluster=True)
+                more = self._expire_next(conn, items, tally, lock_cluster=True)
             except _ClusterLockFailedError:
                 # A row of the claimed cluster was held past the lock timeout (or a deadlock): the statement that
                 # claimed and locked failed as a whole. The item again, claim alone and the cluster locked
                 # statement by statement: the appointment is then known, skipped and counted.
-                more = self._expire_next(conn, run_id, as_of, tally, lock_cluster=False)
+                more = self._expire_next(conn, items, tally, lock_cluster=False)
             if not more:
                 return
 
-    def _expire_next(
-        self, conn: Conn, run_id: uuid.UUID, as_of: datetime, tally: _Tally, *, lock_cluster: bool
-    ) -> bool:
+    def _expire_next(self, conn: Conn, items: _Items, tally: _Tally, *, lock_cluster: bool) -> bool:
         """One item in one transaction; False when no due appointment was free to claim."""
         failure: Exception | None = None
         expiry: ExpiryResult | None = None
-        context = MessageContext(str(run_id))
-        with UnitOfWork(self._pool, context, traceparent_provider=current_traceparent, connection=conn) as uow:
+        run_id, as_of = items.run_id, items.as_of
+        context = MessageContext(str(run_id), items.traceparent)
+        provider = current_traceparent if items.spans else None  # the item span's, when there is one
+        with UnitOfWork(self._pool, context, traceparent_provider=provider, connection=conn) as uow:
             try:
                 claim = appointment_claim_next(conn, as_of=as_of, after=tally.cursor, lock_cluster=lock_cluster)
             except (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected) as exc:
@@ -431,12 +444,15 @@ class AppointmentTimeoutJob:
             appointment_id = claim.appointment_id
             tally.attempted.append(appointment_id)
             tally.cursor = claim.cursor
-            attributes = {
-                "pin.run_id": str(run_id),
-                "pin.appointment_id": str(appointment_id),
-                "pin.tenant_id": str(claim.tenant_id),
-            }
-            with tracer().start_as_current_span("appointment-timeout item", attributes=attributes) as span:
+            span_scope: AbstractContextManager[Span] = nullcontext(INVALID_SPAN)
+            if items.spans:
+                attributes = {
+                    "pin.run_id": str(run_id),
+                    "pin.appointment_id": str(appointment_id),
+                    "pin.tenant_id": str(claim.tenant_id),
+                }
+                span_scope = tracer().start_as_current_span("appointment-timeout item", attributes=attributes)
+            with span_scope as span:
                 try:
                     expiry = self._expire_claimed(uow, claim, as_of)
                 except ConflictError:
@@ -555,6 +571,14 @@ def _reset_session(conn: Conn) -> None:
     except psycopg.Error:
         log.warning("could not reset the cycle's connection; closing it", job=JOB_NAME, exc_info=True)
         conn.close()
+
+
+def _spans_exported(item_tracer: Tracer) -> bool:
+    """Whether the spans of ``item_tracer`` go anywhere (an SDK tracer's own processors; else the global provider)."""
+    processors = getattr(getattr(item_tracer, "span_processor", None), "_span_processors", None)
+    if processors is not None:
+        return bool(processors)
+    return spans_exported()
 
 
 def _raise_if_infrastructure(conn: Conn, exc: Exception | None = None) -> None:

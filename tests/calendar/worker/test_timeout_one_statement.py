@@ -11,9 +11,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
 from psycopg_pool import ConnectionPool
 
-from pin.calendar import repository, service
+from pin.calendar import repository, service, timeout_worker
 from pin.calendar.domain import ConflictError
 from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob, appointment_claim_next
 from pin.db import connect, create_pool, database_now
@@ -176,3 +177,20 @@ def test_claim_locks_and_returns_the_whole_cluster(pool: ConnectionPool[Conn], d
     assert cluster.slot.id == c.slot_id
     assert cluster.event.id == c.event_id
     assert sorted(r.id for r in cluster.event.reminders) == sorted(c.reminder_ids)
+
+
+def test_without_exported_spans_the_outbox_carries_the_cycle_trace(
+    pool: ConnectionPool[Conn], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No span processor: no span per item; every outbox row of the cycle carries the cycle span's traceparent."""
+    provider = TracerProvider()  # records spans (valid traceparents) but exports none, like the roles by default
+    monkeypatch.setattr(timeout_worker, "tracer", lambda: provider.get_tracer("pin"))
+    seed_appointments(pool, 3)
+
+    assert make_job(pool).run_once().expired_count == 3
+
+    parents = {str(row["headers"]["traceparent"]) for row in outbox_rows(pool)}
+    assert len(parents) == 1  # one span (the cycle's) for the six rows
+    (parent,) = parents
+    assert parent.startswith("00-")
+    assert len(parent.split("-")) == 4
