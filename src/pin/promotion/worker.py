@@ -14,7 +14,7 @@ One cycle = one transaction (seed 002, step 4: the batch's transitions and their
    of the batch goes on (A2).
 4. One commit makes every transition and every outbox row durable. A failure at commit (or anywhere before
    it) rolls the whole batch back and releases the locks; the next cycle takes the same candidates (A4, AC7).
-5. After the commit: one ``promotions expired`` line for the batch (PurchaseId, TenantId, PackageKind of each).
+5. After the commit: a ``promotion expired`` line per purchase (PurchaseId, TenantId, PackageKind: seed 002's log).
 
 Business idempotency comes from the status predicate (INV-6): an Expired purchase is never claimed again.
 """
@@ -120,13 +120,10 @@ class ExpirePromotionsJob:
                 )  # fmt: skip
                 self._after_cycle(run_id, None, {"DurationMs": duration_ms}, succeeded=False)
                 raise
-        if expired:  # one line per batch, with the fields seed 002 names for each expired purchase
+        for purchase in expired:  # seed 002's log table: "promotion expired (PurchaseId, TenantId, PackageKind)"
             log.info(
-                "promotions expired", job=JOB_NAME, RunId=str(run_id), Count=len(expired),
-                Purchases=[
-                    {"PurchaseId": str(p.id), "TenantId": str(p.tenant_id), "PackageKind": p.package_kind}
-                    for p in expired
-                ],
+                "promotion expired", job=JOB_NAME, RunId=str(run_id), PurchaseId=str(purchase.id),
+                TenantId=str(purchase.tenant_id), PackageKind=purchase.package_kind,
             )  # fmt: skip
         self._observe(result)
         counters = {**result.as_dict(), "FailedCount": result.failed_count}
