@@ -12,6 +12,7 @@ errors with a known meaning (the one-active-appointment-per-slot index, deadlock
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -469,9 +470,10 @@ def cluster_save_with_outbox(conn: Conn, cluster: AppointmentCluster, rows: Sequ
         assert part.loaded is not None
         changed = (part.status, part.version) != (part.loaded.status, part.loaded.version)
         expected[prefix] = 1 if changed else 0
-        for name in _WRITTEN[prefix]:
-            params[f"{prefix}_{name}"] = values[name]
-        params.update({f"{prefix}_{k}": v for k, v in _expected(part.loaded).items()})
+        for key, name in _WRITTEN_KEYS[prefix]:
+            params[key] = values[name]
+        params[f"{prefix}_expected_status"] = str(part.loaded.status)
+        params[f"{prefix}_expected_version"] = part.loaded.version
         if not changed:
             params[f"{prefix}_id"] = None  # matches no row: nothing to write
     changed_reminders = [r for r in event.reminders if r.loaded is not None and r.status != r.loaded.status]
@@ -481,7 +483,7 @@ def cluster_save_with_outbox(conn: Conn, cluster: AppointmentCluster, rows: Sequ
     params["r_expected_statuses"] = [str(r.loaded.status) for r in changed_reminders if r.loaded is not None]
     params["r_updated_at"] = event.updated_at
     for k, row in enumerate(rows):
-        params.update({f"m{k}_{name}": value for name, value in zip(INSERT_COLUMNS, insert_params(row), strict=True)})
+        params.update(zip(_outbox_keys(k), insert_params(row), strict=True))
     with translated_errors():
         matched = _row(conn.execute(_cluster_write_sql(len(rows)), params).fetchone())
     if any(matched[prefix] != count for prefix, count in expected.items()):
@@ -498,6 +500,16 @@ _WRITTEN: dict[str, tuple[str, ...]] = {
     "s": ("id", "status", "version", "updated_at"),
     "e": ("id", "status", "cancel_reason", "version", "updated_at"),
 }
+# (parameter name, column) per part: the names built once, not per item
+_WRITTEN_KEYS = {prefix: tuple((f"{prefix}_{name}", name) for name in names) for prefix, names in _WRITTEN.items()}
+
+
+@functools.cache
+def _outbox_keys(k: int) -> tuple[str, ...]:
+    """The parameter names of the k-th outbox row of the one-statement write."""
+    return tuple(f"m{k}_{name}" for name in INSERT_COLUMNS)
+
+
 _CLUSTER_WRITE = """
 WITH a_written AS (
     UPDATE calendar.appointment
@@ -533,6 +545,7 @@ SELECT (SELECT count(*) FROM a_written) AS a, (SELECT count(*) FROM s_written) A
 """
 
 
+@functools.cache
 def _cluster_write_sql(outbox_rows: int) -> str:
     """The one-statement write with ``outbox_rows`` outbox rows inserted (the same text for the same count)."""
     if outbox_rows == 0:
