@@ -71,7 +71,7 @@ from pydantic import ValidationError
 
 from pin.messaging.contracts import utc_iso
 from pin.messaging.topics import dead_letter_topic
-from pin.observability.tracing import context_from_headers, tracer
+from pin.observability.tracing import context_from_headers, spans_exported, tracer
 
 Conn = psycopg.Connection[dict[str, object]]
 T = TypeVar("T")
@@ -575,6 +575,8 @@ class ConsumerRuntime:
         if decoded is None:
             return False
         first = messages[0]
+        # a span per message only when spans leave the process (without a processor the SDK records and drops them)
+        spans = spans_exported()
         try:
             with self._pool.connection(timeout=self._db_timeout) as conn, conn.transaction():
                 new = {
@@ -592,7 +594,7 @@ class ConsumerRuntime:
                         continue
                     new.discard(message_id)  # a MessageId twice in one batch: the second is a duplicate
                     context = HandlingContext(self.group, first.topic, message_id)
-                    with self._span(item):
+                    with self._span(item) if spans else contextlib.nullcontext():
                         item.route.apply(conn, item.event, context)
                     applied.append((item, context))
         except Exception as exc:  # noqa: BLE001 - the batch is handled again one message per transaction
