@@ -283,9 +283,9 @@ class RelayCycle:
 # outer LIMIT keeps an id-order prefix of every vpart.
 # Not a FOR UPDATE claim: the lease is the claim, and a row lock could not be held across a broker flush
 # without a transaction left open for seconds.
-# The rows of the batch still in flight (read earlier, not yet settled) are left out by id: the pipeline reads
-# the next batch while the broker acknowledges the previous one (run without a prepared plan, so the id array is
-# a constant the planner hashes). The columns are in PendingRow's order; payload and headers as JSON text.
+# The rows of the batches not yet settled are left out by id: the pipeline reads the next batch while the broker
+# acknowledges the previous one (then run without a prepared plan, so the id array is a constant the planner
+# hashes). The columns are in PendingRow's order; payload and headers as JSON text.
 _OUTBOX_READ_OWNED = """
 SELECT m.id, m.message_id::text, m.vpart::int, l.epoch, m.topic, m.message_key, m.event_type, m.contract_version,
        m.payload::text, m.headers::text, m.attempts
@@ -623,7 +623,8 @@ class OutboxRelay:
             "in_flight": _id_array(unsettled),
         }
         with self._pool.connection() as conn, conn.cursor(row_factory=_pending_rows) as cur:
-            rows = cur.execute(_OUTBOX_READ_OWNED, params, prepare=False).fetchall()
+            # with ids to leave out: planned with them (a hashed constant); without: the prepared plan (trickle)
+            rows = cur.execute(_OUTBOX_READ_OWNED, params, prepare=False if unsettled else None).fetchall()
         per_vpart_counts = Counter(row.vpart for row in rows)
         self._active_vparts = len(per_vpart_counts)
         more_waiting = bool(rows) and (len(rows) >= limit or max(per_vpart_counts.values()) >= per_vpart)
@@ -969,7 +970,7 @@ class OutboxRelay:
                 liveness.beat()  # /healthz/liveness fails if this loop stops turning (a hung call)
                 self._wake.clear()
                 try:
-                    if self._in_flight is None or self._has_excess():
+                    if self._has_excess():
                         self.finish_in_flight()  # no row of a vpart we give back stays unsettled
                         self.release_excess()
                     cycle = self.pump()
