@@ -10,12 +10,13 @@ and the row values PostgreSQL echoes in error details ("Failing row contains (..
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import re
 import sys
 from collections.abc import Mapping, MutableMapping
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
 
@@ -108,8 +109,33 @@ def redact_sensitive(logger: Any, method_name: str, event_dict: MutableMapping[s
     return event_dict
 
 
+class _LineLogger:
+    """The end of structlog's chain: each rendered event written whole, as one line, through the standard handler's
+    stream and under its lock (so our lines and the libraries' never interleave).
+
+    ``name`` is the name the logger was asked for (``add_logger_name`` reads it).
+    """
+
+    def __init__(self, handler: logging.StreamHandler[TextIO], *args: Any) -> None:
+        self._handler = handler
+        self.name = str(args[0]) if args else ""
+
+    def msg(self, message: str) -> None:
+        handler = self._handler
+        with handler.lock or contextlib.nullcontext():
+            handler.stream.write(message + "\n")
+            handler.stream.flush()
+
+    debug = info = warning = warn = error = err = critical = exception = fatal = failure = msg
+
+
 def configure_logging(level: str = "INFO", fmt: str = "auto", role: str | None = None) -> None:
-    """Route structlog and the standard library through one renderer on stderr."""
+    """Render structlog's events and the standard library's records the same way, one line each on stderr.
+
+    Our own events go through structlog's filtering logger straight to the writer (a disabled level costs one
+    comparison; an enabled one builds no ``logging.LogRecord``); the libraries' records reach the same processors
+    through the standard library's handler.
+    """
     use_console = fmt == "console" or (fmt == "auto" and sys.stderr.isatty())
     renderer: structlog.typing.Processor = (
         structlog.dev.ConsoleRenderer() if use_console else structlog.processors.JSONRenderer()
@@ -120,29 +146,27 @@ def configure_logging(level: str = "INFO", fmt: str = "auto", role: str | None =
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
+    # exceptions become text first, on a terminal too, so that redaction sees their messages
+    final: list[structlog.typing.Processor] = [structlog.processors.format_exc_info, redact_sensitive, renderer]
     if role is not None:
         structlog.contextvars.bind_contextvars(role=role)
+    numeric_level = logging.getLevelNamesMapping()[level.upper()]
+    handler = logging.StreamHandler(sys.stderr)
     structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
-        logger_factory=structlog.stdlib.LoggerFactory(),
-        wrapper_class=structlog.stdlib.BoundLogger,
-        cache_logger_on_first_use=True,
+        processors=[*shared, *final],
+        logger_factory=functools.partial(_LineLogger, handler),
+        wrapper_class=structlog.make_filtering_bound_logger(numeric_level),
+        # not cached: a module's logger follows the configuration in force (the level above) at every call
+        cache_logger_on_first_use=False,
     )
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=shared,
-        processors=[
-            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-            # exceptions become text first, on a terminal too, so that redaction sees their messages
-            structlog.processors.format_exc_info,
-            redact_sensitive,
-            renderer,
-        ],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *final],
     )
-    handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level)
+    root.setLevel(numeric_level)
     # librdkafka and uvicorn access logs are noisy at INFO; keep their warnings
     for noisy in ("uvicorn.access", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
