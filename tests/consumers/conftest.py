@@ -8,7 +8,7 @@ fresh ids (tenants, users, appointments, purchases) in every test.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +20,7 @@ from pin.messaging.kafka import ensure_topics
 from pin.settings import Settings
 from pin.unit_of_work import Conn
 from tests.conftest import JWT_SECRET
+from tests.consumers.support import Producing
 from tests.support.infra import TestDatabases
 
 # A group join on the embedded broker takes about half the session timeout; 3 s keeps joins short and is still
@@ -69,3 +70,24 @@ def module_settings(module_database_url: str, module_kafka: EmbeddedKafka) -> Se
     )
     ensure_topics(settings)
     return settings
+
+
+# Per-test fixtures of the runtime tests (a module that shares one broker overrides ``producer``).
+
+
+@pytest.fixture
+def settings(make_settings: Callable[..., Settings], kafka: EmbeddedKafka) -> Settings:
+    """Settings on this test's database and broker, topics created."""
+    settings = make_settings(
+        kafka_bootstrap_servers=kafka.bootstrap_servers, kafka_session_timeout_ms=FAST_SESSION_TIMEOUT_MS
+    )
+    ensure_topics(settings)
+    return settings
+
+
+@pytest.fixture
+def producer(kafka: EmbeddedKafka) -> Iterator[Producing]:
+    """A plain producer to the test's broker, closed before the broker stops."""
+    producing = Producing(kafka.bootstrap_servers)
+    yield producing
+    producing.close()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -25,33 +24,13 @@ from opentelemetry.trace import SpanKind
 from pin.messaging import topics
 from pin.messaging.consumer import ConsumerRuntime, Received
 from pin.messaging.dlq import read_dead_letters
-from pin.messaging.kafka import ensure_topics
-from pin.settings import Settings
 from tests.consumers.conftest import FAST_SESSION_TIMEOUT_MS
-from tests.consumers.support import EVENT_TYPES, Producing, cancelled, feed_entries, metric, rows, running, wait_for
+from tests.consumers.support import EVENT_TYPES, cancelled, feed_entries, metric, rows, running, wait_for
 from tests.ops.test_trace_propagation import spans  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.integration
 
 TOPIC = topics.APPOINTMENT_CANCELLED
-
-
-@pytest.fixture
-def settings(make_settings, kafka) -> Settings:
-    """Settings on this test's database and (fresh) broker, topics created."""
-    settings: Settings = make_settings(
-        kafka_bootstrap_servers=kafka.bootstrap_servers, kafka_session_timeout_ms=FAST_SESSION_TIMEOUT_MS
-    )
-    ensure_topics(settings)
-    return settings
-
-
-@pytest.fixture
-def producer(kafka) -> Iterator[Producing]:
-    """A plain producer to the test's broker, closed before the broker stops."""
-    producing = Producing(kafka.bootstrap_servers)
-    yield producing
-    producing.close()
 
 
 def _event() -> dict[str, Any]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from datetime import datetime
 
 import psycopg
@@ -25,32 +24,12 @@ from pin.db import create_pool
 from pin.messaging import topics
 from pin.messaging.consumer import ConsumerRuntime
 from pin.messaging.dlq import read_dead_letters, replay
-from pin.messaging.kafka import ensure_topics
-from pin.settings import Settings
 from pin.unit_of_work import Conn
 from tests.consumers.conftest import FAST_SESSION_TIMEOUT_MS
-from tests.consumers.support import Producing, cancelled, feed_entries, in_inbox, metric, rows, running, wait_for
+from tests.consumers.support import cancelled, feed_entries, in_inbox, metric, rows, running, wait_for
 from tests.support.infra import TestDatabases
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def settings(make_settings, kafka) -> Settings:
-    """Settings on this test's database and broker, topics created."""
-    settings: Settings = make_settings(
-        kafka_bootstrap_servers=kafka.bootstrap_servers, kafka_session_timeout_ms=FAST_SESSION_TIMEOUT_MS
-    )
-    ensure_topics(settings)
-    return settings
-
-
-@pytest.fixture
-def producer(kafka) -> Iterator[Producing]:
-    """A plain producer to the test's broker, closed before the broker stops."""
-    producing = Producing(kafka.bootstrap_servers)
-    yield producing
-    producing.close()
 
 
 def _event(appointment: uuid.UUID | None = None) -> dict[str, object]:
