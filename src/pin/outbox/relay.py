@@ -731,14 +731,16 @@ class OutboxRelay:
         """Serve delivery reports until every row of the wave has its outcome (or librdkafka's own timeout
         plus a margin passed), then sort the wave into acknowledged and failed rows."""
         outcomes = batch.outcomes
-        producer = batch.producer
+        # nothing else in flight: flush, which sends at once instead of after linger.ms (commit -> ack latency of
+        # a trickle); with another batch in flight only poll, which does not wait for that batch's acks
+        serve = batch.producer.flush if self._in_flight is None else batch.producer.poll
         deadline = time.monotonic() + self._config.message_timeout_ms / 1000 + 5
         while len(outcomes) < batch.expected:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 log.warning("kafka delivery reports timed out", missing=batch.expected - len(outcomes))
                 break
-            producer.poll(min(remaining, 0.1))
+            serve(min(remaining, 0.1))
         broken: SendError | None = None
         for row in batch.wave:
             error = outcomes.setdefault(
