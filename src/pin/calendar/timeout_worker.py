@@ -46,7 +46,7 @@ from typing import Any, LiteralString, cast
 
 import psycopg
 import structlog
-from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode, Tracer
+from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode
 from prometheus_client import Counter, Gauge, Histogram
 from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
@@ -406,7 +406,7 @@ class AppointmentTimeoutJob:
             return  # empty batch: a no-op, no claim transaction at all
         # One span per item only when spans leave the process; otherwise the outbox rows carry the cycle span's
         # traceparent (the SDK records it either way), taken once here instead of once per item.
-        items = _Items(run_id, as_of, spans=_spans_exported(tracer()), traceparent=current_traceparent())
+        items = _Items(run_id, as_of, spans=spans_exported(tracer()), traceparent=current_traceparent())
         while len(tally.attempted) < batch_size and not self._stop.is_set():
             try:
                 more = self._expire_next(conn, items, tally, lock_cluster=True)
@@ -571,14 +571,6 @@ def _reset_session(conn: Conn) -> None:
     except psycopg.Error:
         log.warning("could not reset the cycle's connection; closing it", job=JOB_NAME, exc_info=True)
         conn.close()
-
-
-def _spans_exported(item_tracer: Tracer) -> bool:
-    """Whether the spans of ``item_tracer`` go anywhere (an SDK tracer's own processors; else the global provider)."""
-    processors = getattr(getattr(item_tracer, "span_processor", None), "_span_processors", None)
-    if processors is not None:
-        return bool(processors)
-    return spans_exported()
 
 
 def _raise_if_infrastructure(conn: Conn, exc: Exception | None = None) -> None:

@@ -108,13 +108,17 @@ def tracer() -> trace.Tracer:
     return trace.get_tracer(TRACER_NAME)
 
 
-def spans_exported() -> bool:
+def spans_exported(of: trace.Tracer | None = None) -> bool:
     """Whether a finished span goes anywhere: a span processor is installed (an exporter, or a test's).
 
     Without one (``OTEL_TRACES_EXPORTER=none``, the default) the SDK still records spans, so that the outbox gets a
     valid traceparent, but nothing ever reads them: code that would start many short spans per cycle (one per item
-    of a batch) may leave them out. Unknown providers count as exporting.
+    of a batch) may leave them out. ``of``: an SDK tracer's own processors decide (a tracer of another provider
+    than the global one); otherwise the global provider's. Unknown providers count as exporting.
     """
+    processors = getattr(getattr(of, "span_processor", None), "_span_processors", None)
+    if processors is not None:
+        return bool(processors)
     provider = trace.get_tracer_provider()
     if isinstance(provider, TracerProvider):
         processors = getattr(getattr(provider, "_active_span_processor", None), "_span_processors", None)
