@@ -475,6 +475,17 @@ def _deliver(outcomes: dict[int, SendError | None], row_id: int, err: KafkaError
     outcomes[row_id] = None if err is None else send_error_of(err)
 
 
+def _produce_row(producer: Producer, row: PendingRow, outcomes: dict[int, SendError | None]) -> None:
+    """Hand one row to the producer; its delivery report lands in ``outcomes``. Raises as ``produce`` does."""
+    producer.produce(
+        row.topic,
+        _encode_value(row.payload),
+        row.key,
+        on_delivery=partial(_deliver, outcomes, row.id),
+        headers=_kafka_headers(row),
+    )
+
+
 class _Batch:
     """Rows read together on their way to the broker: sent wave by wave (a key's n-th row only once its
     (n-1)-th is acknowledged; nothing more of a key after one of its rows failed), settled (deleted, marked or
@@ -685,7 +696,6 @@ class OutboxRelay:
         outcomes = batch.outcomes
         topic_errors = {topic: self._topic_ready(topic) for topic in {row.topic for row in sendable}}
         fail_once = self._faults.fail_once
-        produce = batch.producer.produce
         for row in sendable:
             error = topic_errors[row.topic]
             if error is None and fail_once and uuid.UUID(row.message_id) in fail_once:
@@ -693,13 +703,7 @@ class OutboxRelay:
                 error = SendError("TEST_TRANSIENT", "injected transient failure")
             if error is None:
                 try:
-                    produce(
-                        row.topic,
-                        _encode_value(row.payload),
-                        row.key,
-                        on_delivery=partial(_deliver, outcomes, row.id),
-                        headers=_kafka_headers(row),
-                    )
+                    _produce_row(batch.producer, row, outcomes)
                 except BufferError:  # librdkafka's local queue is full: let it drain, then try once more
                     error = self._produce_again(batch.producer, row, outcomes)
                 except KafkaException as exc:
@@ -714,13 +718,7 @@ class OutboxRelay:
     ) -> SendError | None:
         producer.flush(self._config.message_timeout_ms / 1000)
         try:
-            producer.produce(
-                row.topic,
-                _encode_value(row.payload),
-                row.key,
-                on_delivery=partial(_deliver, outcomes, row.id),
-                headers=_kafka_headers(row),
-            )
+            _produce_row(producer, row, outcomes)
         except BufferError:
             return SendError("_QUEUE_FULL", "the producer queue stayed full", retriable=True)
         except KafkaException as exc:
