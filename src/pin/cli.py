@@ -133,12 +133,17 @@ def dlq_list(
     idle_seconds: Annotated[float, typer.Option(help="Stop after this long without a new message.")] = 2.0,
 ) -> None:
     """Print one JSON line per dead letter (origin, error, attempts); reads from the beginning, commits nothing."""
-    from pin.messaging.dlq import check_group, read_dead_letters
+    from pin.messaging.dlq import DeadLetterError, check_group, read_dead_letters
     from pin.messaging.topics import CONSUMER_GROUPS
 
     settings = load_settings()
     groups = [check_group(group)] if group else list(CONSUMER_GROUPS)
-    for letter in read_dead_letters(settings, groups, idle_seconds=idle_seconds):
+    try:
+        letters = read_dead_letters(settings, groups, idle_seconds=idle_seconds)
+    except DeadLetterError as exc:
+        typer.echo(f"pin dlq list: {exc}", err=True)
+        raise typer.Exit(1) from None
+    for letter in letters:
         print_json(letter.summary())
 
 
@@ -149,10 +154,14 @@ def dlq_replay(
     idle_seconds: Annotated[float, typer.Option(help="Stop reading after this long without a new message.")] = 2.0,
 ) -> None:
     """Publish dead letters back to their original topics (same key, value and headers, so the same MessageId)."""
-    from pin.messaging.dlq import check_group, replay
+    from pin.messaging.dlq import DeadLetterError, check_group, replay
 
     settings = load_settings()
-    replayed = replay(settings, check_group(group), message_id=message_id, idle_seconds=idle_seconds)
+    try:
+        replayed = replay(settings, check_group(group), message_id=message_id, idle_seconds=idle_seconds)
+    except DeadLetterError as exc:
+        typer.echo(f"pin dlq replay: {exc}", err=True)
+        raise typer.Exit(1) from None
     print_json({"group": group, "replayed": len(replayed), "messageIds": [letter.message_id for letter in replayed]})
     if message_id is not None and not replayed:
         raise typer.Exit(1)

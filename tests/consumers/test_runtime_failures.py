@@ -257,3 +257,15 @@ def test_a_failing_message_holds_its_partition_only(settings, pool, producer):
     # the message behind was handled only after the failing one had been dead-lettered
     failed_at = datetime.fromisoformat(letter.provenance["dlt-failed-at"].replace("Z", "+00:00"))
     assert entry["recorded_at"] >= failed_at
+
+
+def test_dlq_commands_without_a_broker_fail_with_one_line_and_no_stack_trace(database_url):
+    """`pin dlq list|replay` against a broker that does not answer: exit 1, one line naming the topic."""
+    env = {"PIN_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1", "PIN_DATABASE_URL": database_url}  # nothing listens on 1
+    cli = CliRunner()
+    for command in (["dlq", "list", "--group", "crm"], ["dlq", "replay", "--group", "crm"]):
+        result = cli.invoke(app, command, env=env)
+        assert result.exit_code == 1, result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+        assert f"pin {' '.join(command[:2])}: reading {topics.dead_letter_topic('crm')}:" in result.stderr
+        assert "Traceback" not in result.output

@@ -16,12 +16,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from pin.messaging.consumer import DLT_PREFIX, Received
 from pin.messaging.kafka import client_config, producer_config
 from pin.messaging.topics import CONSUMER_GROUPS, dead_letter_topic
 from pin.settings import ConfigurationError, Settings
+
+
+class DeadLetterError(RuntimeError):
+    """Reading or replaying a dead-letter topic failed (the broker refused, or did not answer in time)."""
 
 
 @dataclass(frozen=True)
@@ -99,28 +103,40 @@ def _read_topic(settings: Settings, group: str, *, idle_seconds: float, timeout:
     config = client_config(
         settings,
         **{"group.id": f"pin-dlq-reader-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
-           "enable.partition.eof": False},
+           "enable.partition.eof": True},
     )  # fmt: skip
     consumer = Consumer(config)
     try:
-        metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        try:
+            metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        except KafkaException as exc:
+            raise DeadLetterError(f"reading {topic}: {exc.args[0]}") from exc
         if metadata is None or metadata.error is not None or not metadata.partitions:
             return []
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in metadata.partitions])
         letters: list[DeadLetter] = []
+        # The idle window starts once every partition has answered a fetch (a message or an end-of-partition
+        # event), not at assign: a new reader needs several round trips before its first fetch, and a loaded
+        # broker must not make a short window end before anything was read. The end-of-partition event only
+        # says "this fetch came back"; the idle window, not the watermark behind it, decides when to stop.
+        silent = set(metadata.partitions)
         deadline = time.monotonic() + timeout
         last = time.monotonic()
-        while time.monotonic() < deadline and time.monotonic() - last < idle_seconds:
+        while time.monotonic() < deadline and (silent or time.monotonic() - last < idle_seconds):
             polled = consumer.poll(0.2)
             if polled is None:
                 continue
+            silent.discard(polled.partition())
             error = polled.error()
             if error is not None:
                 if error.code() != KafkaError._PARTITION_EOF:
-                    raise RuntimeError(f"reading {topic}: {error}")
+                    raise DeadLetterError(f"reading {topic}: {error}")
+                last = time.monotonic()
                 continue
             last = time.monotonic()
             letters.append(DeadLetter(group, Received.of(polled)))
+        if silent:
+            raise DeadLetterError(f"reading {topic}: partitions {sorted(silent)} did not answer within {timeout:g} s")
         return sorted(letters, key=lambda letter: (letter.record.partition, letter.record.offset))
     finally:
         consumer.close()
@@ -154,5 +170,5 @@ def replay(
     remaining = producer.flush(30)
     producer.close()
     if remaining or failures:
-        raise RuntimeError(f"replay of {group}: {len(failures) + remaining} message(s) not acknowledged")
+        raise DeadLetterError(f"replay of {group}: {len(failures) + remaining} message(s) not acknowledged")
     return replayed
