@@ -316,14 +316,14 @@ def _consumer_offsets(settings: Settings, timeout: float) -> dict[str, Any]:
         return {"na": "PIN_KAFKA_BOOTSTRAP_SERVERS is not set"}
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    from pin.messaging.kafka import client_config
+    from pin.messaging.kafka import client_config, silent_client_logger
 
     def consumer_of(group: str) -> Any:
         overrides = {
             "group.id": group,  # only to read the group's commits: no subscribe, so it never joins the group
             "enable.auto.commit": False,
             "socket.timeout.ms": max(1000, int(timeout * 1000)),
-            "logger": _silent_logger(),
+            "logger": silent_client_logger("pin.status.kafka"),  # the report says "n/a" instead
         }
         return Consumer(client_config(settings, **overrides))
 
@@ -373,16 +373,6 @@ def _consumer_offsets(settings: Settings, timeout: float) -> dict[str, Any]:
         finally:
             consumer.close()
     return {"groups": groups}
-
-
-def _silent_logger() -> Any:
-    """librdkafka logs connection failures on stderr; the report says "n/a" instead."""
-    import logging
-
-    logger = logging.getLogger("pin.status.kafka")
-    logger.setLevel(logging.CRITICAL)
-    logger.propagate = False
-    return logger
 
 
 # --- the report ----------------------------------------------------------------------------------------

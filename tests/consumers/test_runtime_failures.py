@@ -269,3 +269,16 @@ def test_dlq_commands_without_a_broker_fail_with_one_line_and_no_stack_trace(dat
         assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
         assert f"pin {' '.join(command[:2])}: reading {topics.dead_letter_topic('crm')}:" in result.stderr
         assert "Traceback" not in result.output
+
+
+def test_librdkafka_lines_are_json_log_lines_of_their_own_logger(spawn_role):
+    """A consumer whose broker does not answer: librdkafka's complaints come out as our JSON lines, not raw."""
+    role = spawn_role("consume", "crm", env={"PIN_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1"})  # nothing listens on 1
+    wait_for(lambda: '"logger": "pin.kafka.client"' in role.output(), what="a librdkafka line")
+    assert role.terminate() == 0, role.output()
+    lines = [line for line in role.output().splitlines() if line.strip()]
+    raw = [line for line in lines if not line.startswith("{")]
+    assert raw == [], raw[:3]
+    client = [json.loads(line) for line in lines if '"logger": "pin.kafka.client"' in line]
+    assert all(item["level"] in {"warning", "error", "critical"} for item in client), client[:3]
+    assert any("Connection refused" in item["event"] for item in client), client[:3]

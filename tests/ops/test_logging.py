@@ -141,3 +141,31 @@ def test_the_console_view_redacts_too(monkeypatch: pytest.MonkeyPatch) -> None:
     for leaked in (PASSWORD, CANCEL_REASON, "eyJ"):
         assert leaked not in text
     assert not text.lstrip().startswith("{")  # not JSON: the console view
+
+
+def test_a_repeated_library_line_goes_through_once_per_interval_with_the_count_held_back(
+    json_log: Callable[[], list[dict[str, Any]]],
+) -> None:
+    from pin.messaging.kafka import RepeatFilter
+
+    now = [100.0]
+    logger = logging.getLogger("pin.test.repeats")
+    logger.addFilter(RepeatFilter(interval=30.0, clock=lambda: now[0]))
+    try:
+        for attempt in range(50):  # the same failure, numbers aside, 50 times within a second
+            logger.error("FAIL broker 127.0.0.1:%d: connection refused (after %dms)", 9092, attempt)
+            now[0] += 0.02
+        logger.error("another failure")
+        now[0] += 30.0
+        logger.error("FAIL broker 127.0.0.1:%d: connection refused (after %dms)", 9092, 7)
+    finally:
+        logger.filters.clear()
+
+    lines = json_log()
+    assert [line["event"] for line in lines] == [
+        "FAIL broker 127.0.0.1:9092: connection refused (after 0ms)",
+        "another failure",
+        "FAIL broker 127.0.0.1:9092: connection refused (after 7ms)",
+    ]
+    assert "repeated" not in lines[0]
+    assert lines[2]["repeated"] == 49

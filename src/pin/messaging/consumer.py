@@ -406,6 +406,7 @@ class ConsumerRuntime:
                 self._prune_inbox_if_due()
                 self._on_batch(self._poll())
                 self._commit_async()
+                self._producer.poll(0)  # the dead-letter producer's own log lines (librdkafka serves them on poll)
         finally:
             self._held.clear()
             self._paused.clear()

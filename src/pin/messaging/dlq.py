@@ -19,7 +19,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from pin.messaging.consumer import DLT_PREFIX, Received
-from pin.messaging.kafka import client_config, producer_config
+from pin.messaging.kafka import client_config, producer_config, silent_client_logger
 from pin.messaging.topics import CONSUMER_GROUPS, dead_letter_topic
 from pin.settings import ConfigurationError, Settings
 
@@ -103,14 +103,14 @@ def _read_topic(settings: Settings, group: str, *, idle_seconds: float, timeout:
     config = client_config(
         settings,
         **{"group.id": f"pin-dlq-reader-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
-           "enable.partition.eof": True},
+           "enable.partition.eof": True, "logger": silent_client_logger("pin.dlq.kafka")},
     )  # fmt: skip
     consumer = Consumer(config)
     try:
         try:
             metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
         except KafkaException as exc:
-            raise DeadLetterError(f"reading {topic}: {exc.args[0]}") from exc
+            raise DeadLetterError(f"reading {topic}: {_describe(exc)}") from exc
         if metadata is None or metadata.error is not None or not metadata.partitions:
             return []
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in metadata.partitions])
@@ -140,6 +140,11 @@ def _read_topic(settings: Settings, group: str, *, idle_seconds: float, timeout:
         return sorted(letters, key=lambda letter: (letter.record.partition, letter.record.offset))
     finally:
         consumer.close()
+
+
+def _describe(exc: KafkaException) -> str:
+    error = exc.args[0] if exc.args else None
+    return error.str() if isinstance(error, KafkaError) else str(exc)
 
 
 def replay(

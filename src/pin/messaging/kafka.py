@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -12,12 +16,63 @@ from pin.messaging.topics import PARTITIONS, all_topics
 from pin.settings import Settings
 
 
+class RepeatFilter(logging.Filter):
+    """Lets a line through once per ``interval`` seconds per text (digits ignored), counting what it held back.
+
+    librdkafka retries a broker that refuses connections every few tens of milliseconds and logs each failure:
+    without this, a broker down for a minute is a thousand identical lines per process. The next line of the
+    same text that gets through carries ``repeated``: how many were held back since the last one.
+    """
+
+    _DIGITS = re.compile(r"\d+")
+
+    def __init__(self, interval: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self._interval = interval
+        self._clock = clock
+        self._seen: dict[str, tuple[float, int]] = {}  # text -> (when it last went through, held back since)
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = self._DIGITS.sub("#", record.getMessage())
+        now = self._clock()
+        with self._lock:
+            last, held = self._seen.get(text, (None, 0))
+            if last is not None and now - last < self._interval:
+                self._seen[text] = (last, held + 1)
+                return False
+            if len(self._seen) >= 1000:  # texts are few (one per broker and failure kind); never grow unbounded
+                self._seen.clear()
+            self._seen[text] = (now, 0)
+        if held:
+            record.repeated = held
+        return True
+
+
+# librdkafka's own lines (connection failures, rebalances, broker errors) go through this logger, so they are
+# rendered and redacted like every other line instead of raw on stderr; a client hands them over on poll().
+CLIENT_LOGGER = logging.getLogger("pin.kafka.client")
+CLIENT_LOGGER.addFilter(RepeatFilter())
+
+
 def client_config(settings: Settings, **overrides: Any) -> dict[str, Any]:
-    """Base librdkafka settings: bootstrap servers plus PIN_KAFKA_CLIENT_CONFIG (SASL, TLS) passed through."""
-    config: dict[str, Any] = {"bootstrap.servers": settings.require_kafka()}
+    """Base librdkafka settings: bootstrap servers, our logger, PIN_KAFKA_CLIENT_CONFIG (SASL, TLS) passed through."""
+    config: dict[str, Any] = {"bootstrap.servers": settings.require_kafka(), "logger": CLIENT_LOGGER}
     config.update(settings.kafka_extra_config())
     config.update(overrides)
     return config
+
+
+def silent_client_logger(name: str) -> logging.Logger:
+    """A logger for librdkafka's own lines (its ``logger`` setting) that drops them.
+
+    For one-shot commands that report a broker failure themselves, in one line: without it librdkafka writes
+    a connection failure to stderr on every reconnect attempt.
+    """
+    logger = logging.getLogger(name)
+    logger.setLevel(logging.CRITICAL)
+    logger.propagate = False
+    return logger
 
 
 def producer_config(settings: Settings, **overrides: Any) -> dict[str, Any]:
@@ -58,12 +113,15 @@ def ensure_topics(settings: Settings, topics: Iterable[str] | None = None, timeo
     wanted = list(topics) if topics is not None else list(all_topics())
     futures = admin.create_topics([NewTopic(name, PARTITIONS, 1) for name in wanted], request_timeout=timeout)
     created: list[str] = []
-    for name, future in futures.items():
-        try:
-            future.result(timeout=timeout)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
-        else:
-            created.append(name)
+    try:
+        for name, future in futures.items():
+            try:
+                future.result(timeout=timeout)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+            else:
+                created.append(name)
+    finally:
+        admin.poll(0)  # hands librdkafka's lines (why the broker did not answer) to the logger
     return created

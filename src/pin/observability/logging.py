@@ -160,7 +160,8 @@ def configure_logging(level: str = "INFO", fmt: str = "auto", role: str | None =
         cache_logger_on_first_use=False,
     )
     formatter = structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=shared,
+        # a library record's own fields are not copied, except the count of lines a repeat filter held back
+        foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder(allow=("repeated",))],
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *final],
     )
     handler.setFormatter(formatter)
@@ -168,5 +169,5 @@ def configure_logging(level: str = "INFO", fmt: str = "auto", role: str | None =
     root.handlers[:] = [handler]
     root.setLevel(numeric_level)
     # librdkafka and uvicorn access logs are noisy at INFO; keep their warnings
-    for noisy in ("uvicorn.access", "httpx"):
+    for noisy in ("uvicorn.access", "httpx", "pin.kafka.client"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
