@@ -282,3 +282,17 @@ def test_librdkafka_lines_are_json_log_lines_of_their_own_logger(spawn_role):
     client = [json.loads(line) for line in lines if '"logger": "pin.kafka.client"' in line]
     assert all(item["level"] in {"warning", "error", "critical"} for item in client), client[:3]
     assert any("Connection refused" in item["event"] for item in client), client[:3]
+
+
+def test_a_short_idle_window_still_reads_every_dead_letter(kafka, settings, producer):
+    """The reader's idle window starts when every partition has answered, not at assign: with 0.3 s of idle the
+    old reader came back empty in 13 of 15 reads of one letter on an idle machine (its first fetch, with two empty
+    partitions in it, took longer than that on the embedded broker)."""
+    letters = [str(uuid.uuid4()) for _ in range(2)]
+    for message_id in letters:  # one partition holds both, the other two are empty
+        producer.send(
+            topics.dead_letter_topic("crm"), b"{}", key=message_id, headers={"message-id": message_id}, partition=1
+        )
+    for _ in range(5):
+        read = read_dead_letters(settings, ["crm"], idle_seconds=0.1)
+        assert sorted(letter.message_id for letter in read) == sorted(letters)
