@@ -10,7 +10,7 @@ from types import FrameType
 
 import structlog
 
-from pin.observability.logging import configure_logging
+from pin.observability.logging import configure_logging, error_text
 from pin.observability.metrics import serve_metrics
 from pin.observability.tracing import configure_tracing_from_env
 from pin.settings import Settings, load_settings
@@ -43,15 +43,6 @@ def start_role(role: str, *, metrics: bool = True) -> RoleContext:
     return RoleContext(settings=settings, stop=stop)
 
 
-def describe_error(exc: BaseException) -> str:
-    """One line about ``exc`` for a log: a Kafka error's own text, else the message, else the type (a timeout has
-    no message)."""
-    error = exc.args[0] if exc.args else None
-    describe = getattr(error, "str", None)  # confluent_kafka.KafkaError, without importing the client here
-    text = describe() if callable(describe) else str(exc)
-    return text.strip()[:300] or type(exc).__name__
-
-
 def wait_until_reachable(
     what: str, attempt: Callable[[], object], stop: threading.Event, *, max_delay: float = 5.0
 ) -> bool:
@@ -66,7 +57,7 @@ def wait_until_reachable(
         try:
             attempt()
         except Exception as exc:  # noqa: BLE001 - any failure to reach the dependency is retried
-            log.warning(f"{what} unreachable; waiting", error=describe_error(exc), retry_in_seconds=delay)
+            log.warning(f"{what} unreachable; waiting", error=error_text(exc), retry_in_seconds=delay)
             stop.wait(delay)
             delay = min(max_delay, delay * 2)
             continue

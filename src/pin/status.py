@@ -32,6 +32,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pin.messaging import topics
+from pin.observability.logging import error_text
 from pin.settings import Settings
 
 Conn = psycopg.Connection[dict[str, object]]
@@ -331,7 +332,7 @@ def _consumer_offsets(settings: Settings, timeout: float) -> dict[str, Any]:
     try:
         existing = {name: len(meta.partitions) for name, meta in probe.list_topics(timeout=timeout).topics.items()}
     except KafkaException as exc:
-        return {"na": f"broker unreachable ({exc.args[0].str() if exc.args else exc})"}
+        return {"na": f"broker unreachable ({error_text(exc)})"}
     finally:
         probe.close()
 
@@ -369,7 +370,7 @@ def _consumer_offsets(settings: Settings, timeout: float) -> dict[str, Any]:
                 "deadLetterTopic": dlq,
             }
         except KafkaException as exc:
-            groups[group] = {"na": f"broker: {exc.args[0].str() if exc.args else exc}"}
+            groups[group] = {"na": f"broker: {error_text(exc)}"}
         finally:
             consumer.close()
     return {"groups": groups}

@@ -21,6 +21,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from pin.messaging.consumer import DLT_PREFIX, Received
 from pin.messaging.kafka import client_config, producer_config, silent_client_logger
 from pin.messaging.topics import CONSUMER_GROUPS, dead_letter_topic
+from pin.observability.logging import error_text
 from pin.settings import ConfigurationError, Settings
 
 
@@ -110,7 +111,7 @@ def _read_topic(settings: Settings, group: str, *, idle_seconds: float, timeout:
         try:
             metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
         except KafkaException as exc:
-            raise DeadLetterError(f"reading {topic}: {_describe(exc)}") from exc
+            raise DeadLetterError(f"reading {topic}: {error_text(exc)}") from exc
         if metadata is None or metadata.error is not None or not metadata.partitions:
             return []
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in metadata.partitions])
@@ -127,24 +128,18 @@ def _read_topic(settings: Settings, group: str, *, idle_seconds: float, timeout:
             if polled is None:
                 continue
             silent.discard(polled.partition())
+            last = time.monotonic()
             error = polled.error()
             if error is not None:
                 if error.code() != KafkaError._PARTITION_EOF:
                     raise DeadLetterError(f"reading {topic}: {error}")
-                last = time.monotonic()
                 continue
-            last = time.monotonic()
             letters.append(DeadLetter(group, Received.of(polled)))
         if silent:
             raise DeadLetterError(f"reading {topic}: partitions {sorted(silent)} did not answer within {timeout:g} s")
         return sorted(letters, key=lambda letter: (letter.record.partition, letter.record.offset))
     finally:
         consumer.close()
-
-
-def _describe(exc: KafkaException) -> str:
-    error = exc.args[0] if exc.args else None
-    return error.str() if isinstance(error, KafkaError) else str(exc)
 
 
 def replay(

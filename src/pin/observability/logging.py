@@ -97,6 +97,15 @@ def _scrub(value: Any, depth: int = 0) -> Any:
     return value
 
 
+def error_text(exc: BaseException) -> str:
+    """One line about a failure, for a log or a report: a Kafka error's own text (``KafkaException`` wraps a
+    ``KafkaError``), else the message, else the type (a timeout has no message); at most 300 characters."""
+    error = exc.args[0] if exc.args else None
+    describe = getattr(error, "str", None)  # confluent_kafka.KafkaError, without importing the client here
+    text = describe() if callable(describe) else str(exc)
+    return text.strip()[:300] or type(exc).__name__
+
+
 def redact_sensitive(logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """structlog processor: mask credentials, free text and tokens in every field of an event."""
     del logger, method_name
