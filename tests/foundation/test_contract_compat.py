@@ -118,6 +118,15 @@ class RequiredFieldAdded(_Thing):
     batch_id: uuid.UUID
 
 
+class RequiredMadeOptional(_Thing):
+    """HappenedAt may now be absent or null: a reader relying on it breaks."""
+
+    thing_id: uuid.UUID
+    outcome: Outcome
+    happened_at: UtcDateTime | None = None
+    note_id: uuid.UUID | None = None
+
+
 class Additive(_Thing):
     """A new optional field and a new enum value: v1 may do both."""
 
@@ -150,6 +159,14 @@ def _lines(model: type[Contract]) -> list[str]:
 )
 def test_each_breaking_change_is_one_line_naming_the_field_and_the_kind(model: type[Contract], expected: str) -> None:
     assert _lines(model) == [expected]
+
+
+@pytest.mark.unit
+def test_a_required_field_made_optional_and_nullable_is_two_breaks() -> None:
+    assert _lines(RequiredMadeOptional) == [
+        "pin.test.thing-happened.v1: HappenedAt: made optional (a reader relies on it)",
+        'pin.test.thing-happened.v1: HappenedAt: retyped (string format="date-time" -> null string format="date-time")',
+    ]
 
 
 @pytest.mark.unit
