@@ -46,20 +46,6 @@ VPARTS = 64
 # Worker instances listed per job (most recent last cycle first); older ones are only counted.
 SHOWN_INSTANCES = 10
 
-# The topics each consumer group reads (SPEC section 6).
-GROUP_TOPICS: dict[str, tuple[str, ...]] = {
-    "crm": (topics.APPOINTMENT_CANCELLED, topics.APPOINTMENT_CREATED, topics.APPOINTMENT_CONFIRMED),
-    "notifications": (
-        topics.APPOINTMENT_CANCELLED,
-        topics.EVENT_STATUS_CHANGED,
-        topics.APPOINTMENT_CREATED,
-        topics.APPOINTMENT_CONFIRMED,
-        topics.PURCHASE_CHANGED,
-    ),
-    "catalog": (topics.PURCHASE_CHANGED,),
-    "news": (topics.PURCHASE_CHANGED,),
-}
-
 
 @dataclass(frozen=True)
 class WorkerSpec:
@@ -317,6 +303,7 @@ def _consumer_offsets(settings: Settings, timeout: float) -> dict[str, Any]:
         return {"na": "PIN_KAFKA_BOOTSTRAP_SERVERS is not set"}
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+    from pin.messaging.groups import topics_of  # the groups' route tables: what each really subscribes to
     from pin.messaging.kafka import client_config, silent_client_logger
 
     def consumer_of(group: str) -> Any:
@@ -337,7 +324,8 @@ def _consumer_offsets(settings: Settings, timeout: float) -> dict[str, Any]:
         probe.close()
 
     groups: dict[str, Any] = {}
-    for group, group_topics in GROUP_TOPICS.items():
+    for group in topics.CONSUMER_GROUPS:
+        group_topics = topics_of(group)
         consumer = consumer_of(group)
         try:
             present = [t for t in group_topics if t in existing]

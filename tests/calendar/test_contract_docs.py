@@ -7,15 +7,20 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
+import jsonschema_rs
 import pytest
 from psycopg_pool import ConnectionPool
 
 from pin.calendar import contracts, service
+from pin.calendar.contracts import AppointmentCancelledEvent
 from pin.calendar.domain import Kind
 from pin.db import database_now
+from pin.messaging.contract_docs import OPEN_ENUM
 from pin.outbox.writer import MessageContext
 from pin.unit_of_work import Conn, UnitOfWork
 from tests.calendar.conftest import outbox
@@ -38,7 +43,9 @@ def test_schemas_list_exactly_the_contract_fields_and_the_envelope() -> None:
         schema = json.loads((DOCS / f"{contract.EVENT_TYPE}.v1.schema.json").read_text(encoding="utf-8"))
         fields = {info.serialization_alias for info in contract.model_fields.values()}
         assert set(schema["properties"]) == fields | {"MessageId", "ContractVersion", "OccurredAt"}
-        assert set(schema["required"]) == set(schema["properties"])
+        required = {info.serialization_alias for info in contract.model_fields.values() if info.is_required()}
+        assert set(schema["required"]) == required | {"MessageId", "ContractVersion", "OccurredAt"}
+        assert schema["additionalProperties"] is True
         assert "CancelReason" not in schema["properties"]
         assert schema["x-topic"] == contract.TOPIC
     asyncapi = json.loads((DOCS / "calendar.asyncapi.json").read_text(encoding="utf-8"))
@@ -55,8 +62,68 @@ def test_schemas_list_exactly_the_contract_fields_and_the_envelope() -> None:
 def test_the_validator_of_this_module_can_fail() -> None:
     schema = json.loads((DOCS / "pin.calendar.appointment-cancelled.v1.schema.json").read_text(encoding="utf-8"))
     assert _errors(schema, {"AppointmentId": "x"})
-    assert _errors(schema["properties"]["Reason"], "Rescheduled")
+    assert _errors(schema["properties"]["Reason"], 42)
     assert _errors(schema["properties"]["StartAt"], "2026-01-01T10:00:00+03:00")
+
+
+@pytest.mark.unit
+def test_what_seed_003_lets_a_v1_producer_send_validates_against_the_published_schema() -> None:
+    """Optional fields absent, a field added later, Reason/CancelledBy/Kind values added later: all valid v1."""
+    schema = json.loads((DOCS / "pin.calendar.appointment-cancelled.v1.schema.json").read_text(encoding="utf-8"))
+    payload = {
+        "AppointmentId": str(uuid.uuid4()),
+        "TenantId": str(uuid.uuid4()),
+        "AgentUserId": str(uuid.uuid4()),
+        "InvestorUserId": str(uuid.uuid4()),
+        "Kind": "VideoCall",
+        "StartAt": "2026-12-01T10:00:00Z",
+        "TimeZone": "Europe/Moscow",
+        "Reason": "CancelledByPlatform",
+        "MessageId": str(uuid.uuid4()),
+        "ContractVersion": 1,
+        "OccurredAt": "2026-11-30T10:00:00Z",
+    }
+    added_later = {**payload, "CancelledBy": "Moderator", "CancelledAt": "2026-11-30T10:00:00Z"}
+    asyncapi = json.loads((DOCS / "calendar.asyncapi.json").read_text(encoding="utf-8"))
+    message = asyncapi["components"]["messages"][AppointmentCancelledEvent.__name__]["payload"]
+    for document in (schema, message):
+        validator = jsonschema_rs.Draft202012Validator(document, validate_formats=True)
+        for value in (payload, added_later):
+            assert [e.message for e in validator.iter_errors(value)] == []
+        # what a reader may rely on is still enforced
+        assert not validator.is_valid({k: v for k, v in payload.items() if k != "Reason"})
+        assert not validator.is_valid({**payload, "Reason": 7})
+        assert not validator.is_valid({**payload, "AppointmentId": "not-a-uuid"})
+
+
+@pytest.mark.unit
+def test_every_enum_of_every_contract_is_open_and_lists_its_known_values() -> None:
+    """Each enum is ``anyOf: [{enum: known}, {type: string}]`` (with its description): no closed enum anywhere."""
+
+    def walk(node: object) -> Iterator[dict[str, Any]]:
+        if isinstance(node, dict):
+            yield node
+            for value in node.values():
+                yield from walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from walk(value)
+
+    total = 0
+    for path in sorted(DOCS.glob("*.json")):
+        nodes = list(walk(json.loads(path.read_text(encoding="utf-8"))))
+        enums = [node for node in nodes if "enum" in node]
+        open_enums = [
+            option
+            for node in nodes
+            if "anyOf" in node and {"type": "string"} in node["anyOf"] and node.get("description") == OPEN_ENUM
+            for option in node["anyOf"]
+            if "enum" in option
+        ]
+        assert sorted(map(id, enums)) == sorted(map(id, open_enums)), path.name  # the same nodes
+        assert all(set(node) == {"enum"} and node["enum"] for node in enums), path.name
+        total += len(enums)
+    assert total >= 12  # Kind, Reason, CancelledBy, Status, Origin, ... across the documents
 
 
 def _produce_every_calendar_message(pool: ConnectionPool[Conn]) -> None:

@@ -33,8 +33,9 @@ class AppointmentCancelledEvent(Contract):
     start_at: UtcDateTime
     time_zone: str
     reason: Reason
-    cancelled_by: CancelledBy | None
-    rescheduled_to_appointment_id: uuid.UUID | None
+    # optional (seed 003): a reader copes with their absence; this producer always sends them, null or not
+    cancelled_by: CancelledBy | None = None
+    rescheduled_to_appointment_id: uuid.UUID | None = None
 
     def message_key(self) -> str:
         """Key = AppointmentId."""
@@ -57,8 +58,8 @@ class AppointmentCreatedEvent(Contract):
     end_at: UtcDateTime
     time_zone: str
     status: AppointmentStatus
-    pending_expires_at: UtcDateTime | None
-    rescheduled_from_appointment_id: uuid.UUID | None
+    pending_expires_at: UtcDateTime | None = None
+    rescheduled_from_appointment_id: uuid.UUID | None = None
 
     def message_key(self) -> str:
         """Key = AppointmentId."""
@@ -94,7 +95,7 @@ class CalendarEventStatusChangedEvent(Contract):
     tenant_id: uuid.UUID
     owner_user_id: uuid.UUID
     origin: Origin
-    appointment_id: uuid.UUID | None
+    appointment_id: uuid.UUID | None = None
     status: EventStatus
     start_at: UtcDateTime
     end_at: UtcDateTime

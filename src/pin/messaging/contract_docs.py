@@ -3,6 +3,13 @@
 Each context declares its :class:`ContractSet` beside its contracts and writes the documents with
 ``python -m pin.<context>.contracts [DIR]`` (default ``docs/contracts``); tests check the committed files against
 the models and validate what the use cases really write to the outbox against them.
+
+The schemas say what a reader may rely on, and leave room for what v1 may still add (additive changes only):
+a field is required unless the model gives it a default (an optional field: the producer still sends it, as
+null when it has no value, but a reader copes with its absence); every object is open
+(``additionalProperties: true``: a field added later is no reason to reject a message); every enum is open
+(``anyOf: [{enum: [the known values]}, {type: string}]``: a value added later is a string a reader keeps and
+handles neutrally). :mod:`pin.messaging.contract_compat` compares these schemas with the committed ones.
 """
 
 from __future__ import annotations
@@ -15,12 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pin.messaging.contract_compat import BREAKING_HELP, compare, schema_files
 from pin.messaging.contracts import Contract
 from pin.messaging.topics import PARTITIONS
 
 HEADERS = ("message-id", "contract-version", "event-type", "correlation-id", "traceparent")
 # The JSON Schema keywords a published property keeps; pydantic's titles and descriptions of enums are dropped.
-_KEPT = ("type", "format", "enum", "const", "pattern")
+_KEPT = ("type", "format", "const", "pattern")
+ENVELOPE = ("MessageId", "ContractVersion", "OccurredAt")
+OPEN_ENUM = "Open enum: the values v1 knows; more may be added, a reader keeps an unknown value and goes on."
 
 
 @dataclass(frozen=True)
@@ -34,11 +44,13 @@ class ContractSet:
 
     def documents(self) -> dict[str, str]:
         """File name -> content of every published document."""
-        files = {
-            f"{c.EVENT_TYPE}.v{c.CONTRACT_VERSION}.schema.json": _dump(self.message_schema(c)) for c in self.contracts
-        }
+        files = {name: _dump(schema) for name, schema in self.message_schemas().items()}
         files[f"{self.slug}.asyncapi.json"] = _dump(self.asyncapi_document())
         return files
+
+    def message_schemas(self) -> dict[str, dict[str, Any]]:
+        """File name (``<event type>.v<version>.schema.json``) -> the JSON Schema of each contract's message."""
+        return {f"{c.EVENT_TYPE}.v{c.CONTRACT_VERSION}.schema.json": self.message_schema(c) for c in self.contracts}
 
     def message_schema(self, contract: type[Contract]) -> dict[str, Any]:
         """The JSON Schema of a message value: the contract's fields plus the envelope, nothing else."""
@@ -54,8 +66,8 @@ class ContractSet:
             "description": (contract.__doc__ or "").strip(),
             "type": "object",
             "properties": properties,
-            "required": list(properties),
-            "additionalProperties": False,
+            "required": [*schema.get("required", []), *ENVELOPE],
+            "additionalProperties": True,
             "x-topic": contract.TOPIC,
             "x-event-type": contract.EVENT_TYPE,
             "x-key": self.key_field(contract),
@@ -114,8 +126,16 @@ class ContractSet:
         return written
 
     def main(self, argv: list[str]) -> int:
-        """Write the documents into argv[0] (default docs/contracts) and list them."""
+        """Write the documents into argv[0] (default docs/contracts) and list them; refuse a breaking change."""
         directory = Path(argv[0]) if argv else Path("docs/contracts")
+        # the committed schemas are the golden files of the compatibility gate: regenerating must not overwrite
+        # one with a breaking change (a break is a new contract version, a new file beside the old one)
+        committed = {n: s for n, s in schema_files(directory).items() if n.startswith(f"pin.{self.slug}.")}
+        breaks = compare(committed, self.message_schemas())
+        if breaks:
+            sys.stderr.write("".join(f"{line}\n" for line in breaks))
+            sys.stderr.write(f"not written: breaking changes of published contracts ({BREAKING_HELP})\n")
+            return 1
         for path in self.write_documents(directory):
             sys.stdout.write(f"{path}\n")
         return 0
@@ -151,16 +171,22 @@ def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _tidy(prop: dict[str, Any]) -> dict[str, Any]:
-    """Keep what a consumer validates against (type, format, enum, ...), down nested objects and arrays."""
-    if "anyOf" in prop:
-        return {"anyOf": [_tidy(option) for option in prop["anyOf"]]}
+    """Keep what a consumer validates against (type, format, known enum values, ...), down nested parts."""
+    if "anyOf" in prop:  # a nullable field: its options, an open enum's two flattened into the list
+        options = [_tidy(option) for option in prop["anyOf"]]
+        tidy: dict[str, Any] = {"anyOf": [flat for option in options for flat in option.get("anyOf", [option])]}
+        if any(option.get("description") == OPEN_ENUM for option in options):
+            tidy["description"] = OPEN_ENUM
+        return tidy
+    if "enum" in prop:
+        return {"anyOf": [{"enum": list(prop["enum"])}, {"type": prop.get("type", "string")}], "description": OPEN_ENUM}
     tidy = {k: v for k, v in prop.items() if k in _KEPT}
     if "items" in prop:
         tidy["items"] = _tidy(prop["items"])
-    if "properties" in prop:  # a nested part: exactly its fields, like the message itself
+    if "properties" in prop:  # a nested part: open like the message itself
         tidy["properties"] = {name: _tidy(sub) for name, sub in prop["properties"].items()}
         tidy["required"] = list(prop.get("required", []))
-        tidy["additionalProperties"] = False
+        tidy["additionalProperties"] = True
     return tidy
 
 

@@ -34,6 +34,11 @@ def routes_of(group: str) -> dict[str, Route[Any]]:
     return routes
 
 
+def topics_of(group: str) -> tuple[str, ...]:
+    """The topics ``group`` subscribes to: its route table's, the one source for status, docs and runbooks."""
+    return tuple(routes_of(group))
+
+
 def build_runtime(group: str, settings: Settings, pool: ConnectionPool[Conn], **options: Any) -> ConsumerRuntime:
     """A consumer instance of ``group`` on ``pool``; ``options`` go to :class:`ConsumerRuntime` (retry, hooks)."""
     return ConsumerRuntime(
