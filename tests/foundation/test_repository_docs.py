@@ -1,0 +1,138 @@
+"""The repository explains itself: its Markdown links resolve, and nothing it tracks points outside it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# What pointing outside the repository looks like: the specification and its sources as they were before
+# docs/specification.md, and the field notes, none of which a clone of this repository has. Written so that
+# this file does not match itself.
+_OUTSIDE = re.compile(
+    r"\.\.[/]shared|research[/]|seeds[/]|000_1e8[4]|002_0e9[b]|003_983[3]",
+)
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_INLINE_CODE = re.compile(r"`[^`]*`")
+# [text](target) and ![alt](target); the target up to whitespace (a title may follow) or the closing parenthesis
+_LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+
+
+def tracked_files() -> list[Path]:
+    """The files git tracks (every file under the repository when it is not a git checkout)."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, timeout=30
+        ).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):
+        skipped = {".git", ".venv", ".pin", "node_modules", "__pycache__"}
+        return [p for p in ROOT.rglob("*") if p.is_file() and not skipped & set(p.relative_to(ROOT).parts)]
+    return [ROOT / name for name in listed.split("\0") if name]
+
+
+def markdown_files() -> list[Path]:
+    """Every tracked Markdown file."""
+    return sorted(p for p in tracked_files() if p.suffix == ".md" and p.exists())
+
+
+def links(text: str) -> Iterator[tuple[int, str]]:
+    """(line number, target) of every Markdown link outside code blocks and code spans."""
+    in_fence = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        for match in _LINK.finditer(_INLINE_CODE.sub("", line)):
+            yield number, match.group(1)
+
+
+def slug(heading: str) -> str:
+    """The anchor a Markdown renderer (GitHub's) gives a heading."""
+    text = _INLINE_CODE.sub(lambda m: m.group(0).strip("`"), heading.strip().lower())
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    """The anchors of a Markdown file's headings (a repeated heading gets -1, -2, ...)."""
+    seen: dict[str, int] = {}
+    found: set[str] = set()
+    in_fence = False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if _FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        heading = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if in_fence or heading is None:
+            continue
+        base = slug(heading.group(1))
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        found.add(base if count == 0 else f"{base}-{count}")
+    return found
+
+
+def broken_link(source: Path, target: str) -> str | None:
+    """Why a relative link of ``source`` does not resolve, or None when it does."""
+    if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:, urn: ...
+        return None
+    path_part, _, anchor = target.partition("#")
+    resolved = (source.parent / path_part).resolve() if path_part else source
+    if not resolved.is_relative_to(ROOT):
+        return "points outside the repository"
+    if not resolved.exists():
+        return "no such file"
+    if anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
+        return f"no heading with the anchor #{anchor}"
+    return None
+
+
+def test_slugs_follow_the_renderer() -> None:
+    assert slug("5. Outbox and relay") == "5-outbox-and-relay"
+    assert slug("Metrics (the names are fixed; counters end in `_total`)") == (
+        "metrics-the-names-are-fixed-counters-end-in-_total"
+    )
+    assert slug("Errors and poison appointments") == "errors-and-poison-appointments"
+
+
+def test_every_relative_markdown_link_resolves() -> None:
+    problems = []
+    for source in markdown_files():
+        for number, target in links(source.read_text(encoding="utf-8")):
+            reason = broken_link(source, target)
+            if reason is not None:
+                problems.append(f"{source.relative_to(ROOT)}:{number}: ({target}) {reason}")
+    assert not problems, "broken links:\n" + "\n".join(problems)
+
+
+def test_the_link_check_finds_a_broken_link(tmp_path: Path) -> None:
+    text = "see [a](missing.md), [b](specification.md#no-such-heading) and `[c](code-span.md)`\n```\n[d](x.md)\n```\n"
+    assert [target for _, target in links(text)] == ["missing.md", "specification.md#no-such-heading"]
+    assert broken_link(ROOT / "docs" / "README.md", "missing.md") == "no such file"
+    assert broken_link(ROOT / "docs" / "README.md", "specification.md#no-such-heading") is not None
+    assert broken_link(ROOT / "docs" / "README.md", "specification.md#5-outbox-and-relay") is None
+    assert broken_link(ROOT / "README.md", "../outside.md") == "points outside the repository"
+
+
+def test_nothing_tracked_points_outside_the_repository() -> None:
+    """The specification, its sources and the field notes live in docs/, in the project's own words."""
+    hits = []
+    for path in tracked_files():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue  # binary files (plots) cannot point anywhere
+        for number, line in enumerate(text.splitlines(), start=1):
+            if _OUTSIDE.search(line):
+                hits.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:120]}")
+    assert not hits, "pointers outside the repository (say it in docs/ instead):\n" + "\n".join(hits)
