@@ -77,12 +77,12 @@ class OutboxRelay:
         """Publish, pipelined, until ``stop`` is set, or (``until_empty``: `pin relay --once`) until nothing is
         left in this instance's share; the batch in flight is settled before leaving. Returns the totals."""
         totals = dict.fromkeys((*REPORTED_COUNTERS, "cycles"), 0)
-        self.start(listen=not until_empty)
+        self._start(listen=not until_empty)
         try:
             if until_empty:
                 self._drain(totals)
             else:
-                self._serve(stop)
+                self._serve(stop, totals)
         finally:
             self._settle_before_stop()
             self.close()
@@ -90,7 +90,7 @@ class OutboxRelay:
                 log.info("outbox relay stopped", instance=self.instance_id)
         return totals
 
-    # -- leases and gauges (the heartbeat thread calls these; tests may too) ------------------------------
+    # -- leases (the heartbeat thread renews them; a test without that thread calls heartbeat itself) ------
 
     def heartbeat(self) -> dict[int, int]:
         """Register this instance, renew our leases, take free vparts up to a fair share; returns owned vparts."""
@@ -104,13 +104,9 @@ class OutboxRelay:
         """The vparts this instance held at its last heartbeat."""
         return self._leases.owned_vparts()
 
-    def refresh_gauges(self) -> None:
-        """Backlog per topic, lag and dead letters: bounded queries, run every few seconds, never per scrape."""
-        self._gauges.refresh()
-
     # -- start and stop ---------------------------------------------------------------------------------
 
-    def start(self, *, listen: bool = True) -> None:
+    def _start(self, *, listen: bool) -> None:
         """Take the first leases, then start the heartbeat (and the LISTEN) threads."""
         self._closing.clear()
         try:
@@ -142,7 +138,7 @@ class OutboxRelay:
 
     # -- the two loops ----------------------------------------------------------------------------------
 
-    def _serve(self, stop: threading.Event) -> None:
+    def _serve(self, stop: threading.Event, totals: dict[str, int]) -> None:
         """Step the pipeline until ``stop``; idle while there is nothing to do; survive failures with a backoff."""
         failures = 0
         log.info("outbox relay started", instance=self.instance_id, owned=self._leases.count)
@@ -151,9 +147,10 @@ class OutboxRelay:
             self._wake.clear()
             try:
                 if self._leases.has_excess():
-                    self.pipeline.settle_all()  # no row of a vpart we give back stays unsettled
+                    _add(totals, self.pipeline.settle_all())  # no row of a vpart we give back stays unsettled
                     self._leases.release_excess()
                 cycle = self.pipeline.step()
+                _add(totals, cycle)
             except Exception as exc:  # noqa: BLE001 - the loop survives database and broker failures
                 failures += 1
                 log.warning("outbox relay cycle failed", error=str(exc), consecutive_failures=failures)
@@ -165,22 +162,16 @@ class OutboxRelay:
 
     def _drain(self, totals: dict[str, int]) -> None:
         """Step the pipeline until a read finds nothing and nothing is settling, adding up the counters."""
-
-        def add(cycle: RelayCycle) -> None:
-            totals["cycles"] += 1
-            for name, value in cycle.as_dict().items():
-                totals[name] += value
-
         while True:
             cycle = self.pipeline.step()
-            add(cycle)
+            _add(totals, cycle)
             if not self.pipeline.in_flight and cycle.read == 0:
                 if not self.pipeline.settling:
                     return
-                add(self.pipeline.settle_all())  # then look once more: what was left out is settled now
+                _add(totals, self.pipeline.settle_all())  # then look once more: what was left out is settled now
                 continue
             if cycle.settled and cycle.published == 0 and cycle.dead_lettered == 0:
-                add(self.pipeline.settle_all())  # a whole batch failed: stop rather than spin
+                _add(totals, self.pipeline.settle_all())  # a whole batch failed: stop rather than spin
                 return
 
     def _settle_before_stop(self) -> None:
@@ -204,7 +195,7 @@ class OutboxRelay:
                 self.heartbeat()
                 if time.monotonic() >= self._next_gauge_refresh:
                     self._next_gauge_refresh = time.monotonic() + self._config.gauge_refresh_seconds
-                    self.refresh_gauges()
+                    self._gauges.refresh()
             except Exception as exc:  # noqa: BLE001 - a database outage must not kill the heartbeat
                 log.warning("outbox heartbeat failed", error=str(exc))
 
@@ -222,3 +213,10 @@ class OutboxRelay:
             except psycopg.Error as exc:
                 log.warning("outbox listen connection lost", error=str(exc))
                 self._closing.wait(1.0)
+
+
+def _add(totals: dict[str, int], cycle: RelayCycle) -> None:
+    """Count one more cycle and add its counters to the totals."""
+    totals["cycles"] += 1
+    for name, value in cycle.as_dict().items():
+        totals[name] += value
