@@ -55,7 +55,7 @@ class Pipeline:
 
     @property
     def in_flight(self) -> bool:
-        """A batch was handed to the producer and not yet settled."""
+        """A batch was handed to the producer and its outcomes are not all in yet."""
         return self._in_flight is not None
 
     @property
