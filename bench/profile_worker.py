@@ -4,7 +4,8 @@ Usage, with PIN_DATABASE_URL (and PIN_KAFKA_BOOTSTRAP_SERVERS) set:
 
 - ``appointment-timeout OUT.json`` / ``expire-promotions OUT.json``: cycles of the job (built as pin.bootstrap
   builds it) until a cycle finds nothing to do;
-- ``relay OUT.json``: the relay as `pin relay --once` runs it (``OutboxRelay.drain``), until the outbox is empty;
+- ``relay OUT.json``: the relay as `pin relay --once` runs it (``OutboxRelay.run(..., until_empty=True)``), until
+  the outbox is empty;
 - ``consumer OUT.json GROUP KAFKA_GROUP_ID BENCH_TOPIC=REAL_TOPIC COUNT``: the group's runtime until its inbox
   holds COUNT messages.
 

@@ -18,7 +18,7 @@ from pin.unit_of_work import Conn
 
 if TYPE_CHECKING:
     from pin.jobs.runner import PollingJob
-    from pin.outbox.relay import OutboxRelay, RelayConfig, RelayFaults
+    from pin.outbox.relay import OutboxRelay, RelayConfig, RelayHooks
 
 
 def run_api(*, host: str, port: int) -> None:
@@ -39,8 +39,8 @@ def run_api(*, host: str, port: int) -> None:
         pool.close()
 
 
-def _build_relay(
-    settings: Settings, pool: ConnectionPool[Conn], config: RelayConfig, faults: RelayFaults
+def build_relay(
+    settings: Settings, pool: ConnectionPool[Conn], config: RelayConfig, hooks: RelayHooks | None = None
 ) -> OutboxRelay:
     """An outbox relay on ``pool`` with a safe producer (idempotent, acks=all, murmur2)."""
     from confluent_kafka import Producer
@@ -61,29 +61,27 @@ def _build_relay(
         config,
         database_url=settings.require_database_url(),
         ensure_topic=ensure_topic,
-        faults=faults,
+        hooks=hooks,
     )
 
 
 def run_relay(*, once: bool) -> dict[str, int] | None:
     """`pin relay`: publish the outbox until SIGTERM/SIGINT, or (``once``) what is there now, then stop."""
-    from pin.outbox.relay import RelayConfig, RelayFaults
+    from pin.outbox.relay import RelayConfig, hooks_from_environ
 
     context = start_role("relay", metrics=not once)
     settings = context.settings
     settings.require_kafka()
     # every PIN_RELAY_* value is checked before anything connects (a bad one exits 2 with one line)
     config = RelayConfig.from_environ()
-    faults = RelayFaults.from_environ()
+    hooks = hooks_from_environ()  # test faults, chosen once here: never read in the publishing path
     if not wait_until_reachable("database", _database_answers(settings.require_database_url()), context.stop):
         return None
     pool = create_pool(settings.require_database_url(), min_size=1, max_size=4, name="relay")
     try:
-        relay = _build_relay(settings, pool, config, faults)
-        if once:
-            return relay.drain()
-        relay.run(context.stop)
-        return None
+        relay = build_relay(settings, pool, config, hooks)
+        totals = relay.run(context.stop, until_empty=once)
+        return totals if once else None
     finally:
         pool.close()
 

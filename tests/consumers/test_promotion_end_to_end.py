@@ -8,6 +8,7 @@ the outbox); the worker (one cycle) and the relay (`pin relay --once`'s drain) r
 # ruff: noqa: N802 - test names carry the seed's acceptance criterion ids
 from __future__ import annotations
 
+import threading
 import uuid
 import warnings
 from datetime import timedelta
@@ -16,9 +17,9 @@ import pytest
 
 from pin.api.app import create_app
 from pin.api.auth import mint_token
-from pin.bootstrap import _build_relay
+from pin.bootstrap import build_relay
 from pin.messaging.kafka import ensure_topics
-from pin.outbox.relay import RelayConfig, RelayFaults
+from pin.outbox.relay import RelayConfig
 from pin.promotion.domain import Target, TargetKind
 from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
 from tests.conftest import JWT_SECRET
@@ -45,7 +46,7 @@ def test_AC1_AC8_an_expired_purchase_loses_its_boost_after_the_consumers_handle_
 
     def relay_once() -> None:
         # `pin relay --once` in process (the same composition as the command, without its process start-up)
-        totals = _build_relay(settings, pool, RelayConfig(), RelayFaults()).drain()
+        totals = build_relay(settings, pool, RelayConfig()).run(threading.Event(), until_empty=True)
         assert totals["published"] == 1, totals
 
     with (

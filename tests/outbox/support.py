@@ -1,4 +1,4 @@
-"""Helpers of the relay tests: a test contract, row inserts, an in-process relay, topic checks."""
+"""Helpers of the relay tests: a test contract, row inserts, an in-process relay and its fault hooks, topic checks."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from confluent_kafka import Producer
 from pin.db import connect
 from pin.messaging.contracts import Contract
 from pin.messaging.kafka import ensure_topics, producer_config
-from pin.outbox.relay import OutboxRelay, RelayConfig, RelayFaults
+from pin.outbox.relay import OutboxRelay, RelayConfig, RelayHooks
+from pin.outbox.relay.batch import PendingRow
+from pin.outbox.relay.errors import SendError
 from pin.outbox.writer import MessageContext, OutboxRow, build_row, outbox_insert
 from pin.settings import Settings
 from tests.support.kafka import Record
@@ -93,8 +95,29 @@ def broker_settings(make_settings: Callable[..., Settings], bootstrap: str) -> S
     return settings
 
 
-def make_relay(pool: object, settings: Settings, *, faults: RelayFaults | None = None, **config: object) -> OutboxRelay:
-    """An in-process relay with test timings and a real producer."""
+class FailOnce(RelayHooks):
+    """The next send of each of these messages fails with a transient error (the retry path, in process)."""
+
+    def __init__(self, *message_ids: uuid.UUID) -> None:
+        self.pending = {str(message_id) for message_id in message_ids}
+
+    def send_error(self, row: PendingRow) -> SendError | None:
+        """A transient failure the first time one of the messages is sent."""
+        if row.message_id not in self.pending:
+            return None
+        self.pending.discard(row.message_id)
+        return SendError("TEST_TRANSIENT", "injected transient failure")
+
+
+def make_relay(
+    pool: object,
+    settings: Settings,
+    *,
+    hooks: RelayHooks | None = None,
+    ensure_topic: Callable[[str], object] | None = None,
+    **config: object,
+) -> OutboxRelay:
+    """An in-process relay with test timings and a real producer (``ensure_topic``: the broker's by default)."""
     values: dict[str, object] = {
         "lease_ttl_seconds": 3.0,
         "heartbeat_seconds": 0.5,
@@ -113,8 +136,8 @@ def make_relay(pool: object, settings: Settings, *, faults: RelayFaults | None =
         producer,
         relay_config,
         database_url=settings.database_url,
-        ensure_topic=lambda topic: ensure_topics(settings, [topic], timeout=5.0),
-        faults=faults,
+        ensure_topic=ensure_topic or (lambda topic: ensure_topics(settings, [topic], timeout=5.0)),
+        hooks=hooks,
         instance_id=f"test-{uuid.uuid4().hex[:8]}",
     )
 
@@ -139,6 +162,6 @@ def duplicates(records: Sequence[Record]) -> int:
 
 
 def drop_producer(relay: OutboxRelay) -> None:
-    """Close the relay's producer (a connected client makes the embedded broker's stop take 5 s)."""
-    relay._producer = None  # type: ignore[assignment]
-    gc.collect()
+    """Close the relay, which lets its producer go (a connected client makes the embedded broker's stop take 5 s)."""
+    relay.close()
+    gc.collect()  # a batch object may still hold it in a reference cycle

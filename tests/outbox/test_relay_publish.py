@@ -10,11 +10,12 @@ from confluent_kafka import KafkaError, KafkaException
 
 from pin.embedded.kafka import EmbeddedKafka
 from pin.outbox import metrics
-from pin.outbox.relay import OutboxRelay, RelayFaults
+from pin.outbox.relay import OutboxRelay
 from pin.settings import Settings
 from tests.outbox.support import (
     RELAY_TEST_ENV,
     TOPIC,
+    FailOnce,
     broker_settings,
     duplicates,
     event_row,
@@ -111,8 +112,7 @@ def test_a_later_row_never_overtakes_an_earlier_one_waiting_for_a_retry(
     first, second, other = insert_rows(
         database_url, [event_row("retried", 1), event_row("retried", 2), event_row("bystander", 1)]
     )
-    faults = RelayFaults(fail_once={first.message_id})
-    relay = new_relay(settings, faults=faults, backoff_base_seconds=0.5)
+    relay = new_relay(settings, hooks=FailOnce(first.message_id), backoff_base_seconds=0.5)
     relay.heartbeat()
 
     failed = relay.run_once()
@@ -156,19 +156,21 @@ def test_a_failure_in_a_pipelined_batch_holds_the_later_rows_of_its_key_and_noth
         ],
     )
     a1 = rows[3]
-    relay = new_relay(settings, faults=RelayFaults(fail_once={a1.message_id}), batch_size=4, backoff_base_seconds=2.0)
+    relay = new_relay(settings, hooks=FailOnce(a1.message_id), batch_size=4, backoff_base_seconds=2.0)
     relay.heartbeat()
 
-    first = relay.pump()  # batch 1 handed to the producer, not awaited
+    first = relay.pipeline.step()  # batch 1 handed to the producer, not awaited
 
     assert (first.read, first.published) == (4, 0)
     assert outbox_count(database_url) == 7  # nothing deleted before its ack
 
-    second = relay.pump()  # reads batch 2 while batch 1 is in flight, then hands batch 1 to the settling thread
+    second = (
+        relay.pipeline.step()
+    )  # reads batch 2 while batch 1 is in flight, then hands batch 1 to the settling thread
 
     # batch 2 left out batch 1's rows and held back a's later rows (a1 was in flight, it may yet fail)
     assert (second.read, second.held_back) == (3, 2)
-    settled = relay.finish_in_flight()  # waits for batch 1's settling, then finishes batch 2 (y1)
+    settled = relay.pipeline.settle_all()  # waits for batch 1's settling, then finishes batch 2 (y1)
 
     # a1 failed (in backoff, its later rows still waiting); x1..x3 and y1 were acknowledged, then deleted
     assert (settled.published + second.published, settled.failed + second.failed) == (4, 1)
@@ -176,14 +178,14 @@ def test_a_failure_in_a_pipelined_batch_holds_the_later_rows_of_its_key_and_noth
     assert left == ["a", "a", "a"]
     assert scalar(database_url, "SELECT attempts FROM outbox.message WHERE message_id = %s", [a1.message_id]) == 1
     relay.heartbeat()  # the leases are fresh: what the read leaves out, the guard leaves out
-    assert relay.pump().read == 0  # a1 in backoff: the guard keeps a2 and a3 out of the read
+    assert relay.pipeline.step().read == 0  # a1 in backoff: the guard keeps a2 and a3 out of the read
     early = read_topic(kafka.bootstrap_servers, TOPIC, expected=None, idle=1.0, timeout=10)
     assert sorted(str(r.key) for r in early) == ["x1", "x2", "x3", "y1"]  # nothing of a yet
 
     def drained() -> bool:
         relay.heartbeat()  # no heartbeat thread here: keep the leases (TTL 3 s) while the backoff runs out
-        relay.pump()
-        relay.finish_in_flight()
+        relay.pipeline.step()
+        relay.pipeline.settle_all()
         return outbox_count(database_url) == 0
 
     wait_for(drained, timeout=15, what="the retry")
@@ -258,14 +260,13 @@ def test_a_relay_not_allowed_to_create_topics_still_publishes_to_existing_ones(
 ) -> None:
     settings = broker_settings(make_settings, kafka.bootstrap_servers)
     [row] = insert_rows(database_url, [event_row("fine", 1)])
-    relay = new_relay(settings)
     refusals: list[str] = []
 
     def refuse(topic: str) -> None:
         refusals.append(topic)
         raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
 
-    relay._ensure_topic = refuse
+    relay = new_relay(settings, ensure_topic=refuse)
     relay.heartbeat()
 
     cycle = relay.run_once()

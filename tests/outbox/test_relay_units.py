@@ -1,4 +1,4 @@
-"""Pure parts of the relay: waves per key, error classification, configuration from the environment."""
+"""Pure parts of the relay: waves per key, the value and headers, error classification, configuration, its queries."""
 
 from __future__ import annotations
 
@@ -9,15 +9,12 @@ import pytest
 from confluent_kafka import KafkaError
 
 from pin.outbox import metrics
-from pin.outbox.relay import (
-    PendingRow,
-    RelayConfig,
-    RelayFaults,
-    _encode_value,
-    _kafka_headers,
-    _waves,
-    send_error_of,
-)
+from pin.outbox.relay import RelayConfig, RelayHooks, hooks_from_environ
+from pin.outbox.relay.batch import PendingRow, waves
+from pin.outbox.relay.encoding import encode_value, kafka_headers
+from pin.outbox.relay.errors import send_error_of
+from pin.outbox.relay.hooks import PauseAt
+from pin.outbox.relay.queries import parse_queries
 from pin.settings import ConfigurationError
 
 pytestmark = pytest.mark.unit
@@ -42,15 +39,15 @@ def _row(row_id: int, key: str) -> PendingRow:
 def test_waves_hold_the_nth_row_of_each_key_in_id_order() -> None:
     rows = [_row(1, "a"), _row(2, "b"), _row(3, "a"), _row(4, "a"), _row(5, "c"), _row(6, "b")]
 
-    waves = [[row.id for row in wave] for wave in _waves(rows)]
+    ids = [[row.id for row in wave] for wave in waves(rows)]
 
-    assert waves == [[1, 2, 5], [3, 6], [4]]
+    assert ids == [[1, 2, 5], [3, 6], [4]]
 
 
 def test_row_headers_come_first_then_the_envelope() -> None:
     row = _row(1, "a")._replace(headers='{"correlation-id": "c", "traceparent": "t"}')
 
-    assert _kafka_headers(row) == [
+    assert kafka_headers(row) == [
         ("correlation-id", "c"),
         ("traceparent", "t"),
         ("message-id", row.message_id),
@@ -62,7 +59,7 @@ def test_row_headers_come_first_then_the_envelope() -> None:
 def test_envelope_headers_win_over_row_headers() -> None:
     row = _row(1, "a")
 
-    headers = dict(_kafka_headers(row))
+    headers = dict(kafka_headers(row))
 
     assert headers["message-id"] == row.message_id
     assert headers["contract-version"] == "1"
@@ -84,7 +81,7 @@ def test_the_value_is_the_compact_json_the_relay_always_sent(payload: dict[str, 
     # json.dumps(separators=(",", ":"), ensure_ascii=False) gives for the decoded payload: byte for byte
     as_postgres_prints_it = json.dumps(payload, ensure_ascii=False)
 
-    value = _encode_value(as_postgres_prints_it)
+    value = encode_value(as_postgres_prints_it)
 
     assert value == json.dumps(json.loads(as_postgres_prints_it), separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -119,11 +116,36 @@ def test_config_reads_pin_relay_variables_and_rejects_bad_values() -> None:
 
 
 def test_test_faults_are_off_unless_asked_for() -> None:
-    assert RelayFaults.from_environ({}).pause_at is None
-    faults = RelayFaults.from_environ({"PIN_RELAY_TEST_FAULT": "after-ack:3"})
-    assert (faults.pause_at, faults.pause_on_batch) == ("after-ack", 3)
+    assert type(hooks_from_environ({})) is RelayHooks  # does nothing
+    pause = hooks_from_environ({"PIN_RELAY_TEST_FAULT": "after-ack:3"})
+    assert isinstance(pause, PauseAt)
+    assert (pause.point, pause.batch_number) == ("after-ack", 3)
     with pytest.raises(ConfigurationError):
-        RelayFaults.from_environ({"PIN_RELAY_TEST_FAULT": "sometimes"})
+        hooks_from_environ({"PIN_RELAY_TEST_FAULT": "sometimes"})
+
+
+def test_a_query_file_keeps_each_statement_as_written() -> None:
+    text = (
+        "-- The file's own comment.\n\n"
+        "-- thing_claim_due --\n"
+        "-- One line saying what it does.\n"
+        "SELECT id  FROM thing -- a comment inside the statement\n"
+        "WHERE note = '--  not a comment' AND id = %(id)s\n\n"
+        "-- thing_delete --\n"
+        "-- Another.\n"
+        "DELETE FROM thing\n"
+    )
+
+    queries = parse_queries(text)
+
+    assert queries == {
+        "thing_claim_due": (
+            "SELECT id  FROM thing -- a comment inside the statement\nWHERE note = '--  not a comment' AND id = %(id)s"
+        ),
+        "thing_delete": "DELETE FROM thing",
+    }
+    with pytest.raises(ValueError, match="twice"):
+        parse_queries("-- a --\nSELECT 1\n-- a --\nSELECT 2\n")
 
 
 def _latency_samples() -> dict[tuple[str, str], float]:

@@ -10,10 +10,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import psycopg
+from pin.unit_of_work import Conn
 
-Conn = psycopg.Connection[dict[str, object]]
-
+# dead_letter_list: the oldest dead letters, each with how many rows of its key wait behind it.
 _DEAD_LETTER_LIST = """
 SELECT d.id, d.message_id, d.topic, d.message_key, d.event_type, d.attempts, d.permanent, d.error,
        d.created_at, d.dead_lettered_at,
@@ -23,7 +22,8 @@ ORDER BY d.id
 LIMIT %(limit)s
 """
 
-# The original id (smaller than every later row of its key) puts the row back at the head of its key.
+# dead_letter_replay: move one dead letter (or all) back to the outbox under its original id, which (smaller than
+# every later row of its key) puts it back at the head of its key.
 _DEAD_LETTER_REPLAY = """
 WITH moved AS (
     DELETE FROM outbox.dead_letter WHERE (%(message_id)s::uuid IS NULL OR message_id = %(message_id)s) RETURNING *
@@ -38,6 +38,7 @@ FROM moved
 RETURNING message_id
 """
 
+# dead_letter_discard: drop one dead letter for good.
 _DEAD_LETTER_DISCARD = "DELETE FROM outbox.dead_letter WHERE message_id = %(message_id)s RETURNING message_id"
 
 

@@ -1,0 +1,160 @@
+"""The batches in a relay's hands: read the next, produce it, await its outcomes, settle it on a second thread."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
+from typing import NamedTuple
+
+from psycopg_pool import ConnectionPool
+
+from pin.outbox.relay import queries
+from pin.outbox.relay.batch import Batch, PendingRow, RelayCycle, pending_rows
+from pin.outbox.relay.producing import BatchProducer
+from pin.outbox.relay.settling import Settler
+from pin.unit_of_work import Conn
+
+
+class _Read(NamedTuple):
+    """What one read gave: the rows to send, how many were read and held back, and whether more wait."""
+
+    rows: list[PendingRow]
+    read: int
+    held: int
+    more_waiting: bool
+
+
+class Pipeline:
+    """At most three unsettled batches: one in flight, one acknowledged waiting for the settling thread, one
+    settling (see docs/design/relay.md). ``step`` moves them on by one batch; ``settle_all`` empties it."""
+
+    def __init__(
+        self,
+        pool: ConnectionPool[Conn],
+        owner: str,
+        *,
+        batch_size: int,
+        owned_count: Callable[[], int],
+        producer: BatchProducer,
+        settler: Settler,
+    ) -> None:
+        self._pool = pool
+        self._owner = owner
+        self._batch_size = batch_size
+        self._owned_count = owned_count
+        self._producer = producer
+        self._settler = settler
+        self._in_flight: Batch | None = None  # handed to the producer, not yet acknowledged
+        # batches acknowledged (or failed) whose rows the settling thread is deleting or marking, oldest first
+        self._settling: deque[tuple[Batch, Future[RelayCycle]]] = deque()
+        self._settling_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="relay-settle")
+        self._active_vparts = 0  # vparts that gave rows to the last batch
+
+    @property
+    def in_flight(self) -> bool:
+        """A batch was handed to the producer and its outcomes are not all in yet."""
+        return self._in_flight is not None
+
+    @property
+    def settling(self) -> bool:
+        """Some batch is still being settled."""
+        return bool(self._settling)
+
+    def round(self) -> RelayCycle:
+        """One synchronous batch: read, produce, await the outcomes, settle in this thread. Nothing is left in
+        flight when it returns (what the pipeline had in flight is settled first; those counters are dropped)."""
+        self.settle_all()
+        read = self._read()
+        if not read.rows:
+            return RelayCycle(read=read.read, more_waiting=read.more_waiting)
+        batch = self._producer.produce(read.rows)
+        self._producer.await_outcomes(batch, flush=True)
+        cycle = self._settler.settle(batch)
+        return replace(cycle, read=read.read, more_waiting=read.more_waiting)
+
+    def step(self) -> RelayCycle:
+        """Read the next batch while the broker acknowledges the batch in flight, produce its first wave, await
+        the batch in flight and hand it to the settling thread. Returns the rows read and the counters of the
+        batches settled meanwhile."""
+        done = self._collect(wait=False)
+        previous = self._in_flight
+        read = self._read()
+        self._in_flight = self._producer.produce(read.rows) if read.rows else None
+        if previous is not None:
+            done += self._hand_to_settler(previous)
+        if self._in_flight is not None and not (read.more_waiting or read.held):
+            # no backlog: await this batch now rather than after the next read (commit -> ack latency)
+            batch, self._in_flight = self._in_flight, None
+            done += self._hand_to_settler(batch)
+        done += self._collect(wait=False)
+        held_back = done.held_back + read.held
+        return replace(done, read=read.read, held_back=held_back, more_waiting=read.more_waiting or read.held > 0)
+
+    def settle_all(self) -> RelayCycle:
+        """Await the batch in flight and wait until every batch is settled (before a stop, a lease release or
+        a synchronous round); returns their counters."""
+        batch, self._in_flight = self._in_flight, None
+        done = RelayCycle() if batch is None else self._hand_to_settler(batch)
+        return done + self._collect(wait=True)
+
+    def _hand_to_settler(self, batch: Batch) -> RelayCycle:
+        """Await the batch's outcomes, then hand it to the settling thread; the counters of the batches that
+        had to be waited for (one batch settles at a time: when the database is behind, wait for it)."""
+        self._producer.await_outcomes(batch, flush=self._in_flight is None)
+        done = RelayCycle()
+        while self._settling:
+            done += self._collect(wait=True, oldest_only=True)
+        self._settling.append((batch, self._settling_thread.submit(self._settler.settle, batch)))
+        return done
+
+    def _collect(self, *, wait: bool, oldest_only: bool = False) -> RelayCycle:
+        """The counters of the settled batches (all, or only the oldest; waiting for them, or only those done)."""
+        total = RelayCycle()
+        error: BaseException | None = None
+        while self._settling and (wait or self._settling[0][1].done()):
+            _batch, future = self._settling.popleft()
+            try:
+                total += future.result()
+            except Exception as exc:  # noqa: BLE001 - its rows stay in the outbox and are sent again
+                error = error or exc
+            if oldest_only:
+                break
+        if error is not None:
+            raise error
+        return total
+
+    def _read(self) -> _Read:
+        """The next batch of owned, due rows, leaving out every unsettled row and every row of a key with a row
+        in flight or a failure whose backoff or dead letter is not committed yet."""
+        # share the batch among the vparts that had rows last time (all owned ones at first), so one hot vpart
+        # still gets whole batches and many busy vparts are read evenly
+        limit = self._batch_size
+        per_vpart = max(8, math.ceil(limit / max(1, self._active_vparts or self._owned_count())))
+        unsettled: list[int] = []
+        held_keys: set[str] = set()
+        if self._in_flight is not None:
+            unsettled += self._in_flight.ids
+            held_keys |= self._in_flight.keys  # a row in flight may still fail
+        for batch, _future in self._settling:
+            unsettled += batch.ids
+            held_keys |= batch.blocked  # a failure whose backoff or dead letter is not committed yet
+        params = {
+            "owner": self._owner,
+            "per_vpart": per_vpart,
+            "limit": limit,
+            "in_flight": queries.id_array(unsettled),
+        }
+        with self._pool.connection() as conn, conn.cursor(row_factory=pending_rows) as cur:
+            # with ids to leave out: planned with them (a hashed constant); without: the prepared plan (trickle)
+            prepare = False if unsettled else None
+            rows = cur.execute(queries.OUTBOX_READ_OWNED, params, prepare=prepare).fetchall()
+        per_vpart_counts = Counter(row.vpart for row in rows)
+        self._active_vparts = len(per_vpart_counts)
+        more_waiting = bool(rows) and (len(rows) >= limit or max(per_vpart_counts.values()) >= per_vpart)
+        if not held_keys or not rows:
+            return _Read(rows, len(rows), 0, more_waiting)
+        sendable = [row for row in rows if row.key not in held_keys]
+        return _Read(sendable, len(rows), len(rows) - len(sendable), more_waiting)
