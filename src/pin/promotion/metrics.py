@@ -13,7 +13,16 @@ CYCLE_DURATION = Histogram(
 ITEMS = Counter("promotion_expire_items", "Purchases processed by expire-promotions, by outcome.", ["outcome"])
 BACKLOG = Gauge(
     "promotion_expire_backlog",
-    "Active purchases with EndsAt <= now not processed yet, after the last cycle (counted up to 10 001).",
+    "Active purchases with EndsAt <= now not processed yet, poison ones included, after the last cycle"
+    " (counted up to 10 001).",
+)
+POISON = Gauge(
+    "promotion_expire_poison_items",
+    "Active purchases whose expiry failed and is retried every cycle (jobs.item_failure), after the last cycle.",
+)
+INTERVAL = Gauge(
+    "promotion_expire_interval_seconds",
+    "The configured interval between cycles (PIN_EXPIRE_PROMOTIONS_INTERVAL_SECONDS): the liveness alert's unit.",
 )
 SKIP_LOCKED = Counter(
     "promotion_expire_skip_locked", "Due purchases a cycle skipped because another transaction held their row lock."

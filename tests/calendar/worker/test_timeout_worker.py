@@ -26,6 +26,7 @@ from pin.calendar.domain import AppointmentNotPendingError
 from pin.calendar.service import Actor, Calendar, CalendarPolicy
 from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
 from pin.db import connect, database_now
+from pin.jobs import bookkeeping
 from pin.jobs.runner import JobRunner, PollingJob, RunnerConfig
 from pin.messaging.contracts import utc_iso
 from pin.outbox.writer import MessageContext
@@ -41,6 +42,7 @@ from tests.calendar.worker.factory import (
     slow_expiry,
     statuses,
 )
+from tests.support import plans
 
 pytestmark = pytest.mark.integration
 
@@ -353,20 +355,80 @@ def test_partial_failure(pool: ConnectionPool[Conn]) -> None:
     assert failure is not None
     assert failure["attempts"] == 1
 
-    # not starving later cycles: the poison item backs off, the due items behind it are taken
-    second, third = job.run_once(), job.run_once()
-    assert (second.expired_count, second.failed_count, third.expired_count) == (2, 0, 1)
+    # seed 000: "остаётся на следующий цикл". The next cycles take the due items behind it first (the batch is
+    # full with them: no retry yet), then, with room left, try the poison item again: one more failure, counted.
+    second = job.run_once()
+    assert (second.expired_count, second.failed_count, second.is_full) == (2, 0, True)
+    with capture_logs() as logs:
+        third = job.run_once()
+    assert (third.expired_count, third.failed_count, third.claimed_count, third.is_full) == (1, 1, 2, False)
     assert statuses(pool, "appointment", [c.appointment_id for c in healthy]) == ["Expired"] * 4
     assert set(per_key(pool, CANCELLED)) == {str(c.appointment_id) for c in healthy}
+    assert [e["AppointmentId"] for e in logs if e["event"] == "item failed"] == [str(poison.appointment_id)]
+    assert metric("calendar_appointment_timeout_errors_total") == errors_before + 2
+    # the backlog counts it (it is due and not processed), and so does the poison gauge
+    assert metric("calendar_appointment_timeout_backlog") == 1
+    assert metric("calendar_appointment_timeout_poison_items") == 1
 
-    # repaired, and its back-off over: the next cycle expires it and forgets the failure
+    # repaired: the next cycle expires it and forgets the failure
     execute(pool, "UPDATE calendar.availability_slot SET status = 'Booked', version = version + 1 WHERE id = %s",
             (poison.slot_id,))  # fmt: skip
-    execute(pool, "UPDATE jobs.item_failure SET next_attempt_at = clock_timestamp() - interval '1 second'")
     assert job.run_once().expired_count == 1
     assert statuses(pool, "appointment", [poison.appointment_id]) == ["Expired"]
     with pool.connection() as conn:
         assert conn.execute("SELECT count(*) AS n FROM jobs.item_failure").fetchone() == {"n": 0}
+    assert (metric("calendar_appointment_timeout_backlog"), metric("calendar_appointment_timeout_poison_items")) == (
+        0,
+        0,
+    )
+
+
+def test_a_poison_item_at_the_head_of_1000_due_items_holds_none_of_them_up(pool: ConnectionPool[Conn]) -> None:
+    """Every other item is expired by the first cycles, at full batches; then the poison item is tried once per
+    cycle (never twice in one, never back to back), each failure counted and logged."""
+    poison, *healthy = seed_appointments(pool, 1001)
+    break_slot(pool, poison.slot_id)
+    errors_before = metric("calendar_appointment_timeout_errors_total")
+    job = make_job(pool)
+
+    with capture_logs() as logs:
+        cycles = [job.run_once() for _ in range(6)]
+
+    # cycle 1 meets the poison item first (not known yet) and fails it once; 199 + 4 x 200 + 1 = 1000
+    assert [(r.expired_count, r.failed_count, r.is_full) for r in cycles] == [
+        (199, 1, True), (200, 0, True), (200, 0, True), (200, 0, True), (200, 0, True), (1, 1, False),
+    ]  # fmt: skip
+    assert statuses(pool, "appointment", [c.appointment_id for c in healthy]) == ["Expired"] * 1000
+    failed = [e for e in logs if e["event"] == "item failed"]
+    assert [(e["AppointmentId"], e["log_level"], e["Attempts"]) for e in failed] == [
+        (str(poison.appointment_id), "error", 1), (str(poison.appointment_id), "error", 2),
+    ]  # fmt: skip
+    assert metric("calendar_appointment_timeout_errors_total") == errors_before + 2
+    # only the poison item is left: each cycle fails it once more, and it never wakes the worker early
+    assert job.seconds_until_next_due() is None
+    again = job.run_once()
+    assert (again.claimed_count, again.failed_count, again.is_full) == (1, 1, False)
+    assert metric("calendar_appointment_timeout_errors_total") == errors_before + 3
+
+
+def test_the_claim_uses_the_partial_index_in_both_passes(pool: ConnectionPool[Conn]) -> None:
+    """With many rows (20,000 due, 50 of them poison, 20,000 not due), the first pass walks
+    ix_appointments_pending_expires_at in order and sorts nothing; neither pass scans the table."""
+    clusters = seed_appointments(pool, 20_000, spread=timedelta(microseconds=1))
+    seed_appointments(pool, 20_000, pending_expires_at=db_now(pool) + timedelta(days=1))
+    with pool.connection() as conn:
+        for c in clusters[::400]:
+            bookkeeping.item_failure_record(conn, timeout_worker.JOB_NAME, c.appointment_id, RuntimeError("x"))
+        conn.execute("ANALYZE calendar.appointment")
+        conn.execute("ANALYZE jobs.item_failure")
+    params = {"as_of": db_now(pool), "after_at": None, "after_id": None, "job": timeout_worker.JOB_NAME, "failed": []}
+    for (lock_cluster, poison), sql in timeout_worker._CLAIMS.items():
+        with pool.connection() as conn:
+            claimed = plans.cte(plans.explain(conn, sql, params), "claimed")
+        assert "appointment" not in plans.seq_scanned(claimed), (lock_cluster, poison, claimed)
+        if not poison:  # the poison pass may as well start from the few poison rows
+            assert "ix_appointments_pending_expires_at" in plans.index_names(claimed), (lock_cluster, claimed)
+            assert "Sort" not in plans.node_types(claimed), (lock_cluster, claimed)
 
 
 # ------------------------------------------------------------------------- Гонка с подтверждением агента
