@@ -583,3 +583,23 @@ def _wait_for_sleeping_backend(database_url: str, timeout: float = 10.0) -> None
                 return
             time.sleep(0.02)
     raise AssertionError("no session started sleeping in the trigger")
+
+
+def test_the_cycle_started_line_carries_the_run_id_and_as_of(pool: ConnectionPool[Conn]) -> None:
+    """Seed 002's logs: "cycle started/completed"; started names the run (the events' correlation id) and AsOf."""
+    seed_purchases(pool, 1, ends_at=db_now(pool) - timedelta(minutes=1))
+    readings = []
+
+    def clock(conn: Conn) -> Any:
+        readings.append(db_now(pool) + timedelta(seconds=3))
+        return readings[-1]
+
+    with capture_logs() as logs:
+        _job(pool, clock=clock).run_once()
+
+    started, completed = logs[0], logs[-1]
+    assert (started["event"], started["log_level"], completed["event"]) == ("cycle started", "info", "cycle completed")
+    assert started["AsOf"] == readings[0].isoformat()
+    assert len(readings) == 1  # AsOf is read once per cycle
+    (expired,) = purchase_events(pool, "Expired")
+    assert started["RunId"] == completed["RunId"] == expired["headers"]["correlation-id"]

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,7 +24,7 @@ from psycopg_pool import ConnectionPool
 from structlog.testing import capture_logs
 
 from pin.calendar import service, timeout_worker
-from pin.calendar.domain import AppointmentNotPendingError
+from pin.calendar.domain import AppointmentNotPendingError, SlotNotAvailableError
 from pin.calendar.service import Actor, Calendar, CalendarPolicy
 from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
 from pin.db import connect, database_now
@@ -664,3 +666,125 @@ def test_infrastructure_error_connection_terminated_mid_cycle(
     with pool.connection() as conn:  # no row lock left: NOWAIT raises LockNotAvailable on any held row
         assert len(conn.execute("SELECT id FROM calendar.appointment FOR NO KEY UPDATE NOWAIT").fetchall()) == 4
         assert len(conn.execute("SELECT id FROM calendar.availability_slot FOR NO KEY UPDATE NOWAIT").fetchall()) == 4
+
+
+# ------------------------------------------------------------------- the claim's boundary: PendingExpiresAt < AsOf
+
+
+def test_the_claim_takes_an_appointment_only_once_pending_expires_at_is_strictly_before_as_of(
+    pool: ConnectionPool[Conn],
+) -> None:
+    """Seed 000: due when ``PendingExpiresAt < AsOf``. At AsOf = PendingExpiresAt exactly it is not due; one
+    microsecond later it is (the worker's own claim, with AsOf injected)."""
+    (c,) = seed_appointments(pool, 1, pending_expires_at=db_now(pool) + timedelta(hours=1))
+    assert c.pending_expires_at is not None
+
+    at_deadline = make_job(pool, lambda conn: c.pending_expires_at).run_once()
+
+    assert (at_deadline.claimed_count, at_deadline.expired_count) == (0, 0)
+    assert statuses(pool, "appointment", [c.appointment_id]) == ["Pending"]
+    after = make_job(pool, lambda conn: c.pending_expires_at + timedelta(microseconds=1)).run_once()
+    assert after.expired_count == 1
+    assert statuses(pool, "appointment", [c.appointment_id]) == ["Expired"]
+
+
+# ------------------------------------------------------------------- reminders: only Pending ones are Skipped
+
+
+def test_a_sent_reminder_stays_sent_when_its_appointment_expires(pool: ConnectionPool[Conn]) -> None:
+    """Event-reminder rule 3: the event's Pending reminders become Skipped; one already Sent stays Sent."""
+    (c,) = seed_appointments(pool, 1)
+    sent, pending = c.reminder_ids
+    execute(pool, "UPDATE calendar.event_reminder SET status = 'Sent' WHERE id = %s", (sent,))
+
+    assert make_job(pool).run_once().expired_count == 1
+
+    assert statuses(pool, "event_reminder", [sent, pending]) == ["Sent", "Skipped"]
+    assert statuses(pool, "calendar_event", [c.event_id]) == ["Cancelled"]
+
+
+# ------------------------------------------------------------ Гонка «освобождение слота ↔ новое бронирование»
+
+
+def _lock_waiters(pool: ConnectionPool[Conn]) -> int:
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        ).fetchone()
+    assert row is not None
+    return int(row["n"])  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("slot_outcome", ["released", "expired"])
+def test_race_between_the_slot_release_and_new_bookings_of_that_slot(
+    pool: ConnectionPool[Conn], slot_outcome: str
+) -> None:
+    """INV-SLT-3: the release and new bookings compete for the slot row; the slot is bookable only after the
+    worker commits, and exactly one booking wins (none when the slot is retired, INV-SLT-5). The race is made
+    certain: the worker holds the cluster's locks inside its expiry (a pg_sleep trigger) while three investors'
+    bookings, each on its own connection, wait for the slot's row lock; then the worker commits and they go."""
+    now = db_now(pool)
+    start_at = now + (timedelta(days=3) if slot_outcome == "released" else timedelta(minutes=10))
+    (c,) = seed_appointments(pool, 1, start_at=start_at, lead_minutes=30)
+    slow_expiry(pool, 1.0)
+    waiting_before = _lock_waiters(pool)
+    results: list[object] = []
+    worker = threading.Thread(target=lambda: results.append(make_job(pool).run_once()))
+    worker.start()
+    wait_for(lambda: _sleeping_backends(pool) == 1, 5, "the worker to hold the cluster inside its expiry")
+    investors = [Actor(uuid.uuid4(), c.tenant_id) for _ in range(3)]
+
+    def book(investor: Actor) -> object:
+        try:
+            return service.book_slot(_calendar(pool), investor, c.slot_id)
+        except SlotNotAvailableError as exc:
+            return exc
+
+    with ThreadPoolExecutor(max_workers=3) as executor:
+        bookings = [executor.submit(book, investor) for investor in investors]
+        wait_for(lambda: _lock_waiters(pool) >= waiting_before + 3, 10, "the three bookings to wait for the slot")
+        assert worker.is_alive()  # the worker still holds the slot: nobody booked it yet
+        outcomes = [b.result(timeout=30) for b in bookings]
+    worker.join(10)
+
+    assert statuses(pool, "appointment", [c.appointment_id]) == ["Expired"]
+    won = [o for o in outcomes if not isinstance(o, SlotNotAvailableError)]
+    with pool.connection() as conn:
+        on_slot = conn.execute(
+            "SELECT status, count(*) AS n FROM calendar.appointment WHERE slot_id = %s GROUP BY status ORDER BY status",
+            (c.slot_id,),
+        ).fetchall()
+        slot = conn.execute(
+            "SELECT status, version FROM calendar.availability_slot WHERE id = %s", (c.slot_id,)
+        ).fetchone()
+    assert slot is not None
+    if slot_outcome == "released":
+        assert len(won) == 1, outcomes  # exactly one booking wins, the others see the slot Booked
+        assert on_slot == [{"status": "Expired", "n": 1}, {"status": "Pending", "n": 1}]  # no double booking
+        assert (slot["status"], slot["version"]) == ("Booked", 4)  # seeded 2, released +1, booked +1
+    else:
+        assert won == [], outcomes  # retired, not released: nobody can book it
+        assert on_slot == [{"status": "Expired", "n": 1}]
+        assert (slot["status"], slot["version"]) == ("Expired", 3)
+
+
+# ----------------------------------------------------------------------------- the "cycle started" log line
+
+
+def test_the_cycle_started_line_carries_the_run_id_and_as_of(pool: ConnectionPool[Conn]) -> None:
+    """Seed 000's log table: "cycle started (runId, AsOf)"; the run id is the one of jobs.cycle and of the
+    outbox rows' correlation id, AsOf the cycle's one clock reading."""
+    seed_appointments(pool, 1)
+    clock = RecordingClock(shift=timedelta(seconds=5))
+
+    with capture_logs() as logs:
+        make_job(pool, clock).run_once()
+
+    started = logs[0]
+    assert started["event"] == "cycle started"
+    assert started["log_level"] == "info"
+    assert started["RunId"] == last_run_id(pool)
+    assert started["AsOf"] == clock.readings[0].isoformat()
+    assert len(clock.readings) == 1  # read once per cycle
+    (row, _) = outbox_rows(pool)
+    assert row["headers"]["correlation-id"] == started["RunId"]
