@@ -130,7 +130,7 @@ _AFTER_CURSOR: LiteralString = """(a.pending_expires_at, a.id) > (
 # claim and locks), in the calendar's lock order (appointment, slot, event, reminders: repository.cluster_lock_ctes)
 # and returns every column the cascade needs. Those locks wait (the claim itself never does), at most the
 # session's lock_timeout, which the cycle sets on its connection. When one of them times out (or deadlocks), the
-# statement fails as a whole: the item is then retried once with the claim alone (_CLAIM_NEXT) and the cluster
+# statement fails as a whole: the item is then retried once with the claim alone (lock_cluster=False) and the cluster
 # locked statement by statement, which reports the lock timeout for that appointment (skipped, counted).
 #
 # The first pass of a cycle claims only appointments that are not poison (no jobs.item_failure row), the second
