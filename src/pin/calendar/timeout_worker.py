@@ -92,7 +92,8 @@ SKIP_LOCKED = Counter(
 )
 ERRORS = Counter(
     "calendar_appointment_timeout_errors",
-    "Poison appointments rolled back, and cycles ended by an infrastructure error.",
+    "Failed attempts of poison appointments (rolled back; one per cycle while broken), and cycles ended by an"
+    " infrastructure error.",
 )
 POISON = Gauge(
     "calendar_appointment_timeout_poison_items",
@@ -134,8 +135,9 @@ _AFTER_CURSOR: LiteralString = """(a.pending_expires_at, a.id) > (
 # locked statement by statement, which reports the lock timeout for that appointment (skipped, counted).
 #
 # The first pass of a cycle claims only appointments that are not poison (no jobs.item_failure row), the second
-# only poison ones, leaving out those that already failed in this cycle (``failed``): both walk the partial index
-# in PendingExpiresAt order, the failure check being a primary-key probe per row (EXPLAIN in the tests).
+# only poison ones, leaving out those that already failed in this cycle (``failed``). The first walks the partial
+# index in PendingExpiresAt order, the failure check a primary-key probe per row; the second may as well start
+# from the few jobs.item_failure rows. Neither sorts the backlog (EXPLAIN with 20,000 due rows in the tests).
 def _claim_sql(*, lock_cluster: bool, poison: bool) -> str:
     claimed_columns = (
         ", ".join(f"a.{name}" for name in repository.APPOINTMENT_COLUMN_NAMES)

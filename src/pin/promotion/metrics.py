@@ -27,7 +27,10 @@ INTERVAL = Gauge(
 SKIP_LOCKED = Counter(
     "promotion_expire_skip_locked", "Due purchases a cycle skipped because another transaction held their row lock."
 )
-ERRORS = Counter("promotion_expire_errors", "Poison purchases excluded from a batch, and cycles that failed.")
+ERRORS = Counter(
+    "promotion_expire_errors",
+    "Failed attempts of poison purchases (excluded from the batch; one per cycle while broken), and failed cycles.",
+)
 LAST_SUCCESS = Gauge(
     "promotion_expire_last_success_timestamp_seconds", "Unix time of the last expire-promotions cycle that committed."
 )

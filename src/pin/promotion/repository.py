@@ -239,7 +239,8 @@ class Claim:
 # limit). The lock is held until the batch commits. A cycle claims in two passes, in its one transaction: the
 # purchases that are not poison first, then the poison ones with the room left in the batch ({which} below), so
 # that a poison purchase is tried on every cycle (seed 002, A2: "Poison — на следующий цикл") but never holds up
-# the head of the queue. Both walk ix_purchase_active_ends_at; the failure check is a primary-key probe per row.
+# the head of the queue. The first walks ix_purchase_active_ends_at in order, the failure check a primary-key probe
+# per row; the second may as well start from the few jobs.item_failure rows. Neither sorts the backlog.
 #
 # SkippedLocked is counted in the same statement, so on the same snapshot: the due rows (same predicate) that
 # sort before the last claimed row (or all due rows when the batch was not full) and were not claimed. Those
