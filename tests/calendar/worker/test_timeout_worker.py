@@ -717,21 +717,29 @@ def _lock_waiters(pool: ConnectionPool[Conn]) -> int:
 
 @pytest.mark.parametrize("slot_outcome", ["released", "expired"])
 def test_race_between_the_slot_release_and_new_bookings_of_that_slot(
-    pool: ConnectionPool[Conn], slot_outcome: str
+    pool: ConnectionPool[Conn], database_url: str, slot_outcome: str
 ) -> None:
     """INV-SLT-3: the release and new bookings compete for the slot row; the slot is bookable only after the
     worker commits, and exactly one booking wins (none when the slot is retired, INV-SLT-5). The race is made
-    certain: the worker holds the cluster's locks inside its expiry (a pg_sleep trigger) while three investors'
-    bookings, each on its own connection, wait for the slot's row lock; then the worker commits and they go."""
+    certain: the worker is held inside its expiry, with the cluster locked, by a trigger that waits for an
+    advisory lock the test holds, while three investors' bookings, each on its own connection, start and wait for
+    the slot's row lock; then the test lets the worker commit and they go."""
     now = db_now(pool)
     start_at = now + (timedelta(days=3) if slot_outcome == "released" else timedelta(minutes=10))
     (c,) = seed_appointments(pool, 1, start_at=start_at, lead_minutes=30)
-    slow_expiry(pool, 1.0)
+    execute(pool, "CREATE FUNCTION public.test_hold_expiry() RETURNS trigger LANGUAGE plpgsql AS $$"
+                  " BEGIN PERFORM pg_advisory_xact_lock_shared(4242); RETURN NEW; END $$")  # fmt: skip
+    execute(pool, "CREATE TRIGGER test_hold_expiry BEFORE UPDATE ON calendar.appointment FOR EACH ROW"
+                  " WHEN (OLD.status = 'Pending' AND NEW.status = 'Expired')"
+                  " EXECUTE FUNCTION public.test_hold_expiry()")  # fmt: skip
+    gate = connect(database_url, autocommit=True)
+    gate.execute("SELECT pg_advisory_lock(4242)")
     waiting_before = _lock_waiters(pool)
     results: list[object] = []
-    worker = threading.Thread(target=lambda: results.append(make_job(pool).run_once()))
+    # the held expiry waits on the gate within the item's lock timeout: make that one longer than the test's waits
+    job = make_job(pool, item_lock_timeout_seconds=60)
+    worker = threading.Thread(target=lambda: results.append(job.run_once()))
     worker.start()
-    wait_for(lambda: _sleeping_backends(pool) == 1, 5, "the worker to hold the cluster inside its expiry")
     investors = [Actor(uuid.uuid4(), c.tenant_id) for _ in range(3)]
 
     def book(investor: Actor) -> object:
@@ -740,11 +748,16 @@ def test_race_between_the_slot_release_and_new_bookings_of_that_slot(
         except SlotNotAvailableError as exc:
             return exc
 
-    with ThreadPoolExecutor(max_workers=3) as executor:
-        bookings = [executor.submit(book, investor) for investor in investors]
-        wait_for(lambda: _lock_waiters(pool) >= waiting_before + 3, 10, "the three bookings to wait for the slot")
-        assert worker.is_alive()  # the worker still holds the slot: nobody booked it yet
-        outcomes = [b.result(timeout=30) for b in bookings]
+    try:
+        wait_for(lambda: _lock_waiters(pool) == waiting_before + 1, 10, "the worker to be held inside its expiry")
+        with ThreadPoolExecutor(max_workers=3) as executor:
+            bookings = [executor.submit(book, investor) for investor in investors]
+            wait_for(lambda: _lock_waiters(pool) == waiting_before + 4, 10, "the three bookings to wait for the slot")
+            assert worker.is_alive()  # the worker still holds the slot: nobody booked it yet
+            gate.execute("SELECT pg_advisory_unlock(4242)")
+            outcomes = [b.result(timeout=30) for b in bookings]
+    finally:
+        gate.close()
     worker.join(10)
 
     assert statuses(pool, "appointment", [c.appointment_id]) == ["Expired"]
