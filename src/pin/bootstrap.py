@@ -88,12 +88,13 @@ def run_relay(*, once: bool) -> dict[str, int] | None:
 
 def run_expire_promotions(*, once: bool) -> dict[str, int] | None:
     """`pin worker expire-promotions`: expire due purchases until SIGTERM/SIGINT, or (``once``) one cycle."""
+    from pin.promotion import metrics
     from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
 
     def build(pool: ConnectionPool[Conn], settings: Settings, stop: threading.Event) -> PollingJob:
         del stop  # a promotions batch is one transaction: it is finished or rolled back as a whole
-        interval = settings.expire_promotions_interval_seconds
-        config = ExpirePromotionsConfig(batch_size=settings.expire_promotions_batch_size, poison_retry_seconds=interval)
+        metrics.INTERVAL.set(settings.expire_promotions_interval_seconds)  # "no cycle for 2 intervals" alert
+        config = ExpirePromotionsConfig(batch_size=settings.expire_promotions_batch_size)
         return ExpirePromotionsJob(pool, config)
 
     return _run_polling_job("expire-promotions", build, lambda s: s.expire_promotions_interval_seconds, once=once)
@@ -104,10 +105,7 @@ def run_appointment_timeout(*, once: bool) -> dict[str, int] | None:
     from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
 
     def build(pool: ConnectionPool[Conn], settings: Settings, stop: threading.Event) -> PollingJob:
-        interval = settings.appointment_timeout_interval_seconds
-        config = AppointmentTimeoutConfig(
-            batch_size=settings.appointment_timeout_batch_size, poison_retry_seconds=interval
-        )
+        config = AppointmentTimeoutConfig(batch_size=settings.appointment_timeout_batch_size)
         return AppointmentTimeoutJob(pool, config, stop=stop)  # checks the stop between items
 
     return _run_polling_job("appointment-timeout", build, lambda s: s.appointment_timeout_interval_seconds, once=once)

@@ -5,7 +5,8 @@ One snapshot, read with cheap bounded queries (every count stops at a cap, every
 
 - **workers**: the last cycle of every instance (``jobs.cycle``: when, how long, its counters), the backlog of
   due items and the oldest of them (calendar.appointment Pending past pending_expires_at, promotion.purchase
-  Active past ends_at), and the poison items waiting for another attempt (``jobs.item_failure``);
+  Active past ends_at; poison items included), and the poison items, tried again every cycle after the other due
+  items (``jobs.item_failure``: how many per job, and the oldest few with their attempts and last error);
 - **outbox**: rows waiting per topic and the age of the oldest, rows in backoff, dead letters per topic
   (``outbox.dead_letter``), and which relay instance leases how many of the 64 virtual partitions;
 - **consumers**: per group, the last message it processed (``messaging.inbox``), committed offset against end
@@ -45,6 +46,8 @@ OUTBOX_COUNT_CAP = 100_001
 VPARTS = 64
 # Worker instances listed per job (most recent last cycle first); older ones are only counted.
 SHOWN_INSTANCES = 10
+# Poison items listed per job (the longest failing first); the rest are only counted.
+SHOWN_POISON_ITEMS = 5
 
 
 @dataclass(frozen=True)
@@ -173,17 +176,38 @@ def _poison(conn: Conn) -> dict[str, Any]:
     rows = conn.execute(
         """
         SELECT job, count(*) AS items, max(attempts) AS max_attempts, min(first_failed_at) AS since,
-               min(next_attempt_at) AS next_attempt
+               max(last_failed_at) AS last_failed
         FROM jobs.item_failure GROUP BY job
         """
     ).fetchall()
+    oldest = conn.execute(
+        """
+        SELECT job, item_id, attempts, last_error, first_failed_at, last_failed_at
+        FROM (SELECT f.*, row_number() OVER (PARTITION BY job ORDER BY first_failed_at, item_id) AS n
+              FROM jobs.item_failure AS f) AS ranked
+        WHERE n <= %s ORDER BY job, n
+        """,
+        (SHOWN_POISON_ITEMS,),
+    ).fetchall()
+    listed: dict[str, list[dict[str, Any]]] = {}
+    for r in oldest:
+        listed.setdefault(str(r["job"]), []).append(
+            {
+                "id": str(r["item_id"]),
+                "attempts": r["attempts"],
+                "lastError": r["last_error"],  # exception type and first line: ids only, never PII
+                "failingSince": r["first_failed_at"],
+                "lastFailedAt": r["last_failed_at"],
+            }
+        )
     return {
         "byJob": {
             str(r["job"]): {
                 "items": r["items"],
                 "maxAttempts": r["max_attempts"],
                 "failingSince": r["since"],
-                "nextAttemptAt": r["next_attempt"],
+                "lastFailedAt": r["last_failed"],
+                "oldest": listed.get(str(r["job"]), []),
             }
             for r in rows
         }
@@ -480,6 +504,24 @@ def _workers_table(workers: list[dict[str, Any]]) -> Table:
     return table
 
 
+def _poison_table(workers: list[dict[str, Any]]) -> Table | None:
+    """The poison items of every job, the longest failing first (none: no table)."""
+    rows = [(w["job"], w["poison"]) for w in workers if "na" not in w["poison"] and w["poison"]["items"]]
+    if not rows:
+        return None
+    table = Table(title="Poison items (jobs.item_failure): tried again every cycle", title_justify="left")
+    for column in ("job", "item id", "attempts", "failing since", "last error"):
+        table.add_column(column)
+    hidden = 0
+    for job, poison in rows:
+        for item in poison["oldest"]:
+            table.add_row(job, item["id"], str(item["attempts"]), _time(item["failingSince"]), item["lastError"])
+        hidden += poison["items"] - len(poison["oldest"])
+    if hidden:
+        table.caption = f"{hidden} more poison items not shown"
+    return table
+
+
 def _cycles_table(workers: list[dict[str, Any]]) -> Table | None:
     rows = [(w["job"], inst) for w in workers if isinstance(w["instances"], list) for inst in w["instances"]]
     if not rows:
@@ -586,6 +628,9 @@ def render(report: dict[str, Any]) -> RenderableType:
     else:
         header.append(f"   database clock {_time(database['now'])}")
     parts: list[RenderableType] = [header, _workers_table(report["workers"])]
+    poison = _poison_table(report["workers"])
+    if poison is not None:
+        parts.append(poison)
     cycles = _cycles_table(report["workers"])
     if cycles is not None:
         parts.append(cycles)

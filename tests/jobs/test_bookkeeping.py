@@ -1,4 +1,4 @@
-"""The shared job bookkeeping against a real PostgreSQL: poison items, their exclusion, cycles, backlog, deadlines."""
+"""The shared job bookkeeping against a real PostgreSQL: poison items and their pass, cycles, backlog, deadlines."""
 
 from __future__ import annotations
 
@@ -31,52 +31,44 @@ def items(pool: ConnectionPool[Conn]) -> list[uuid.UUID]:
     return ids
 
 
-def _claimable(conn: Conn) -> list[uuid.UUID]:
+def _claimable(conn: Conn, *, poison: bool = False) -> list[uuid.UUID]:
+    """The items a claim's pass sees: those without a failure record, or (``poison``) only those with one."""
+    which = ("" if poison else "NOT ") + bookkeeping.has_failure("i")
     rows = conn.execute(
-        f"SELECT i.id FROM public.test_item AS i WHERE i.due_at <= %(as_of)s AND {bookkeeping.not_backing_off('i')}"
-        " ORDER BY i.due_at",
+        f"SELECT i.id FROM public.test_item AS i WHERE i.due_at <= %(as_of)s AND {which} ORDER BY i.due_at",
         {"job": JOB, "as_of": database_now(conn)},
     ).fetchall()
     return [row["id"] for row in rows]  # type: ignore[misc]
 
 
-def test_a_failed_item_backs_off_exponentially_and_is_cleared_on_success(
+def test_a_failed_item_counts_its_attempts_moves_to_the_poison_pass_and_is_cleared_on_success(
     pool: ConnectionPool[Conn], items: list[uuid.UUID]
 ) -> None:
     poison = items[0]
     with pool.connection() as conn:
         attempts = [
-            bookkeeping.item_failure_record(
-                conn, JOB, poison, ValueError(f"bad {n}\nsecond line"), base=timedelta(minutes=1)
-            )
-            for n in range(3)
+            bookkeeping.item_failure_record(conn, JOB, poison, ValueError(f"bad {n}\nsecond line")) for n in range(3)
         ]
-        row = conn.execute(
-            "SELECT attempts, last_error, next_attempt_at - last_failed_at AS delay FROM jobs.item_failure"
-        ).fetchone()
+        row = conn.execute("SELECT attempts, last_error FROM jobs.item_failure").fetchone()
         assert attempts == [1, 2, 3]
-        assert row is not None
-        assert row["last_error"] == "ValueError: bad 2"  # type and first line only
-        assert timedelta(minutes=3, seconds=59) < row["delay"] <= timedelta(minutes=4)  # 1, 2, 4 minutes
-        assert _claimable(conn) == items[1:]  # excluded while it backs off; the rest is not blocked
+        assert row == {"attempts": 3, "last_error": "ValueError: bad 2"}  # type and first line only
+        assert bookkeeping.poison_count(conn, JOB) == 1
+        assert _claimable(conn) == items[1:]  # the first pass: the rest is not held up behind it
+        assert _claimable(conn, poison=True) == [poison]  # the second pass: still tried, every cycle
 
         assert bookkeeping.item_failure_clear(conn, JOB, [poison]) == 1
         assert _claimable(conn) == items
-
-
-def test_the_backoff_is_capped() -> None:
-    assert bookkeeping.backoff_delay(1, timedelta(seconds=60)) == timedelta(seconds=60)
-    assert bookkeeping.backoff_delay(3, timedelta(seconds=60)) == timedelta(seconds=240)
-    assert bookkeeping.backoff_delay(50, timedelta(seconds=60)) == bookkeeping.MAX_BACKOFF
+        assert bookkeeping.poison_count(conn, JOB) == 0
 
 
 def test_failures_are_per_job_and_pruned_when_the_item_no_longer_waits(
     pool: ConnectionPool[Conn], items: list[uuid.UUID]
 ) -> None:
     with pool.connection() as conn:
-        bookkeeping.item_failure_record(conn, "other-job", items[0], RuntimeError("x"), base=timedelta(minutes=1))
-        assert _claimable(conn) == items  # another job's failure does not exclude it here
-        bookkeeping.item_failure_record(conn, JOB, items[1], RuntimeError("x"), base=timedelta(minutes=1))
+        bookkeeping.item_failure_record(conn, "other-job", items[0], RuntimeError("x"))
+        assert _claimable(conn) == items  # another job's failure does not make it poison here
+        assert bookkeeping.poison_count(conn, JOB) == 0
+        bookkeeping.item_failure_record(conn, JOB, items[1], RuntimeError("x"))
         conn.execute("DELETE FROM public.test_item WHERE id = %s", (items[1],))
 
         pruned = bookkeeping.item_failure_prune(

@@ -46,7 +46,7 @@ METRIC_PACKAGES = (
     "pin.observability",
 )
 
-# The seeds' metrics (seed 000, seed 002, and the relay and consumer names fixed for this project):
+# The seeds' metrics (seed 000, seed 002, and the relay, consumer, poison and interval names fixed for this project):
 # name as declared (prometheus-client adds _total to counters), type, labels.
 SEED_METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
     "calendar_appointment_timeout_cycle_duration_seconds": ("histogram", ()),
@@ -55,6 +55,7 @@ SEED_METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
     "calendar_appointment_timeout_skip_locked": ("counter", ()),
     "calendar_appointment_timeout_errors": ("counter", ()),
     "calendar_appointment_timeout_last_success_timestamp_seconds": ("gauge", ()),
+    "calendar_appointment_timeout_poison_items": ("gauge", ()),
     "promotion_expire_run": ("counter", ()),
     "promotion_expire_cycle_duration_seconds": ("histogram", ()),
     "promotion_expire_items": ("counter", ("outcome",)),
@@ -62,6 +63,8 @@ SEED_METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
     "promotion_expire_skip_locked": ("counter", ()),
     "promotion_expire_errors": ("counter", ()),
     "promotion_expire_last_success_timestamp_seconds": ("gauge", ()),
+    "promotion_expire_poison_items": ("gauge", ()),
+    "promotion_expire_interval_seconds": ("gauge", ()),
     "pin_outbox_backlog": ("gauge", ("topic",)),
     "pin_outbox_lag_seconds": ("gauge", ()),
     "pin_outbox_published": ("counter", ("topic",)),
@@ -205,6 +208,8 @@ def test_the_seeds_alerts_are_all_there() -> None:
         "PromotionExpireNotRunning": "promotion_expire_run_total",
         "PromotionExpireBacklogHigh": "promotion_expire_backlog",
         "PromotionExpireErrorsGrowing": "promotion_expire_errors_total",
+        "AppointmentTimeoutPoisonItems": "calendar_appointment_timeout_poison_items",
+        "PromotionExpirePoisonItems": "promotion_expire_poison_items",
         "PromotionPublishLagHigh": "pin_outbox_backlog",
         "OutboxLagHigh": "pin_outbox_lag_seconds",
         "OutboxDeadLetters": "pin_outbox_dead_letters",
@@ -217,6 +222,10 @@ def test_the_seeds_alerts_are_all_there() -> None:
     assert "> 100" in alerts["AppointmentTimeoutBacklogHigh"].expr
     assert alerts["AppointmentTimeoutBacklogHigh"].hold == "5m"
     assert "> 300" in alerts["AppointmentTimeoutNoSuccessfulCycle"].expr
+    # "job не отработал > 2 интервалов": the configured interval, not a constant window
+    not_running = metric_names(alerts["PromotionExpireNotRunning"].expr)
+    assert {"promotion_expire_interval_seconds", "promotion_expire_last_success_timestamp_seconds"} <= not_running
+    assert "2 * promotion_expire_interval_seconds" in alerts["PromotionExpireNotRunning"].expr
     assert "> 1000" in alerts["PromotionPublishLagHigh"].expr
     assert 'topic="pin.promotion.purchase-changed.v1"' in alerts["PromotionPublishLagHigh"].expr
 
@@ -258,6 +267,7 @@ def test_calendar_overview_has_the_background_jobs_row() -> None:
         "calendar_appointment_timeout_backlog",
         "calendar_appointment_timeout_skip_locked_total",
         "calendar_appointment_timeout_errors_total",
+        "calendar_appointment_timeout_poison_items",
         "pin_outbox_lag_seconds",
     ):
         assert metric in used, f"the Background jobs row shows no {metric}"
@@ -278,6 +288,7 @@ def test_promotion_dashboard_shows_the_seed_002_signals() -> None:
         "promotion_expire_items_total",
         "promotion_expire_backlog",
         "promotion_expire_errors_total",
+        "promotion_expire_poison_items",
         "pin_outbox_backlog",
     ):
         assert metric in used, f"the promotion dashboard shows no {metric}"

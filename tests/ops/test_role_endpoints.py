@@ -97,7 +97,7 @@ def test_expire_promotions_process_exports_the_seed_metrics_after_real_cycles(
         env={
             "PIN_METRICS_PORT": str(port),
             "PIN_EXPIRE_PROMOTIONS_BATCH_SIZE": "3",  # 7 due: full batches of 3, 3, then 1
-            "PIN_EXPIRE_PROMOTIONS_INTERVAL_SECONDS": "60",
+            "PIN_EXPIRE_PROMOTIONS_INTERVAL_SECONDS": "90",
         },
     )
 
@@ -121,6 +121,8 @@ def test_expire_promotions_process_exports_the_seed_metrics_after_real_cycles(
     assert value("promotion_expire_cycle_duration_seconds_count") >= runs
     assert value("promotion_expire_errors_total") == 0
     assert value("promotion_expire_skip_locked_total") == 0
+    assert value("promotion_expire_poison_items") == 0
+    assert value("promotion_expire_interval_seconds") == 90  # the liveness alert's unit: the configured interval
     assert started - 5 <= value("promotion_expire_last_success_timestamp_seconds") <= time.time() + 5
     # the relay is not running: the activation and expiry events wait in the outbox, and no relay gauge is here
     assert ("pin_outbox_backlog", frozenset({("topic", "pin.promotion.purchase-changed.v1")})) not in samples
@@ -208,6 +210,7 @@ def test_appointment_timeout_process_exports_the_seed_metrics_after_real_cycles(
     assert samples[("calendar_appointment_timeout_cycle_duration_seconds_count", frozenset())] >= 2  # 3 + 1
     assert samples[("calendar_appointment_timeout_errors_total", frozenset())] == 0
     assert samples[("calendar_appointment_timeout_skip_locked_total", frozenset())] == 0
+    assert samples[("calendar_appointment_timeout_poison_items", frozenset())] == 0
     last_success = samples[("calendar_appointment_timeout_last_success_timestamp_seconds", frozenset())]
     assert started - 5 <= last_success <= time.time() + 5
 

@@ -88,11 +88,13 @@ def test_status_shows_poison_items_dead_letters_and_relay_leases(
     pool: ConnectionPool[Conn], make_settings: Callable[..., Settings]
 ) -> None:
     with pool.connection() as conn:
-        conn.execute(
-            "INSERT INTO jobs.item_failure (job, item_id, attempts, last_error, next_attempt_at)"
-            " VALUES ('appointment-timeout', %s, 4, 'CheckViolation: ...', now() + interval '8 minutes')",
-            (uuid.uuid4(),),
-        )
+        poison_ids = [uuid.uuid4() for _ in range(7)]
+        for n, item_id in enumerate(poison_ids):  # the first fails longest, with the most attempts
+            conn.execute(
+                "INSERT INTO jobs.item_failure (job, item_id, attempts, last_error, first_failed_at)"
+                " VALUES ('appointment-timeout', %s, %s, 'SlotNotBookedError: ...', now() - make_interval(mins => %s))",
+                (item_id, 10 - n, 60 - n),
+            )
         conn.execute(
             """
             INSERT INTO outbox.dead_letter (id, message_id, vpart, topic, message_key, event_type, contract_version,
@@ -118,8 +120,11 @@ def test_status_shows_poison_items_dead_letters_and_relay_leases(
 
     report = collect_status(make_settings(), kafka=False)
     (timeout_worker,) = [w for w in report["workers"] if w["job"] == "appointment-timeout"]
-    assert timeout_worker["poison"]["items"] == 1
-    assert timeout_worker["poison"]["maxAttempts"] == 4
+    assert timeout_worker["poison"]["items"] == 7
+    assert timeout_worker["poison"]["maxAttempts"] == 10
+    listed = timeout_worker["poison"]["oldest"]
+    assert [(p["id"], p["attempts"]) for p in listed] == [(str(i), 10 - n) for n, i in enumerate(poison_ids[:5])]
+    assert listed[0]["lastError"] == "SlotNotBookedError: ..."
     assert report["outbox"]["deadLetters"]["total"] == 1
     leases = report["outbox"]["leases"]
     assert leases["relays"][0]["owner"] == "relay-a"
@@ -131,7 +136,10 @@ def test_status_shows_poison_items_dead_letters_and_relay_leases(
     text = _text(report)
     assert "2 older instances" in text
     assert "24 of 64 vparts unowned" in text
-    assert "(up to 4 attempts)" in text
+    assert "7 (up to 10 attempts)" in text
+    assert str(poison_ids[0]) in text  # the poison items themselves, the longest failing first
+    assert str(poison_ids[5]) not in text
+    assert "2 more poison items not shown" in text
 
 
 @pytest.mark.integration

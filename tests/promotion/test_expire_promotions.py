@@ -45,6 +45,7 @@ from tests.promotion.support import (
     seed_purchases,
     slow_transitions_to,
 )
+from tests.support import plans
 
 pytestmark = pytest.mark.integration
 
@@ -208,7 +209,9 @@ def test_AC5_an_empty_cycle_is_a_no_op(pool: ConnectionPool[Conn]) -> None:
     assert rows[cancelled.id]["status"] == "Cancelled"
 
 
-def test_AC6_a_poison_purchase_backs_off_and_is_retried_after_its_delay(pool: ConnectionPool[Conn]) -> None:
+def test_AC6_a_poison_purchase_is_tried_again_on_every_cycle_and_each_failure_is_counted(
+    pool: ConnectionPool[Conn],
+) -> None:
     now = db_now(pool)
     purchases = seed_purchases(pool, 3, ends_at=now - timedelta(minutes=5))
     poison = purchases[0]  # oldest first: it sits at the head of the order
@@ -225,20 +228,123 @@ def test_AC6_a_poison_purchase_backs_off_and_is_retried_after_its_delay(pool: Co
     assert failure["item_id"] == poison.id
     assert failure["attempts"] == 1
     assert "injected poison" in failure["last_error"]
-    # Backing off: the next cycles leave it alone instead of failing on it at the head, and the worker does
-    # not wake for it before its next attempt.
-    second = _job(pool).run_once()
-    assert (second.claimed_count, second.failed_count) == (0, 0)
-    until = _job(pool).seconds_until_next_due()
-    assert until is not None
-    assert until > 30
-    # Once its delay passed (AsOf injected), it is tried again; healed, it expires and its failure is forgotten.
+    # seed 002 A2: "Poison — на следующий цикл". It stays in the backlog (due, not processed) and in the poison
+    # gauge; it does not wake the worker early (it waits for the next tick) ...
+    assert (_metric("promotion_expire_backlog"), _metric("promotion_expire_poison_items")) == (1, 1)
+    assert _job(pool).seconds_until_next_due() is None
+    # ... and the next cycle tries it again: one more failure, logged with its id and counted
+    with capture_logs() as logs:
+        second = _job(pool).run_once()
+    assert (second.claimed_count, second.failed_count, second.retried_count, second.is_full) == (1, 1, 1, False)
+    (failed,) = [entry for entry in logs if entry["event"] == "item failed"]
+    assert (failed["PurchaseId"], failed["log_level"], failed["Attempts"]) == (str(poison.id), "error", 2)
+    assert "injected poison" in failed["exception"]
+    assert _metric("promotion_expire_errors_total") == errors_before + 2
+    # Healed, it expires on the next cycle and its failure is forgotten.
     heal_poison(pool)
-    later = _job(pool, clock=lambda conn: failure["next_attempt_at"] + timedelta(seconds=1)).run_once()
+    later = _job(pool).run_once()
     assert (later.expired_count, later.failed_count) == (1, 0)
     with pool.connection() as conn:
         assert conn.execute("SELECT count(*) AS n FROM jobs.item_failure").fetchone() == {"n": 0}
+    assert (_metric("promotion_expire_backlog"), _metric("promotion_expire_poison_items")) == (0, 0)
     assert len(purchase_events(pool, "Expired")) == 3
+
+
+def test_AC6_a_poison_purchase_at_the_head_of_1000_due_ones_holds_none_of_them_up(pool: ConnectionPool[Conn]) -> None:
+    """The poison purchase is claimed after the other due ones (the claim's second pass, with the room left), so
+    the first cycles expire all the others at full batches; a batch it is part of is not "full"."""
+    now = db_now(pool)
+    (poison,) = seed_purchases(pool, ends_at=now - timedelta(hours=1))
+    others = seed_purchases(pool, 1000, ends_at=now - timedelta(minutes=30))
+    fail_updates_of(pool, poison.id)
+    job = _job(pool)
+
+    cycles = [job.run_once() for _ in range(6)]
+
+    # cycle 1 meets it first (not known as poison yet): 199 + 4 x 200 + 1 = 1000, the poison one failing twice
+    assert [(r.expired_count, r.failed_count, r.is_full) for r in cycles] == [
+        (199, 1, True), (200, 0, True), (200, 0, True), (200, 0, True), (200, 0, True), (1, 1, False),
+    ]  # fmt: skip
+    rows = purchase_rows(pool)
+    assert {rows[p.id]["status"] for p in others} == {"Expired"}
+    assert rows[poison.id]["status"] == "Active"
+
+
+@pytest.mark.parametrize("path", ["set-based write", "item by item"])
+def test_A1_a_version_conflict_on_write_is_read_again_and_a_purchase_no_longer_active_is_left_alone(
+    pool: ConnectionPool[Conn], monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """Seed 002 A1: "конфликт по версии → перечитка". The manager's cancel lands between the claim's read and the
+    worker's write (played here inside the worker's transaction, right after its claim: a real cancel cannot
+    commit meanwhile, the claim's row lock makes it wait). The guarded write matches nothing; the worker reads the
+    purchase again, finds it Cancelled and leaves it alone: no error, no poison record, no event."""
+    purchases = sorted(seed_purchases(pool, 3, ends_at=db_now(pool) - timedelta(minutes=1)), key=lambda p: p.id)
+    cancelled = purchases[1]
+    if path == "item by item":
+        fail_updates_of(pool, purchases[2].id)  # one refused row makes the set-based write fail: item by item
+    claim_due = repository.purchase_claim_due
+
+    def claim_then_cancel(conn: Conn, **kwargs: Any) -> repository.Claim:
+        claim = claim_due(conn, **kwargs)
+        if any(p.id == cancelled.id for p in claim.purchases):
+            conn.execute(
+                "UPDATE promotion.purchase SET status = 'Cancelled', version = version + 1, updated_at = now()"
+                " WHERE id = %s",
+                (cancelled.id,),
+            )
+        return claim
+
+    monkeypatch.setattr(repository, "purchase_claim_due", claim_then_cancel)
+    errors_before = _metric("promotion_expire_errors_total")
+
+    with capture_logs() as logs:
+        result = _job(pool).run_once()
+
+    expected_failed = 1 if path == "item by item" else 0
+    assert (result.expired_count, result.failed_count, result.skipped_locked) == (
+        2 - expected_failed,
+        expected_failed,
+        1,
+    )
+    (skipped,) = [entry for entry in logs if entry["event"] == "item skipped: changed concurrently"]
+    assert (skipped["PurchaseId"], skipped["Status"]) == (str(cancelled.id), "Cancelled")
+    assert str(cancelled.id) not in [entry.get("PurchaseId") for entry in logs if entry["event"] == "item failed"]
+    assert _metric("promotion_expire_errors_total") == errors_before + expected_failed
+    rows = purchase_rows(pool)
+    assert (rows[cancelled.id]["status"], rows[cancelled.id]["version"]) == ("Cancelled", 2)
+    assert str(cancelled.id) not in [e["message_key"] for e in purchase_events(pool, "Expired")]
+    with pool.connection() as conn:
+        poisoned = conn.execute("SELECT item_id FROM jobs.item_failure").fetchall()
+    assert cancelled.id not in [row["item_id"] for row in poisoned]
+
+
+def test_the_claim_uses_the_partial_index_in_both_passes(pool: ConnectionPool[Conn]) -> None:
+    """With many rows (20,000 due, 50 of them poison), the first pass walks ix_purchase_active_ends_at in order and
+    sorts nothing; the second never scans the table (it walks the index too, or starts from the few poison rows)."""
+    now = db_now(pool)
+    with pool.connection() as conn:
+        conn.execute(
+            "INSERT INTO promotion.purchase (id, tenant_id, buyer_user_id, package_id, package_code, package_kind,"
+            " boost_weight, price_amount, currency_id, currency_code, currency_symbol, starts_at, ends_at, status,"
+            " version, created_at, updated_at)"
+            " SELECT gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), %(package)s, 'TOP-1D', 'Top', 50, 990,"
+            " %(rub)s, 'RUB', 'R', %(now)s - interval '2 days', %(now)s + (i - 20000) * interval '1 second', 'Active',"
+            " 1, %(now)s, %(now)s FROM generate_series(1, 40000) AS i",
+            {"package": TOP_1D, "rub": RUB, "now": now},
+        )
+        conn.execute(
+            "INSERT INTO jobs.item_failure (job, item_id, last_error)"
+            " SELECT %s, id, 'x' FROM promotion.purchase WHERE ends_at < %s ORDER BY ends_at LIMIT 50",
+            (JOB_NAME, now),
+        )
+        conn.execute("ANALYZE promotion.purchase")
+        conn.execute("ANALYZE jobs.item_failure")
+        for poison, sql in repository._CLAIMS.items():
+            claimed = plans.cte(plans.explain(conn, sql, {"job": JOB_NAME, "as_of": now, "batch_size": 200}), "claimed")
+            assert "purchase" not in plans.seq_scanned(claimed), (poison, claimed)
+            if not poison:
+                assert "ix_purchase_active_ends_at" in plans.index_names(claimed), claimed
+                assert "Sort" not in plans.node_types(claimed), claimed
 
 
 def test_AC6_a_purchase_the_domain_guard_rejects_is_excluded_and_the_rest_commits(pool: ConnectionPool[Conn]) -> None:
@@ -477,3 +583,23 @@ def _wait_for_sleeping_backend(database_url: str, timeout: float = 10.0) -> None
                 return
             time.sleep(0.02)
     raise AssertionError("no session started sleeping in the trigger")
+
+
+def test_the_cycle_started_line_carries_the_run_id_and_as_of(pool: ConnectionPool[Conn]) -> None:
+    """Seed 002's logs: "cycle started/completed"; started names the run (the events' correlation id) and AsOf."""
+    seed_purchases(pool, 1, ends_at=db_now(pool) - timedelta(minutes=1))
+    readings = []
+
+    def clock(conn: Conn) -> Any:
+        readings.append(db_now(pool) + timedelta(seconds=3))
+        return readings[-1]
+
+    with capture_logs() as logs:
+        _job(pool, clock=clock).run_once()
+
+    started, completed = logs[0], logs[-1]
+    assert (started["event"], started["log_level"], completed["event"]) == ("cycle started", "info", "cycle completed")
+    assert started["AsOf"] == readings[0].isoformat()
+    assert len(readings) == 1  # AsOf is read once per cycle
+    (expired,) = purchase_events(pool, "Expired")
+    assert started["RunId"] == completed["RunId"] == expired["headers"]["correlation-id"]

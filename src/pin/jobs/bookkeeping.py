@@ -5,14 +5,17 @@ same code. Nothing here commits: every function runs in the caller's transaction
 consistency boundary (expire-promotions records a poison item inside its batch transaction, after rolling back
 to the item's savepoint; a per-item job records it in a short transaction of its own after the rollback).
 
-Poison items (research/skiplocked.md, "poison rows"; oban #1498): an item whose processing failed is written to
-``jobs.item_failure`` with ``next_attempt_at = now + backoff`` (exponential, capped). The claim query excludes it
-until then with :func:`not_backing_off`, *inside* the locking subquery, so it never occupies the head of the
-order while due items behind it wait. A success clears the row (:func:`item_failure_clear`).
+Poison items: an item whose processing failed is written to ``jobs.item_failure`` (attempts, last error). The
+seeds leave it "for the next cycle", so it is tried again on every cycle, but only after the cycle's other due
+items: each claim runs in two passes over the job's partial index, first the items without a failure record
+(:func:`has_failure` negated), then, with the room left in the batch, the poison ones. A poison item so never
+holds up the head of the order, yet every cycle tries it once and counts the failure (errors_total, an ERROR
+line), which keeps the seeds' errors alert firing while it stays broken. A success clears the row
+(:func:`item_failure_clear`); an item that stops waiting some other way is pruned (:func:`item_failure_prune`).
 
-Usage in a claim (``p`` is the alias of the job's table; the statement must bind ``%(job)s`` and ``%(as_of)s``)::
+Usage in a claim (``p`` is the alias of the job's table; the statement must bind ``%(job)s``)::
 
-    WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s AND {not_backing_off("p")}
+    WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s AND NOT {has_failure("p")}
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import psycopg
 
@@ -28,56 +31,37 @@ Conn = psycopg.Connection[dict[str, object]]
 
 # Backlog gauges count at most this many rows (a bounded index scan, never a table count; alert threshold 100).
 BACKLOG_CAP = 10_001
-# The longest a poison item is left alone between attempts.
-MAX_BACKOFF = timedelta(hours=1)
 
 
-def not_backing_off(alias: str, id_column: str = "id", as_of: str = "%(as_of)s") -> str:
-    """SQL predicate: the item ``alias.id_column`` has no failure whose next attempt is after ``as_of``.
+def has_failure(alias: str, id_column: str = "id") -> str:
+    """SQL predicate: the item ``alias.id_column`` is a poison item of the job (it has a failure record).
 
-    The statement must bind ``%(job)s`` (the job name) and, with the default ``as_of``, ``%(as_of)s`` (the
-    cycle's AsOf); pass ``as_of="clock_timestamp()"`` outside a cycle.
+    The statement must bind ``%(job)s`` (the job name).
     """
-    return (
-        "NOT EXISTS (SELECT 1 FROM jobs.item_failure AS f"
-        f" WHERE f.job = %(job)s AND f.item_id = {alias}.{id_column} AND f.next_attempt_at > {as_of})"
-    )
+    return f"EXISTS (SELECT 1 FROM jobs.item_failure AS f WHERE f.job = %(job)s AND f.item_id = {alias}.{id_column})"
 
 
-def backoff_delay(attempts: int, base: timedelta, cap: timedelta = MAX_BACKOFF) -> timedelta:
-    """The wait after the ``attempts``-th consecutive failure: base, 2 x base, 4 x base, ... at most ``cap``."""
-    exponent = min(max(attempts, 1) - 1, 30)  # 2**30 x any sane base is far beyond the cap
-    delay: timedelta = base * (2**exponent)
-    return min(cap, delay)
-
-
-def item_failure_record(conn: Conn, job: str, item_id: uuid.UUID, error: BaseException, *, base: timedelta) -> int:
-    """Record one more failure of an item (database clock) and push its next attempt back; returns the attempts."""
+def item_failure_record(conn: Conn, job: str, item_id: uuid.UUID, error: BaseException) -> int:
+    """Record one more failed attempt of an item (database clock); returns its attempts so far."""
     row = conn.execute(
         """
-        INSERT INTO jobs.item_failure AS f (job, item_id, attempts, last_error, last_failed_at, next_attempt_at)
-        VALUES (%(job)s, %(item_id)s, 1, %(error)s, statement_timestamp(), statement_timestamp() + %(first)s)
+        INSERT INTO jobs.item_failure AS f (job, item_id, attempts, last_error, last_failed_at)
+        VALUES (%(job)s, %(item_id)s, 1, %(error)s, statement_timestamp())
         ON CONFLICT (job, item_id) DO UPDATE
-           SET attempts = f.attempts + 1,
-               last_error = excluded.last_error,
-               -- one instant for both (clock_timestamp() twice differs by microseconds): delay is exact
-               last_failed_at = statement_timestamp(),
-               next_attempt_at = statement_timestamp()
-                   + least(%(cap)s, %(first)s * power(2, least(f.attempts, 30)))
+           SET attempts = f.attempts + 1, last_error = excluded.last_error, last_failed_at = statement_timestamp()
         RETURNING attempts
         """,
-        {
-            "job": job,
-            "item_id": item_id,
-            "error": describe_error(error),
-            "first": backoff_delay(1, base),
-            "cap": MAX_BACKOFF,
-        },
+        {"job": job, "item_id": item_id, "error": describe_error(error)},
     ).fetchone()
     assert row is not None
     attempts = row["attempts"]
     assert isinstance(attempts, int)
     return attempts
+
+
+def poison_count(conn: Conn, job: str) -> int:
+    """How many poison items the job has now (its rows of ``jobs.item_failure``), counting at most BACKLOG_CAP."""
+    return backlog_count(conn, "SELECT 1 FROM jobs.item_failure AS f WHERE f.job = %(job)s", {"job": job})
 
 
 def item_failure_clear(conn: Conn, job: str, item_ids: Iterable[uuid.UUID]) -> int:

@@ -1,8 +1,9 @@
 -- Shared state of the polling jobs: poison-item bookkeeping and the last cycle of each instance.
 CREATE SCHEMA IF NOT EXISTS jobs;
 
--- An item whose processing failed (poison): excluded from claims until next_attempt_at, so that due items
--- behind it still expire (research/skiplocked.md, poison rows). Deleted when the item finally succeeds.
+-- An item whose processing failed (poison). It is tried again on every cycle, after the cycle's other due items
+-- (the claims take items without a row here first), so that it never holds up the head of the queue. Deleted
+-- when the item finally succeeds, or pruned once it no longer waits.
 CREATE TABLE jobs.item_failure (
     job             text        NOT NULL,
     item_id         uuid        NOT NULL,
@@ -10,7 +11,6 @@ CREATE TABLE jobs.item_failure (
     last_error      text        NOT NULL,          -- exception type and message; never PII (ids only)
     first_failed_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     last_failed_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
-    next_attempt_at timestamptz NOT NULL,
     PRIMARY KEY (job, item_id)
 );
 

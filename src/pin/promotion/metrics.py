@@ -13,12 +13,24 @@ CYCLE_DURATION = Histogram(
 ITEMS = Counter("promotion_expire_items", "Purchases processed by expire-promotions, by outcome.", ["outcome"])
 BACKLOG = Gauge(
     "promotion_expire_backlog",
-    "Active purchases with EndsAt <= now not processed yet, after the last cycle (counted up to 10 001).",
+    "Active purchases with EndsAt <= now not processed yet, poison ones included, after the last cycle"
+    " (counted up to 10 001).",
+)
+POISON = Gauge(
+    "promotion_expire_poison_items",
+    "Active purchases whose expiry failed and is retried every cycle (jobs.item_failure), after the last cycle.",
+)
+INTERVAL = Gauge(
+    "promotion_expire_interval_seconds",
+    "The configured interval between cycles (PIN_EXPIRE_PROMOTIONS_INTERVAL_SECONDS): the liveness alert's unit.",
 )
 SKIP_LOCKED = Counter(
     "promotion_expire_skip_locked", "Due purchases a cycle skipped because another transaction held their row lock."
 )
-ERRORS = Counter("promotion_expire_errors", "Poison purchases excluded from a batch, and cycles that failed.")
+ERRORS = Counter(
+    "promotion_expire_errors",
+    "Failed attempts of poison purchases (excluded from the batch; one per cycle while broken), and failed cycles.",
+)
 LAST_SUCCESS = Gauge(
     "promotion_expire_last_success_timestamp_seconds", "Unix time of the last expire-promotions cycle that committed."
 )

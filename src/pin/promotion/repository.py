@@ -234,20 +234,24 @@ class Claim:
     skipped_locked: int
 
 
-# The claim of expire-promotions (seed 002, step 2): Active, EndsAt <= AsOf, not backing off as poison, EndsAt
-# asc, at most BatchSize, locked FOR NO KEY UPDATE SKIP LOCKED in a materialized CTE (the planner cannot run it
-# twice or lock more than the limit). The lock is held until the batch commits.
+# The claim of expire-promotions (seed 002, step 2): Active, EndsAt <= AsOf, EndsAt asc, at most BatchSize, locked
+# FOR NO KEY UPDATE SKIP LOCKED in a materialized CTE (the planner cannot run it twice or lock more than the
+# limit). The lock is held until the batch commits. A cycle claims in two passes, in its one transaction: the
+# purchases that are not poison first, then the poison ones with the room left in the batch ({which} below), so
+# that a poison purchase is tried on every cycle (seed 002, A2: "Poison — на следующий цикл") but never holds up
+# the head of the queue. The first walks ix_purchase_active_ends_at in order, the failure check a primary-key probe
+# per row; the second may as well start from the few jobs.item_failure rows. Neither sorts the backlog.
 #
 # SkippedLocked is counted in the same statement, so on the same snapshot: the due rows (same predicate) that
 # sort before the last claimed row (or all due rows when the batch was not full) and were not claimed. Those
 # are exactly the rows SKIP LOCKED passed over: locked by another instance or by an in-flight cancel. (A row
 # that another instance expired and committed between our snapshot and our lock attempt also counts: it too
 # was "taken by someone else".) The scan is bounded by the last claimed EndsAt and by the backlog cap.
-_CLAIM = f"""
+_CLAIM = """
 WITH claimed AS MATERIALIZED (
     SELECT p.id, p.ends_at
       FROM promotion.purchase AS p
-     WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s AND {bookkeeping.not_backing_off("p")}
+     WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s AND {which}
      ORDER BY p.ends_at, p.id
      LIMIT %(batch_size)s
        FOR NO KEY UPDATE OF p SKIP LOCKED
@@ -265,51 +269,56 @@ skipped AS (
     SELECT count(*) AS n FROM (
         SELECT 1
           FROM promotion.purchase AS p
-         WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s AND {bookkeeping.not_backing_off("p")}
+         WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s AND {which}
            AND p.ends_at <= coalesce((SELECT h.ends_at FROM horizon AS h), %(as_of)s)
            AND (NOT EXISTS (SELECT 1 FROM horizon AS h WHERE h.ends_at IS NOT NULL)
                 OR (p.ends_at, p.id) < (SELECT h.ends_at, h.id FROM horizon AS h))
            AND NOT EXISTS (SELECT 1 FROM claimed AS c WHERE c.id = p.id)
-         LIMIT {bookkeeping.BACKLOG_CAP}
+         LIMIT {cap}
     ) AS s
 )
 SELECT s.n AS skipped_locked, due.*
   FROM skipped AS s
   LEFT JOIN (
-      SELECT {_PURCHASE_COLUMNS}
+      SELECT {columns}
         FROM claimed AS c JOIN promotion.purchase AS p ON p.id = c.id
   ) AS due ON true
  ORDER BY due.ends_at, due.id
 """
+_CLAIMS = {
+    poison: _CLAIM.format(
+        which=("" if poison else "NOT ") + bookkeeping.has_failure("p"),
+        cap=bookkeeping.BACKLOG_CAP,
+        columns=_PURCHASE_COLUMNS,
+    )
+    for poison in (False, True)
+}
 
 
-def purchase_claim_due(conn: Conn, *, job: str, as_of: datetime, batch_size: int) -> Claim:
-    """Lock up to ``batch_size`` due Active purchases with their targets, skipping rows locked elsewhere."""
-    rows = conn.execute(_CLAIM, {"job": job, "as_of": as_of, "batch_size": batch_size}).fetchall()
+def purchase_claim_due(conn: Conn, *, job: str, as_of: datetime, batch_size: int, poison: bool = False) -> Claim:
+    """Lock up to ``batch_size`` due Active purchases with their targets, skipping rows locked elsewhere.
+
+    ``poison`` chooses the pass: False claims the purchases without a failure record of ``job``, True the poison
+    ones.
+    """
+    if batch_size <= 0:
+        return Claim([], 0)
+    rows = conn.execute(_CLAIMS[poison], {"job": job, "as_of": as_of, "batch_size": batch_size}).fetchall()
     skipped = rows[0]["skipped_locked"] if rows else 0
     assert isinstance(skipped, int)
     return Claim([purchase_from_row(row) for row in rows if row["id"] is not None], skipped)
 
 
-# The backlog (seed 002: Active with EndsAt < now, not processed yet), bounded by the caller. Poison purchases
-# in their back-off are left out: promotion_expire_errors_total alerts on them, the backlog on a worker that
-# does not keep up (the same rule as appointment-timeout's backlog).
-BACKLOG_SQL = f"""
-SELECT 1 FROM promotion.purchase AS p
- WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s AND {bookkeeping.not_backing_off("p")}
-"""
+# The backlog (seed 002: Active with EndsAt < now, not processed yet, poison purchases included), bounded by the
+# caller. The poison ones are also counted on their own (promotion_expire_poison_items).
+BACKLOG_SQL = "SELECT 1 FROM promotion.purchase AS p WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s"
 
-# The next deadline: the earliest EndsAt of the partial index, poison purchases backing off left out (they wake
-# the worker at their next attempt instead).
-
+# The next deadline: the earliest EndsAt of the partial index among purchases that are not poison; a poison
+# purchase waits for the next tick of the interval, it never wakes the worker early.
 NEXT_DEADLINE_SQL = f"""
-SELECT least(
-    (SELECT p.ends_at FROM promotion.purchase AS p
-      WHERE p.status = 'Active' AND {bookkeeping.not_backing_off("p", as_of="clock_timestamp()")}
-      ORDER BY p.ends_at, p.id LIMIT 1),
-    (SELECT min(f.next_attempt_at) FROM jobs.item_failure AS f
-      WHERE f.job = %(job)s AND f.next_attempt_at > clock_timestamp())
-) AS at
+SELECT p.ends_at AS at FROM promotion.purchase AS p
+ WHERE p.status = 'Active' AND NOT {bookkeeping.has_failure("p")}
+ ORDER BY p.ends_at, p.id LIMIT 1
 """
 
 # While a poison purchase still waits its turn: its failure row is worth keeping.

@@ -4,14 +4,18 @@ One cycle = one transaction (seed 002, step 4: the batch's transitions and their
 
 1. AsOf is read once from the database clock (injectable in tests); a run id correlates logs, spans and events.
 2. Claim: up to BatchSize Active purchases with ``EndsAt <= AsOf``, EndsAt asc, with their targets, locked
-   ``FOR NO KEY UPDATE SKIP LOCKED`` (rows of another instance or of an in-flight cancel are skipped, A1/A3).
+   ``FOR NO KEY UPDATE SKIP LOCKED`` (rows of another instance or of an in-flight cancel are skipped, A1/A3):
+   first those that are not poison, then, with the room left in the batch, the poison ones (A2: "на следующий
+   цикл", tried on every cycle but after the other due purchases, so they never hold up the head of the queue).
 3. The domain expires each purchase and builds its outbox row; then one guarded set-based statement (in a
    SAVEPOINT) writes every transition and the outbox rows of the rows it changed. A poison purchase (a domain
    guard, an event that cannot be built, a row the guard no longer matches, or a database error) is excluded:
    if the set-based statement fails, it is rolled back to its savepoint and each purchase is written in a
-   savepoint of its own, which isolates the poison one. A poison purchase is logged at ERROR, counted and
-   recorded in ``jobs.item_failure`` so that it backs off instead of sitting at the head of the order; the rest
-   of the batch goes on (A2).
+   savepoint of its own, which isolates the poison one. A poison purchase is logged at ERROR (PurchaseId,
+   exception), counted in errors_total on every attempt and recorded in ``jobs.item_failure`` (which puts it in
+   the second pass of the next cycles); the rest of the batch goes on (A2). A guarded write that matches nothing
+   is a version conflict: the purchase is read again (A1, "конфликт по версии → перечитка"); no longer Active
+   (a manual cancel won), it is left alone without an error; still Active, its state is unexpected: poison.
 4. One commit makes every transition and every outbox row durable. A failure at commit (or anywhere before
    it) rolls the whole batch back and releases the locks; the next cycle takes the same candidates (A4, AC7).
 5. After the commit: a ``promotion expired`` line per purchase (PurchaseId, TenantId, PackageKind: seed 002's log).
@@ -27,7 +31,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import structlog
 from opentelemetry.trace import StatusCode, Tracer
@@ -39,7 +43,7 @@ from pin.observability.tracing import current_traceparent, spans_exported, trace
 from pin.outbox.writer import MessageContext, OutboxRow, build_row, outbox_insert
 from pin.promotion import metrics, repository
 from pin.promotion.contracts import PromotionPurchaseChangedKafkaEvent
-from pin.promotion.domain import PromotionPurchase
+from pin.promotion.domain import PromotionPurchase, PurchaseStatus
 from pin.unit_of_work import Conn, UnitOfWork
 
 log = structlog.get_logger(__name__)
@@ -53,8 +57,6 @@ class ExpirePromotionsConfig:
 
     # Purchases claimed per cycle (seed 002: 200); a full batch makes the runner loop at once.
     batch_size: int = 200
-    # First back-off of a poison purchase, doubling per failure up to an hour; the interval means "next cycle".
-    poison_retry_seconds: float = 60.0
     # The server ends a batch transaction stuck this long (a hung process), releasing its row locks for the
     # other instances (research/skiplocked.md: long transactions are the first failure mode); 0 disables.
     transaction_timeout_seconds: int = 60
@@ -69,14 +71,19 @@ class ExpireResult:
     expired_count: int
     skipped_locked: int
     duration_ms: int
-    failed_count: int = 0
+    failed_count: int = 0  # poison purchases excluded from the batch
     claimed_count: int = 0
     batch_size: int = 200
+    retried_count: int = 0  # of the claimed, poison purchases tried again (the claim's second pass)
 
     @property
     def is_full(self) -> bool:
-        """The claim hit BatchSize: more due purchases are probably waiting."""
-        return self.claimed_count >= self.batch_size
+        """The first pass alone hit BatchSize: more due purchases are probably waiting.
+
+        Poison purchases do not count: a batch they fill must not make the runner loop at once, or they would be
+        retried back to back instead of once per cycle.
+        """
+        return self.claimed_count - self.retried_count >= self.batch_size
 
     def as_dict(self) -> Mapping[str, int]:
         """The result as seed 002 names it."""
@@ -132,7 +139,7 @@ class ExpirePromotionsJob:
         return result
 
     def seconds_until_next_due(self) -> float | None:
-        """Seconds until the earliest EndsAt of an Active purchase (or a poison retry), on the database clock."""
+        """Seconds until the earliest EndsAt of an Active purchase that is not poison, on the database clock."""
         with self._pool.connection() as conn:
             return bookkeeping.seconds_until(conn, repository.NEXT_DEADLINE_SQL, {"job": JOB_NAME})
 
@@ -144,23 +151,29 @@ class ExpirePromotionsJob:
             self._limit_transaction(uow.conn)
             as_of = self._clock(uow.conn)
             log.info("cycle started", job=JOB_NAME, RunId=str(run_id), AsOf=as_of.isoformat())
-            claim = repository.purchase_claim_due(
-                uow.conn, job=JOB_NAME, as_of=as_of, batch_size=self._config.batch_size
+            batch_size = self._config.batch_size
+            fresh = repository.purchase_claim_due(uow.conn, job=JOB_NAME, as_of=as_of, batch_size=batch_size)
+            poison = repository.purchase_claim_due(
+                uow.conn, job=JOB_NAME, as_of=as_of, batch_size=batch_size - len(fresh.purchases), poison=True
             )
+            claimed = fresh.purchases + poison.purchases
             log.info(
-                "batch selected", job=JOB_NAME, RunId=str(run_id), Count=len(claim.purchases),
-                SkippedLocked=claim.skipped_locked,
+                "batch selected", job=JOB_NAME, RunId=str(run_id), Count=len(claimed),
+                SkippedLocked=fresh.skipped_locked + poison.skipped_locked, PoisonCount=len(poison.purchases),
             )  # fmt: skip
-            expired = self._expire_all(uow, context, claim.purchases, as_of, run_id)
+            left_alone: list[PromotionPurchase] = []
+            expired = self._expire_all(uow, context, claimed, as_of=as_of, run_id=run_id, left_alone=left_alone)
             bookkeeping.item_failure_clear(uow.conn, JOB_NAME, (p.id for p in expired))
             uow.commit()  # one change per batch: every transition and its outbox row, or nothing
         result = ExpireResult(
             expired_count=len(expired),
-            skipped_locked=claim.skipped_locked,
+            # a purchase changed under us (its write conflicted) was taken by someone else, like a locked one
+            skipped_locked=fresh.skipped_locked + poison.skipped_locked + len(left_alone),
             duration_ms=_elapsed_ms(started),
-            failed_count=len(claim.purchases) - len(expired),
-            claimed_count=len(claim.purchases),
-            batch_size=self._config.batch_size,
+            failed_count=len(claimed) - len(expired) - len(left_alone),
+            claimed_count=len(claimed),
+            batch_size=batch_size,
+            retried_count=len(poison.purchases),
         )
         return as_of, result, expired
 
@@ -174,10 +187,13 @@ class ExpirePromotionsJob:
         uow: UnitOfWork,
         context: MessageContext,
         purchases: list[PromotionPurchase],
+        *,
         as_of: datetime,
         run_id: uuid.UUID,
+        left_alone: list[PromotionPurchase],
     ) -> list[PromotionPurchase]:
-        """Expire the claimed purchases; returns those expired, in claim order. Poison ones are excluded (A2).
+        """Expire the claimed purchases; returns those expired, in claim order. Poison ones are excluded (A2);
+        those a conflicting write found no longer Active are appended to ``left_alone`` (A1).
 
         The domain decides every transition and builds its event first (a purchase it refuses is a poison
         item). The decided transitions and their outbox rows are then written by one guarded set-based statement
@@ -198,7 +214,7 @@ class ExpirePromotionsJob:
             )
             if transition is not None:
                 decided.append(transition)
-        return [t.purchase for t in self._write_all(uow, decided, run_id)]
+        return [t.purchase for t in self._write_all(uow, decided, run_id, left_alone)]
 
     def _decide(
         self,
@@ -238,7 +254,9 @@ class ExpirePromotionsJob:
                 span.end()
         return _Transition(purchase, expected_version, rows)
 
-    def _write_all(self, uow: UnitOfWork, decided: list[_Transition], run_id: uuid.UUID) -> list[_Transition]:
+    def _write_all(
+        self, uow: UnitOfWork, decided: list[_Transition], run_id: uuid.UUID, left_alone: list[PromotionPurchase]
+    ) -> list[_Transition]:
         """Write the decided transitions and their outbox rows: one set-based statement, or one purchase at a time
         if it fails."""
         if not decided:
@@ -256,7 +274,7 @@ class ExpirePromotionsJob:
                 "batch write failed, writing item by item", job=JOB_NAME, RunId=str(run_id), Count=len(decided),
                 exception=bookkeeping.describe_error(exc),
             )  # fmt: skip
-            written = [t for t in decided if self._write_one(uow, t, run_id)]
+            written = [t for t in decided if self._write_one(uow, t, run_id, left_alone)]
             outbox_insert(uow.conn, [row for t in written for row in t.rows])
             return written
         written = []
@@ -264,16 +282,21 @@ class ExpirePromotionsJob:
             if transition.purchase.id in changed:
                 written.append(transition)
             else:  # the guard did not match: the purchase changed since the claim read it
-                self._poisoned(uow, transition.purchase, repository.VersionConflictError(), run_id)
+                self._conflicted(uow, transition.purchase, repository.VersionConflictError(), run_id, left_alone)
         return written
 
-    def _write_one(self, uow: UnitOfWork, transition: _Transition, run_id: uuid.UUID) -> bool:
+    def _write_one(
+        self, uow: UnitOfWork, transition: _Transition, run_id: uuid.UUID, left_alone: list[PromotionPurchase]
+    ) -> bool:
         """The fallback: one purchase's guarded UPDATE in its own savepoint; a poison one is rolled back alone."""
         try:
             with uow.conn.transaction():
                 repository.purchase_update_status(
                     uow.conn, transition.purchase, expected_version=transition.expected_version
                 )
+        except repository.VersionConflictError as exc:
+            self._conflicted(uow, transition.purchase, exc, run_id, left_alone)
+            return False
         except Exception as exc:
             if uow.conn.broken or uow.conn.closed:
                 raise
@@ -281,11 +304,32 @@ class ExpirePromotionsJob:
             return False
         return True
 
+    def _conflicted(
+        self,
+        uow: UnitOfWork,
+        purchase: PromotionPurchase,
+        exc: Exception,
+        run_id: uuid.UUID,
+        left_alone: list[PromotionPurchase],
+    ) -> None:
+        """A version conflict on write (seed 002, A1): read the purchase again; no longer Active, leave it alone.
+
+        Only a purchase that is still Active (at another version than the claim read: a state this worker cannot
+        explain, since it held the row lock) is poison.
+        """
+        current = repository.purchase_get(uow.conn, purchase.id, purchase.tenant_id)
+        if current is not None and current.status is PurchaseStatus.ACTIVE:
+            self._poisoned(uow, purchase, exc, run_id)
+            return
+        left_alone.append(purchase)
+        log.warning(
+            "item skipped: changed concurrently", job=JOB_NAME, RunId=str(run_id), PurchaseId=str(purchase.id),
+            Status=None if current is None else current.status.value,
+        )  # fmt: skip
+
     def _poisoned(self, uow: UnitOfWork, purchase: PromotionPurchase, exc: Exception, run_id: uuid.UUID) -> None:
-        metrics.ERRORS.inc()
-        attempts = bookkeeping.item_failure_record(
-            uow.conn, JOB_NAME, purchase.id, exc, base=timedelta(seconds=self._config.poison_retry_seconds)
-        )
+        metrics.ERRORS.inc()  # every failed attempt: a systematic poison purchase keeps the errors alert firing
+        attempts = bookkeeping.item_failure_record(uow.conn, JOB_NAME, purchase.id, exc)
         log.error(
             "item failed", job=JOB_NAME, RunId=str(run_id), PurchaseId=str(purchase.id),
             exception=bookkeeping.describe_error(exc), Attempts=attempts, exc_info=exc,
@@ -301,14 +345,15 @@ class ExpirePromotionsJob:
     def _after_cycle(
         self, run_id: uuid.UUID, as_of: datetime | None, counters: Mapping[str, int], *, succeeded: bool
     ) -> None:
-        """Backlog gauge, the jobs.cycle record and pruning of stale poison records (their items were cancelled),
-        in a short transaction of its own, so the batch never holds those rows' locks (best effort)."""
+        """Backlog and poison gauges, the jobs.cycle record and pruning of stale poison records (their items were
+        cancelled), in a short transaction of its own, so the batch never holds those rows' locks (best effort)."""
         try:
             with self._pool.connection() as conn:
                 now = database_now(conn)
                 backlog = bookkeeping.backlog_count(conn, repository.BACKLOG_SQL, {"job": JOB_NAME, "as_of": now})
                 metrics.BACKLOG.set(backlog)
                 bookkeeping.item_failure_prune(conn, JOB_NAME, repository.STILL_ACTIVE_SQL)
+                metrics.POISON.set(bookkeeping.poison_count(conn, JOB_NAME))
                 bookkeeping.cycle_record(
                     conn,
                     job=JOB_NAME,

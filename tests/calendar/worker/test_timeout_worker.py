@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,10 +24,11 @@ from psycopg_pool import ConnectionPool
 from structlog.testing import capture_logs
 
 from pin.calendar import service, timeout_worker
-from pin.calendar.domain import AppointmentNotPendingError
+from pin.calendar.domain import AppointmentNotPendingError, SlotNotAvailableError
 from pin.calendar.service import Actor, Calendar, CalendarPolicy
 from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
 from pin.db import connect, database_now
+from pin.jobs import bookkeeping
 from pin.jobs.runner import JobRunner, PollingJob, RunnerConfig
 from pin.messaging.contracts import utc_iso
 from pin.outbox.writer import MessageContext
@@ -41,6 +44,7 @@ from tests.calendar.worker.factory import (
     slow_expiry,
     statuses,
 )
+from tests.support import plans
 
 pytestmark = pytest.mark.integration
 
@@ -353,20 +357,80 @@ def test_partial_failure(pool: ConnectionPool[Conn]) -> None:
     assert failure is not None
     assert failure["attempts"] == 1
 
-    # not starving later cycles: the poison item backs off, the due items behind it are taken
-    second, third = job.run_once(), job.run_once()
-    assert (second.expired_count, second.failed_count, third.expired_count) == (2, 0, 1)
+    # seed 000: "остаётся на следующий цикл". The next cycles take the due items behind it first (the batch is
+    # full with them: no retry yet), then, with room left, try the poison item again: one more failure, counted.
+    second = job.run_once()
+    assert (second.expired_count, second.failed_count, second.is_full) == (2, 0, True)
+    with capture_logs() as logs:
+        third = job.run_once()
+    assert (third.expired_count, third.failed_count, third.claimed_count, third.is_full) == (1, 1, 2, False)
     assert statuses(pool, "appointment", [c.appointment_id for c in healthy]) == ["Expired"] * 4
     assert set(per_key(pool, CANCELLED)) == {str(c.appointment_id) for c in healthy}
+    assert [e["AppointmentId"] for e in logs if e["event"] == "item failed"] == [str(poison.appointment_id)]
+    assert metric("calendar_appointment_timeout_errors_total") == errors_before + 2
+    # the backlog counts it (it is due and not processed), and so does the poison gauge
+    assert metric("calendar_appointment_timeout_backlog") == 1
+    assert metric("calendar_appointment_timeout_poison_items") == 1
 
-    # repaired, and its back-off over: the next cycle expires it and forgets the failure
+    # repaired: the next cycle expires it and forgets the failure
     execute(pool, "UPDATE calendar.availability_slot SET status = 'Booked', version = version + 1 WHERE id = %s",
             (poison.slot_id,))  # fmt: skip
-    execute(pool, "UPDATE jobs.item_failure SET next_attempt_at = clock_timestamp() - interval '1 second'")
     assert job.run_once().expired_count == 1
     assert statuses(pool, "appointment", [poison.appointment_id]) == ["Expired"]
     with pool.connection() as conn:
         assert conn.execute("SELECT count(*) AS n FROM jobs.item_failure").fetchone() == {"n": 0}
+    assert (metric("calendar_appointment_timeout_backlog"), metric("calendar_appointment_timeout_poison_items")) == (
+        0,
+        0,
+    )
+
+
+def test_a_poison_item_at_the_head_of_1000_due_items_holds_none_of_them_up(pool: ConnectionPool[Conn]) -> None:
+    """Every other item is expired by the first cycles, at full batches; then the poison item is tried once per
+    cycle (never twice in one, never back to back), each failure counted and logged."""
+    poison, *healthy = seed_appointments(pool, 1001)
+    break_slot(pool, poison.slot_id)
+    errors_before = metric("calendar_appointment_timeout_errors_total")
+    job = make_job(pool)
+
+    with capture_logs() as logs:
+        cycles = [job.run_once() for _ in range(6)]
+
+    # cycle 1 meets the poison item first (not known yet) and fails it once; 199 + 4 x 200 + 1 = 1000
+    assert [(r.expired_count, r.failed_count, r.is_full) for r in cycles] == [
+        (199, 1, True), (200, 0, True), (200, 0, True), (200, 0, True), (200, 0, True), (1, 1, False),
+    ]  # fmt: skip
+    assert statuses(pool, "appointment", [c.appointment_id for c in healthy]) == ["Expired"] * 1000
+    failed = [e for e in logs if e["event"] == "item failed"]
+    assert [(e["AppointmentId"], e["log_level"], e["Attempts"]) for e in failed] == [
+        (str(poison.appointment_id), "error", 1), (str(poison.appointment_id), "error", 2),
+    ]  # fmt: skip
+    assert metric("calendar_appointment_timeout_errors_total") == errors_before + 2
+    # only the poison item is left: each cycle fails it once more, and it never wakes the worker early
+    assert job.seconds_until_next_due() is None
+    again = job.run_once()
+    assert (again.claimed_count, again.failed_count, again.is_full) == (1, 1, False)
+    assert metric("calendar_appointment_timeout_errors_total") == errors_before + 3
+
+
+def test_the_claim_uses_the_partial_index_in_both_passes(pool: ConnectionPool[Conn]) -> None:
+    """With many rows (20,000 due, 50 of them poison, 20,000 not due), the first pass walks
+    ix_appointments_pending_expires_at in order and sorts nothing; neither pass scans the table."""
+    clusters = seed_appointments(pool, 20_000, spread=timedelta(microseconds=1))
+    seed_appointments(pool, 20_000, pending_expires_at=db_now(pool) + timedelta(days=1))
+    with pool.connection() as conn:
+        for c in clusters[::400]:
+            bookkeeping.item_failure_record(conn, timeout_worker.JOB_NAME, c.appointment_id, RuntimeError("x"))
+        conn.execute("ANALYZE calendar.appointment")
+        conn.execute("ANALYZE jobs.item_failure")
+    params = {"as_of": db_now(pool), "after_at": None, "after_id": None, "job": timeout_worker.JOB_NAME, "failed": []}
+    for (lock_cluster, poison), sql in timeout_worker._CLAIMS.items():
+        with pool.connection() as conn:
+            claimed = plans.cte(plans.explain(conn, sql, params), "claimed")
+        assert "appointment" not in plans.seq_scanned(claimed), (lock_cluster, poison, claimed)
+        if not poison:  # the poison pass may as well start from the few poison rows
+            assert "ix_appointments_pending_expires_at" in plans.index_names(claimed), (lock_cluster, claimed)
+            assert "Sort" not in plans.node_types(claimed), (lock_cluster, claimed)
 
 
 # ------------------------------------------------------------------------- Гонка с подтверждением агента
@@ -602,3 +666,138 @@ def test_infrastructure_error_connection_terminated_mid_cycle(
     with pool.connection() as conn:  # no row lock left: NOWAIT raises LockNotAvailable on any held row
         assert len(conn.execute("SELECT id FROM calendar.appointment FOR NO KEY UPDATE NOWAIT").fetchall()) == 4
         assert len(conn.execute("SELECT id FROM calendar.availability_slot FOR NO KEY UPDATE NOWAIT").fetchall()) == 4
+
+
+# ------------------------------------------------------------------- the claim's boundary: PendingExpiresAt < AsOf
+
+
+def test_the_claim_takes_an_appointment_only_once_pending_expires_at_is_strictly_before_as_of(
+    pool: ConnectionPool[Conn],
+) -> None:
+    """Seed 000: due when ``PendingExpiresAt < AsOf``. At AsOf = PendingExpiresAt exactly it is not due; one
+    microsecond later it is (the worker's own claim, with AsOf injected)."""
+    (c,) = seed_appointments(pool, 1, pending_expires_at=db_now(pool) + timedelta(hours=1))
+    assert c.pending_expires_at is not None
+
+    at_deadline = make_job(pool, lambda conn: c.pending_expires_at).run_once()
+
+    assert (at_deadline.claimed_count, at_deadline.expired_count) == (0, 0)
+    assert statuses(pool, "appointment", [c.appointment_id]) == ["Pending"]
+    after = make_job(pool, lambda conn: c.pending_expires_at + timedelta(microseconds=1)).run_once()
+    assert after.expired_count == 1
+    assert statuses(pool, "appointment", [c.appointment_id]) == ["Expired"]
+
+
+# ------------------------------------------------------------------- reminders: only Pending ones are Skipped
+
+
+def test_a_sent_reminder_stays_sent_when_its_appointment_expires(pool: ConnectionPool[Conn]) -> None:
+    """Event-reminder rule 3: the event's Pending reminders become Skipped; one already Sent stays Sent."""
+    (c,) = seed_appointments(pool, 1)
+    sent, pending = c.reminder_ids
+    execute(pool, "UPDATE calendar.event_reminder SET status = 'Sent' WHERE id = %s", (sent,))
+
+    assert make_job(pool).run_once().expired_count == 1
+
+    assert statuses(pool, "event_reminder", [sent, pending]) == ["Sent", "Skipped"]
+    assert statuses(pool, "calendar_event", [c.event_id]) == ["Cancelled"]
+
+
+# ------------------------------------------------------------ Гонка «освобождение слота ↔ новое бронирование»
+
+
+def _lock_waiters(pool: ConnectionPool[Conn]) -> int:
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        ).fetchone()
+    assert row is not None
+    return int(row["n"])  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("slot_outcome", ["released", "expired"])
+def test_race_between_the_slot_release_and_new_bookings_of_that_slot(
+    pool: ConnectionPool[Conn], database_url: str, slot_outcome: str
+) -> None:
+    """INV-SLT-3: the release and new bookings compete for the slot row; the slot is bookable only after the
+    worker commits, and exactly one booking wins (none when the slot is retired, INV-SLT-5). The race is made
+    certain: the worker is held inside its expiry, with the cluster locked, by a trigger that waits for an
+    advisory lock the test holds, while three investors' bookings, each on its own connection, start and wait for
+    the slot's row lock; then the test lets the worker commit and they go."""
+    now = db_now(pool)
+    start_at = now + (timedelta(days=3) if slot_outcome == "released" else timedelta(minutes=10))
+    (c,) = seed_appointments(pool, 1, start_at=start_at, lead_minutes=30)
+    execute(pool, "CREATE FUNCTION public.test_hold_expiry() RETURNS trigger LANGUAGE plpgsql AS $$"
+                  " BEGIN PERFORM pg_advisory_xact_lock_shared(4242); RETURN NEW; END $$")  # fmt: skip
+    execute(pool, "CREATE TRIGGER test_hold_expiry BEFORE UPDATE ON calendar.appointment FOR EACH ROW"
+                  " WHEN (OLD.status = 'Pending' AND NEW.status = 'Expired')"
+                  " EXECUTE FUNCTION public.test_hold_expiry()")  # fmt: skip
+    gate = connect(database_url, autocommit=True)
+    gate.execute("SELECT pg_advisory_lock(4242)")
+    waiting_before = _lock_waiters(pool)
+    results: list[object] = []
+    # the held expiry waits on the gate within the item's lock timeout: make that one longer than the test's waits
+    job = make_job(pool, item_lock_timeout_seconds=60)
+    worker = threading.Thread(target=lambda: results.append(job.run_once()))
+    worker.start()
+    investors = [Actor(uuid.uuid4(), c.tenant_id) for _ in range(3)]
+
+    def book(investor: Actor) -> object:
+        try:
+            return service.book_slot(_calendar(pool), investor, c.slot_id)
+        except SlotNotAvailableError as exc:
+            return exc
+
+    try:
+        wait_for(lambda: _lock_waiters(pool) == waiting_before + 1, 10, "the worker to be held inside its expiry")
+        with ThreadPoolExecutor(max_workers=3) as executor:
+            bookings = [executor.submit(book, investor) for investor in investors]
+            wait_for(lambda: _lock_waiters(pool) == waiting_before + 4, 10, "the three bookings to wait for the slot")
+            assert worker.is_alive()  # the worker still holds the slot: nobody booked it yet
+            gate.execute("SELECT pg_advisory_unlock(4242)")
+            outcomes = [b.result(timeout=30) for b in bookings]
+    finally:
+        gate.close()
+    worker.join(10)
+
+    assert statuses(pool, "appointment", [c.appointment_id]) == ["Expired"]
+    won = [o for o in outcomes if not isinstance(o, SlotNotAvailableError)]
+    with pool.connection() as conn:
+        on_slot = conn.execute(
+            "SELECT status, count(*) AS n FROM calendar.appointment WHERE slot_id = %s GROUP BY status ORDER BY status",
+            (c.slot_id,),
+        ).fetchall()
+        slot = conn.execute(
+            "SELECT status, version FROM calendar.availability_slot WHERE id = %s", (c.slot_id,)
+        ).fetchone()
+    assert slot is not None
+    if slot_outcome == "released":
+        assert len(won) == 1, outcomes  # exactly one booking wins, the others see the slot Booked
+        assert on_slot == [{"status": "Expired", "n": 1}, {"status": "Pending", "n": 1}]  # no double booking
+        assert (slot["status"], slot["version"]) == ("Booked", 4)  # seeded 2, released +1, booked +1
+    else:
+        assert won == [], outcomes  # retired, not released: nobody can book it
+        assert on_slot == [{"status": "Expired", "n": 1}]
+        assert (slot["status"], slot["version"]) == ("Expired", 3)
+
+
+# ----------------------------------------------------------------------------- the "cycle started" log line
+
+
+def test_the_cycle_started_line_carries_the_run_id_and_as_of(pool: ConnectionPool[Conn]) -> None:
+    """Seed 000's log table: "cycle started (runId, AsOf)"; the run id is the one of jobs.cycle and of the
+    outbox rows' correlation id, AsOf the cycle's one clock reading."""
+    seed_appointments(pool, 1)
+    clock = RecordingClock(shift=timedelta(seconds=5))
+
+    with capture_logs() as logs:
+        make_job(pool, clock).run_once()
+
+    started = logs[0]
+    assert started["event"] == "cycle started"
+    assert started["log_level"] == "info"
+    assert started["RunId"] == last_run_id(pool)
+    assert started["AsOf"] == clock.readings[0].isoformat()
+    assert len(clock.readings) == 1  # read once per cycle
+    (row, _) = outbox_rows(pool)
+    assert row["headers"]["correlation-id"] == started["RunId"]
