@@ -1,6 +1,6 @@
 """SQL for the calendar aggregates (psycopg 3, the caller's transaction).
 
-Lock order, the same in every code path (research/skiplocked.md section 7): the appointment, then its slot
+Lock order, the same in every code path (docs/design/claims.md): the appointment, then its slot
 (two slots in id order when a reschedule holds both), then the calendar event, then its reminders in id
 order; always ``FOR NO KEY UPDATE``, which leaves foreign-key checks (``FOR KEY SHARE``) unblocked.
 Booking locks only the slot: it has no appointment yet.

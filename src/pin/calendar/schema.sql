@@ -90,7 +90,7 @@ CREATE TABLE calendar.appointment (
 ) WITH (
     -- Pending -> anything else cannot be a HOT update (the partial indexes' predicate changes): every ending
     -- leaves a dead entry at the head of ix_appointments_pending_expires_at, which the worker scans first.
-    -- Vacuum by a small fixed number of dead rows, not by a fraction of the table (research/skiplocked.md 7).
+    -- Vacuum by a small fixed number of dead rows, not by a fraction of the table (docs/design/claims.md).
     autovacuum_vacuum_scale_factor = 0,
     autovacuum_vacuum_threshold = 200,
     autovacuum_analyze_scale_factor = 0.02,

@@ -11,7 +11,7 @@ loops at once, a wake-up for the next PendingExpiresAt):
    keyset cursor). The claims run in two passes: first the due appointments that are not poison, then, with
    the room left in the batch, the poison ones (each once per cycle, after every other due item: seed 000 "остаётся
    на следующий цикл", without holding up the head of the queue). The row lock taken by the claim is the lock the item
-   is processed under: it lives until that item commits or rolls back (research/skiplocked.md section 7,
+   is processed under: it lives until that item commits or rolls back (docs/design/claims.md,
    "lock-in-tx per item"). Other instances skip the row meanwhile; a confirm, decline or cancel of the agent or
    investor waits for the commit and then finds the appointment Expired. Rows they hold are skipped by the
    worker, never waited for.
@@ -113,7 +113,7 @@ for _outcome in SlotOutcome:
 _DUE: LiteralString = """a.status = 'Pending' AND a.pending_expires_at < %(as_of)s"""
 # Keyset cursor of the cycle: strictly after the last row this cycle claimed (the first claim starts at the head).
 # Each claim so starts where the previous one stopped, instead of walking again over the index entries of the
-# rows this cycle just expired (dead until vacuum: research/skiplocked.md, dead index entries); a row passed over
+# rows this cycle just expired (dead until vacuum: docs/design/claims.md); a row passed over
 # as locked is not retried in this cycle but by the next one.
 _AFTER_CURSOR: LiteralString = """(a.pending_expires_at, a.id) > (
     coalesce(%(after_at)s::timestamptz, '-infinity'),
@@ -371,7 +371,7 @@ class AppointmentTimeoutJob:
     ) -> None:
         self._pool = pool
         self._config = config or AppointmentTimeoutConfig()
-        self._clock = clock  # AsOf: the database clock every instance shares (research/skiplocked.md, clock skew)
+        self._clock = clock  # AsOf: the database clock every instance shares (docs/design/claims.md)
         self._stop = stop or threading.Event()  # set by SIGTERM: finish the current item, then end the cycle
 
     def run_once(self) -> TimeoutResult:

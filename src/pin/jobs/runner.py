@@ -11,7 +11,7 @@ Deadlines that appear while the runner sleeps (a purchase activated with an Ends
 worker dozes towards a tick 60 s away) are caught by re-asking ``seconds_until_next_due()`` every
 ``due_poll_seconds`` (1 s by default). We chose this over LISTEN/NOTIFY: it is one index-only ``LIMIT 1`` query
 per second per instance, it needs no trigger on the business tables (NOTIFY takes a global lock at commit that
-serializes notifying transactions: research/skiplocked.md, Recall.ai), no dedicated session (works behind a
+serializes notifying transactions: docs/design/claims.md), no dedicated session (works behind a
 transaction pooler), and it cannot miss a notification sent while the listener was reconnecting. The price is
 at most ``due_poll_seconds`` of extra latency for a deadline born inside one poll interval, which keeps an
 item's expiry within about a second of its deadline.

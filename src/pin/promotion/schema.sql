@@ -53,7 +53,7 @@ CREATE TABLE promotion.purchase (
     CONSTRAINT purchase_ends_after_start CHECK (ends_at > starts_at)
 ) WITH (
     -- Every expiry moves a row out of the partial index below (not a HOT update): the dead entries pile up at
-    -- exactly the head the claim scans next. Vacuum by a small fixed number of dead rows (research/skiplocked.md).
+    -- exactly the head the claim scans next. Vacuum by a small fixed number of dead rows (docs/design/claims.md).
     autovacuum_vacuum_scale_factor = 0,
     autovacuum_vacuum_threshold = 200,
     autovacuum_analyze_scale_factor = 0.05,

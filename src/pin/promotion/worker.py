@@ -58,7 +58,7 @@ class ExpirePromotionsConfig:
     # Purchases claimed per cycle (seed 002: 200); a full batch makes the runner loop at once.
     batch_size: int = 200
     # The server ends a batch transaction stuck this long (a hung process), releasing its row locks for the
-    # other instances (research/skiplocked.md: long transactions are the first failure mode); 0 disables.
+    # other instances (long transactions are the first failure mode: docs/design/claims.md); 0 disables.
     transaction_timeout_seconds: int = 60
     # This instance's name in jobs.cycle.
     instance: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
