@@ -336,6 +336,16 @@ def test_an_oversized_authorization_header_is_a_431_problem_document(api_server:
             connection.close()
         assert (response.status_code, header(response, "content-type")) == (431, PROBLEM_JSON), (size, body[:200])
         assert b'"header-too-large"' in body
+    # a head that is not HTTP at all is refused by the server layer the same way: a 400 problem document
+    with socket.create_connection(("127.0.0.1", api_server.port), timeout=15) as raw:
+        raw.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+        answer = b""
+        while chunk := raw.recv(65_536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400"), answer
+    assert b"content-type: application/problem+json" in head.lower(), head
+    assert b'"bad-request"' in body
 
 
 def test_a_token_over_the_app_limit_leaves_the_connection_usable(api_server: ApiServer) -> None:

@@ -146,10 +146,10 @@ class UnexpectedErrorMiddleware:
         except Exception as exc:
             if started:
                 raise
+            # the route template, not the path: a hostile path is the caller's free text
+            route = getattr(scope.get("route"), "path", None)
             structlog.get_logger(__name__).error(
-                "unexpected error", method=scope["method"], route=getattr(scope.get("route"), "path", None),
-                error_type=type(exc).__name__,
-                exc_info=exc,
-            )  # fmt: skip
+                "unexpected error", method=scope["method"], route=route, error_type=type(exc).__name__, exc_info=exc
+            )
             response = problem_response(500, "internal-error", "an unexpected error occurred; it has been logged")
             await response(scope, receive, send)
