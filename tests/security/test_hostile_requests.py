@@ -159,6 +159,21 @@ def test_nul_in_any_string_of_any_body_is_a_422(client: TestClient) -> None:
     assert not failures, failures
 
 
+@pytest.mark.parametrize("etag", ['"2147483648"', '"99999999999999999999"', 'W/"12345678901"'])
+def test_an_if_match_beyond_any_version_is_a_400(client: TestClient, etag: str) -> None:
+    """Versions are database integers: an If-Match beyond them is a 400 problem, never the database's 500."""
+    tenant = Tenant.new()
+    record = uuid.uuid4()
+    appointment = pending_appointment(client, tenant)
+    for method, url, headers, body in [
+        ("PUT", f"/catalog/cards/Project/{record}", tenant.admin, {"published": True}),
+        ("PUT", f"/news/posts/{record}", tenant.admin, {"published": True}),
+        ("POST", f"/calendar/appointments/{appointment}/confirm", tenant.agent, None),
+    ]:
+        response = client.request(method, url, json=body, headers={**headers, "If-Match": etag})
+        assert_problem(response, 400, "bad-if-match")
+
+
 # ----------------------------------------------------------------- a real `pin api` over a real socket
 
 
