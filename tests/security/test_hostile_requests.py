@@ -159,6 +159,18 @@ def test_nul_in_any_string_of_any_body_is_a_422(client: TestClient) -> None:
     assert not failures, failures
 
 
+def test_json_nested_as_deep_as_the_decoder_allows_is_a_4xx(client: TestClient) -> None:
+    """The edge's walk over every string must not overflow where the JSON decoder did not: 422, or 400 beyond it."""
+    tenant = Tenant.new()
+    appointment = pending_appointment(client, tenant)
+    headers = {**tenant.agent, "Content-Type": "application/json"}
+    for depth in (950, 5_000):
+        body = '{"reason": ' + "[" * depth + '"\\u0000"' + "]" * depth + "}"
+        response = client.post(f"/calendar/appointments/{appointment}/decline", content=body, headers=headers)
+        assert 400 <= response.status_code < 500, (depth, response.text[:200])
+        assert response.headers["content-type"] == PROBLEM_JSON
+
+
 @pytest.mark.parametrize("etag", ['"2147483648"', '"99999999999999999999"', 'W/"12345678901"'])
 def test_an_if_match_beyond_any_version_is_a_400(client: TestClient, etag: str) -> None:
     """Versions are database integers: an If-Match beyond them is a 400 problem, never the database's 500."""

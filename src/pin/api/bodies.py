@@ -37,17 +37,19 @@ Uuid = Annotated[uuid.UUID, FromString]
 Rfc3339 = Annotated[AwareDatetime, FromString, BeforeValidator(_rfc3339_text)]
 
 
-def _strings(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str]]:
+def _strings(document: Any) -> Iterator[tuple[tuple[str, ...], str]]:
     """Every string in a decoded JSON value (keys included), with where it is."""
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _strings(key, (*path, str(key)))
-            yield from _strings(item, (*path, str(key)))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _strings(item, (*path, str(index)))
+    # a loop, not recursion: JSON nested nearly as deep as the decoder allows must not overflow the stack here
+    pending: list[tuple[tuple[str, ...], Any]] = [((), document)]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, str):
+            yield path, value
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                pending.extend((((*path, str(key)), key), ((*path, str(key)), item)))
+        elif isinstance(value, list):
+            pending.extend(((*path, str(index)), item) for index, item in enumerate(value))
 
 
 def _storable(text: str) -> bool:
