@@ -21,7 +21,7 @@ from pydantic.alias_generators import to_camel
 FromString = Strict(False)
 
 # RFC 3339 section 5.6: full date, "T", full time with seconds, and a "Z" or numeric offset.
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})")
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})", re.ASCII)
 
 
 def _rfc3339_text(value: Any) -> Any:
