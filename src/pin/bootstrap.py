@@ -26,14 +26,14 @@ def run_api(*, host: str, port: int) -> None:
     import uvicorn  # imported here: the other roles start faster without the web stack
 
     from pin.api.app import create_app
+    from pin.api.server import server_config
 
     context = start_role("api", metrics=False)
     # a request waits at most 5 s for a connection: with the database down it answers 503 promptly
     pool = create_pool(context.settings.require_database_url(), max_size=20, name="api", timeout=5.0)
     try:
         app = create_app(context.settings, pool)
-        config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False)
-        server = uvicorn.Server(config)
+        server = uvicorn.Server(server_config(app, context.settings, host=host, port=port))
         server.run()
     finally:
         pool.close()

@@ -250,6 +250,10 @@ def token(
     unknown = [name for name in role if name not in Role._value2member_map_]
     if unknown:
         raise ConfigurationError(f"--role: unknown role {unknown[0]!r} (agent, investor, manager, admin)")
+    if not 0 < ttl <= settings.jwt_max_lifetime_seconds:
+        # the API refuses a token that lives longer: say so now rather than mint one that never works
+        limit = settings.jwt_max_lifetime_seconds
+        raise ConfigurationError(f"--ttl: between 1 and PIN_JWT_MAX_LIFETIME_SECONDS ({limit})")
     typer.echo(
         mint_token(settings.jwt_secret.get_secret_value(), user_id=user, tenant_id=tenant, roles=role, ttl_seconds=ttl)
     )

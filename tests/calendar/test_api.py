@@ -139,7 +139,7 @@ def test_if_match(api: CalendarApi) -> None:
         ({"timeZone": "../../etc/passwd"}, 422, "invalid-time-zone"),
         ({"timeZone": "localtime"}, 422, "invalid-time-zone"),
         ({"timeZone": ""}, 422, "invalid-time-zone"),
-        ({"timeZone": "Europe/\u0000"}, 422, "invalid-time-zone"),
+        ({"timeZone": "Europe/\u0000"}, 422, "validation-error"),  # NUL is refused at the edge, in any string
         ({"timeZone": "x" * 65}, 422, "validation-error"),
         ({"endAt": "2030-01-01T09:00:00Z"}, 422, "end-before-start"),
         ({"startAt": "2020-01-01T10:00:00Z", "endAt": "2020-01-01T11:00:00Z"}, 422, "start-in-past"),

@@ -111,7 +111,7 @@ def test_project_boost_cascades_to_its_published_objects(world):
     world.put_card("Project", project)
     world.put_card("PropertyObject", shown, project=project, published=True)
     world.put_card("PropertyObject", hidden, project=project, published=False)
-    world.put_card("PropertyObject", single)
+    world.put_card("PropertyObject", single, project=uuid.uuid4())  # a project with no purchase
     world.put_card("PropertyObject", other, project=uuid.uuid4())
     first = purchase(tenant=world.tenant, purchase_id=uuid.uuid4(), targets=[("Project", project)], weight=10)
     second = purchase(
@@ -153,7 +153,7 @@ def test_expired_or_cancelled_purchase_removes_its_contribution(world, terminal)
 def test_duplicate_replay_and_older_version_do_not_change_the_boost(world):
     """A6: a redelivered or replayed event and an older Version after a newer one change nothing."""
     card = uuid.uuid4()
-    world.put_card("PropertyObject", card)
+    world.put_card("PropertyObject", card, project=uuid.uuid4())
     purchase_id = uuid.uuid4()
     targets = [("PropertyObject", card)]
     active_v1 = purchase(tenant=world.tenant, purchase_id=purchase_id, targets=targets, weight=7, version=1)
@@ -222,9 +222,11 @@ def test_another_tenants_contribution_or_card_is_invisible(world, module_setting
     stranger = mint_token(JWT_SECRET, user_id=uuid.uuid4(), tenant_id=uuid.uuid4(), roles=["admin"])
     headers = {"Authorization": f"Bearer {stranger}"}
     assert world.client.get(f"/catalog/cards/Project/{card}", headers=headers).status_code == 404
+    # ids are scoped by tenant: the stranger's PUT makes the stranger's own card, never a change to this one
     overwrite = world.client.put(f"/catalog/cards/Project/{card}", json={"published": False}, headers=headers)
-    assert overwrite.status_code == 404
-    assert overwrite.headers["content-type"] == "application/problem+json"
+    assert (overwrite.status_code, overwrite.json()["promotionBoost"]) == (201, 0)
+    mine = world.client.get(f"/catalog/cards/Project/{card}", headers=world.reader).json()
+    assert (mine["published"], mine["version"]) == (True, 1)
 
 
 def test_card_and_post_endpoints_reject_bad_requests(world):

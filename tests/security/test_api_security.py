@@ -263,11 +263,13 @@ def test_every_route_refuses_every_bad_token_with_401(app: FastAPI, client: Test
 def test_another_tenants_ids_answer_404_on_every_route_and_change_nothing(
     app: FastAPI, client: TestClient, pool: ConnectionPool[Conn], world: World
 ) -> None:
-    """Tenant B, holding every role, uses tenant A's ids on every route: 404 (never A's data), nothing changes."""
+    """Tenant B, holding every role, uses tenant A's ids on every route: 404 (never A's data), nothing changes;
+    a PUT (ids are scoped by tenant) creates B's own card or post, as on an id nobody holds, and leaves A's."""
     before = snapshot(pool)
     failures = []
     checked = 0
-    for method, path in api_routes(app):
+    # the PUTs last: after B's PUT, B's GET of that id is B's own record
+    for method, path in sorted(api_routes(app), key=lambda route: route[0] == "PUT"):
         if "{" not in path:
             continue  # routes without ids are scoped to the caller's tenant by construction (checked below)
         checked += 1
@@ -276,6 +278,10 @@ def test_another_tenants_ids_answer_404_on_every_route_and_change_nothing(
         if path.startswith("/crm/leads/"):
             # the feed of an investor id in B's tenant: empty, never A's entries
             ok = response.status_code == 200 and response.json()["entries"] == []
+        elif method == "PUT":
+            # ids are scoped by tenant: B's PUT creates B's own record, exactly as on an id nobody holds
+            ok = response.status_code == 201 and response.json()["version"] == 1
+            before = snapshot(pool) if ok else before  # B's new row is the one intended change; A's are checked below
         else:
             ok = response.status_code == 404
         if not ok:
@@ -285,6 +291,10 @@ def test_another_tenants_ids_answer_404_on_every_route_and_change_nothing(
     assert snapshot(pool) == before
     # B's own lists show nothing of A
     assert client.get("/notifications", headers=world.b.everyone()).json()["items"] == []
+    # A's card and post are as A left them
+    for url in (f"/catalog/cards/Project/{world.card}", f"/news/posts/{world.post}"):
+        mine = client.get(url, headers=world.a.everyone()).json()
+        assert (mine["published"], mine["version"]) == (True, 1), mine
 
 
 def test_reschedule_to_another_tenants_slot_is_404(

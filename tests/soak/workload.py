@@ -308,6 +308,10 @@ class Workload:
         kind = rng.choice(["Project", "PropertyObject"])
         card = uuid.uuid4()
         body: dict[str, Any] = {"published": rng.random() < 0.8}
+        if kind == "PropertyObject":  # an object belongs to a project: one of the tenant's, or one not here yet
+            with self._lock:
+                projects = [target for target_kind, target in tenant.targets if target_kind == "Project"]
+            body["projectId"] = str(rng.choice(projects) if projects else uuid.uuid4())
         path = f"/catalog/cards/{kind}/{card}"
         if self._call(client, "put-card", "PUT", path, token(tenant.admin, tenant.id, "admin"), body) is not None:
             with self._lock:

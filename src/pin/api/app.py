@@ -11,12 +11,24 @@ from pin.api.problems import install_problem_handlers, problem_openapi_responses
 from pin.settings import Settings
 from pin.unit_of_work import Conn
 
+# The edge rules a client must know (docs/api.md has the reasons).
+API_DESCRIPTION = """\
+Bearer JWT (`sub`, `tenant_id`, `roles`, `exp`). A token living longer than PIN_JWT_MAX_LIFETIME_SECONDS is a 401;
+a token whose roles are empty or all unknown (not agent, investor, manager or admin) is a 403 on every route.
+Bodies are strict JSON: no coercion between booleans, numbers and strings; times are RFC 3339 strings with an
+offset; no NUL in any string. Headers above the server's limit, or an Authorization header above 8 KiB, are a 431.
+Every error is an `application/problem+json` document with a stable `code`.
+"""
+
 
 def create_app(settings: Settings, pool: ConnectionPool[Conn]) -> FastAPI:
     """Build the API; nothing here runs at import time."""
     # every error is a problem+json document: say so in the OpenAPI document (FastAPI would claim a JSON 422)
     app = FastAPI(
-        title="PIN background jobs and integration events", version="1.0.0", responses=problem_openapi_responses()
+        title="PIN background jobs and integration events",
+        version="1.0.0",
+        description=API_DESCRIPTION,
+        responses=problem_openapi_responses(),
     )
     app.state.settings = settings
     app.state.pool = pool

@@ -6,7 +6,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import jwt
 from fastapi import Depends, Request
@@ -39,9 +39,15 @@ class Principal:
 
 _REQUIRED_CLAIMS = ("sub", "tenant_id", "roles", "exp")
 
+# A bearer token is a few hundred bytes; one this long is refused before it is decoded. Below the server's
+# header limit (PIN_HTTP_MAX_HEADER_BYTES, at least 16 KiB), so the caller gets this problem document.
+MAX_TOKEN_BYTES = 8_192
+
+_INVALID = "the bearer token is missing, expired or invalid"
+
 
 class TokenVerifier:
-    """Checks signature, algorithm, expiry and claims; anything wrong is a 401 problem."""
+    """Checks signature, algorithm, expiry, lifetime and claims; anything wrong is a 401 problem."""
 
     def __init__(self, settings: Settings) -> None:
         if settings.jwt_public_key:
@@ -52,20 +58,34 @@ class TokenVerifier:
             self._algorithm = "HS256"
         else:
             raise ConfigurationError("PIN_JWT_SECRET or PIN_JWT_PUBLIC_KEY must be set for the HTTP API")
+        self._max_lifetime = settings.jwt_max_lifetime_seconds
 
     def verify(self, token: str) -> Principal:
-        """The principal of a valid token."""
+        """The principal of a valid token; a token holding none of the API's roles is a 403."""
         try:
             claims = jwt.decode(
                 token, self._key, algorithms=[self._algorithm], options={"require": list(_REQUIRED_CLAIMS)}
             )
+            self._check_lifetime(claims)
             roles = claims["roles"]
             if not isinstance(roles, list) or not all(isinstance(role, str) for role in roles):
                 raise ValueError("roles must be a list of strings")
             known = frozenset(Role(role) for role in roles if role in Role._value2member_map_)
-            return Principal(uuid.UUID(str(claims["sub"])), uuid.UUID(str(claims["tenant_id"])), known)
-        except (jwt.PyJWTError, ValueError, TypeError, KeyError) as exc:
-            raise ApiProblem(401, "invalid-token", "the bearer token is missing, expired or invalid") from exc
+            principal = Principal(uuid.UUID(str(claims["sub"])), uuid.UUID(str(claims["tenant_id"])), known)
+        except (jwt.PyJWTError, ValueError, TypeError, KeyError, OverflowError) as exc:
+            raise ApiProblem(401, "invalid-token", _INVALID) from exc
+        if not principal.roles:
+            # an authentic token whose roles are empty or all unknown grants nothing, not "any role"
+            raise ApiProblem(403, "forbidden", "the token holds none of the roles agent, investor, manager, admin")
+        return principal
+
+    def _check_lifetime(self, claims: dict[str, Any]) -> None:
+        """Refuse a token that lives longer than PIN_JWT_MAX_LIFETIME_SECONDS (from its iat, else from now)."""
+        # PyJWT has read exp and iat with int(), and checked that exp is not past and iat not in the future,
+        # so exp - iat bounds the time left too
+        issued = int(claims["iat"]) if "iat" in claims else int(time.time())
+        if int(claims["exp"]) - issued > self._max_lifetime:
+            raise ValueError("the token lives longer than the maximum lifetime")
 
 
 def mint_token(
@@ -86,9 +106,11 @@ def mint_token(
 def current_principal(request: Request) -> Principal:
     """FastAPI dependency: the caller, from the Authorization header."""
     header = request.headers.get("authorization", "")
+    if len(header) > MAX_TOKEN_BYTES:
+        raise ApiProblem(431, "header-too-large", f"the Authorization header is longer than {MAX_TOKEN_BYTES} bytes")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise ApiProblem(401, "invalid-token", "the bearer token is missing, expired or invalid")
+        raise ApiProblem(401, "invalid-token", _INVALID)
     verifier: TokenVerifier = request.app.state.token_verifier
     return verifier.verify(token.strip())
 

@@ -28,7 +28,9 @@ def get_settings(request: Request) -> Settings:
 Pool = Annotated[ConnectionPool[Conn], Depends(get_pool)]
 AppSettings = Annotated[Settings, Depends(get_settings)]
 
-_ETAG = re.compile(r'^\s*(?:W/)?"?(\d+)"?\s*$')
+_ETAG = re.compile(r'^\s*(?:W/)?"?(\d{1,10})"?\s*$')
+# Versions are PostgreSQL integers: a larger number is no ETag this API issued (and would fail the query).
+_MAX_VERSION = 2**31 - 1
 
 
 def if_match_version(request: Request) -> int | None:
@@ -37,7 +39,7 @@ def if_match_version(request: Request) -> int | None:
     if header is None or header.strip() == "*":
         return None
     match = _ETAG.match(header)
-    if match is None:
+    if match is None or int(match.group(1)) > _MAX_VERSION:
         raise ApiProblem(400, "bad-if-match", 'If-Match must be an ETag such as "3"')
     return int(match.group(1))
 

@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 PROBLEM_JSON = "application/problem+json"
 
@@ -25,9 +26,9 @@ class ApiProblem(Exception):
         self.extensions = extensions
 
 
-def problem_response(status: int, code: str, detail: str, **extensions: Any) -> JSONResponse:
-    """A problem+json response; ``type`` is a stable URN built from the code."""
-    body = {
+def problem_body(status: int, code: str, detail: str, **extensions: Any) -> dict[str, Any]:
+    """A problem document; ``type`` is a stable URN built from the code."""
+    return {
         "type": f"urn:pin:problem:{code}",
         "title": code.replace("-", " ").capitalize(),
         "status": status,
@@ -35,6 +36,11 @@ def problem_response(status: int, code: str, detail: str, **extensions: Any) -> 
         "code": code,
         **extensions,
     }
+
+
+def problem_response(status: int, code: str, detail: str, **extensions: Any) -> JSONResponse:
+    """A problem+json response."""
+    body = problem_body(status, code, detail, **extensions)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
@@ -58,7 +64,7 @@ def problem_openapi_responses() -> dict[int | str, dict[str, Any]]:
     """The error responses every route may answer, documented as problem+json (not FastAPI's default 422)."""
     described = {400: "Malformed request", 401: "Missing or invalid token", 403: "Role not allowed",
                  404: "Not found (or another tenant's)", 409: "State conflict", 412: "If-Match mismatch",
-                 422: "Validation error", 503: "Database unavailable (retry)"}  # fmt: skip
+                 422: "Validation error", 431: "Header too large", 503: "Database unavailable (retry)"}  # fmt: skip
     return {
         status: {"description": text, "content": {PROBLEM_JSON: {"schema": PROBLEM_SCHEMA}}}
         for status, text in described.items()
@@ -75,6 +81,7 @@ _STATUS_CODES = {
     412: "precondition-failed",
     415: "unsupported-media-type",
     422: "validation-error",
+    431: "header-too-large",
 }
 
 
@@ -107,6 +114,42 @@ def install_problem_handlers(app: FastAPI) -> None:
         response.headers["Retry-After"] = "1"
         return response
 
-    @app.exception_handler(Exception)
-    async def _unexpected(_: Request, __: Exception) -> JSONResponse:
-        return problem_response(500, "internal-error", "an unexpected error occurred; it has been logged")
+    app.add_middleware(UnexpectedErrorMiddleware)
+
+
+class UnexpectedErrorMiddleware:
+    """An error no handler maps becomes a logged 500 problem document, and the connection stays usable.
+
+    Starlette's own last-resort handler answers and then re-raises, and the server closes the keep-alive
+    connection without a ``Connection: close``: a client's next request on it fails. Here the error is
+    answered and handled, so the server keeps the connection for the next request. Only an error after the
+    response has started is left to the server, which has no other way to tell the client than closing.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run the app; answer 500 for an error raised before the response started."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def _send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, _send)
+        except Exception as exc:
+            if started:
+                raise
+            # the route template, not the path: a hostile path is the caller's free text
+            route = getattr(scope.get("route"), "path", None)
+            structlog.get_logger(__name__).error(
+                "unexpected error", method=scope["method"], route=route, error_type=type(exc).__name__, exc_info=exc
+            )
+            response = problem_response(500, "internal-error", "an unexpected error occurred; it has been logged")
+            await response(scope, receive, send)

@@ -14,10 +14,11 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request, Response, status
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from pin.api.auth import Principal, Role, require_roles
+from pin.api.bodies import FromString, RequestBody, Rfc3339, Uuid
 from pin.api.deps import AppSettings, IfMatch, Pool, etag
 from pin.api.problems import ApiProblem
 from pin.calendar import domain, service
@@ -37,20 +38,16 @@ AgentOrInvestor = Annotated[Principal, require_roles(Role.AGENT, Role.INVESTOR)]
 _MIN_YEAR, _MAX_YEAR = 2000, 2999
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=False, extra="forbid")
-
-
-class CreateSlotBody(_Body):
+class CreateSlotBody(RequestBody):
     """POST /calendar/slots."""
 
-    start_at: AwareDatetime
-    end_at: AwareDatetime
+    start_at: Rfc3339
+    end_at: Rfc3339
     time_zone: str = Field(max_length=64)
-    kind: Kind
+    kind: Annotated[Kind, FromString]
     # the domain refuses a negative value with its own code; the bound keeps it in a database integer
     min_lead_time_minutes: int = Field(default=0, le=1_000_000)
-    auto_confirm: StrictBool = False  # true or false only: 0/1 and "yes" are refused
+    auto_confirm: bool = False
 
     @field_validator("start_at", "end_at")
     @classmethod
@@ -60,16 +57,16 @@ class CreateSlotBody(_Body):
         return value
 
 
-class ReasonBody(_Body):
+class ReasonBody(RequestBody):
     """A free-text reason (decline, cancel); it stays inside calendar."""
 
     reason: str | None = Field(default=None, max_length=2000)
 
 
-class RescheduleBody(_Body):
+class RescheduleBody(RequestBody):
     """POST /calendar/my/appointments/{id}/reschedule."""
 
-    new_slot_id: uuid.UUID
+    new_slot_id: Uuid
 
 
 # ------------------------------------------------------------------------------------------ response models

@@ -25,20 +25,14 @@ FROM catalog.card AS c
 WHERE c.kind = %s AND c.id = %s AND c.tenant_id = %s
 """
 
-# A card of another tenant is never overwritten (zero rows: answered as not found).
+# Ids are scoped by tenant (the primary key): another tenant's card with the same id is a different row.
 _UPSERT_CARD = """
 INSERT INTO catalog.card AS c (kind, id, tenant_id, project_id, published) VALUES (%s, %s, %s, %s, %s)
-ON CONFLICT (kind, id) DO UPDATE
+ON CONFLICT (tenant_id, kind, id) DO UPDATE
 SET project_id = EXCLUDED.project_id, published = EXCLUDED.published, version = c.version + 1, updated_at = now()
-WHERE c.tenant_id = EXCLUDED.tenant_id AND (%s::integer IS NULL OR c.version = %s::integer)
+WHERE %s::integer IS NULL OR c.version = %s::integer
 RETURNING (xmax = 0) AS created
 """
-
-_CARD_VERSION = "SELECT version FROM catalog.card WHERE kind = %s AND id = %s AND tenant_id = %s"
-
-
-class CardNotFoundError(Exception):
-    """No such card in the caller's tenant."""
 
 
 class CardVersionMismatchError(Exception):
@@ -62,11 +56,9 @@ def put_card(conn: Conn, card: CardInput, *, if_match: int | None) -> bool:
         _UPSERT_CARD,
         (card.kind.value, card.id, card.tenant_id, card.project_id, card.published, if_match, if_match),
     ).fetchone()
-    if row is not None:
-        return bool(row["created"])
-    if conn.execute(_CARD_VERSION, (card.kind.value, card.id, card.tenant_id)).fetchone() is None:
-        raise CardNotFoundError
-    raise CardVersionMismatchError
+    if row is None:  # the card exists in this tenant and the If-Match guard refused the update
+        raise CardVersionMismatchError
+    return bool(row["created"])
 
 
 def card_with_boost(conn: Conn, *, kind: CardKind, card_id: uuid.UUID, tenant_id: uuid.UUID) -> dict[str, Any] | None:

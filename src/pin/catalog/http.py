@@ -6,24 +6,22 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from pin.api.auth import Principal, Role, current_principal, require_roles
+from pin.api.bodies import RequestBody, Uuid
 from pin.api.deps import IfMatch, Pool, etag
 from pin.api.problems import ApiProblem
-from pin.catalog.cards import CardInput, CardNotFoundError, CardVersionMismatchError, card_with_boost, put_card
+from pin.catalog.cards import CardInput, CardVersionMismatchError, card_with_boost, put_card
 from pin.catalog.domain import CardKind
 
 router = APIRouter(prefix="/catalog", tags=["catalog"])
 
 
-class CardBody(BaseModel):
+class CardBody(RequestBody):
     """PUT body: the project of a PropertyObject (none for a Project) and whether it is published."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    project_id: uuid.UUID | None = Field(default=None, alias="projectId")
-    published: StrictBool  # true or false only: 0/1 and "yes" are refused
+    project_id: Uuid | None = None
+    published: bool
 
 
 @router.put("/cards/{kind}/{card_id}")
@@ -37,15 +35,18 @@ def put_card_route(
     if_match: IfMatch,
     principal: Annotated[Principal, require_roles(Role.ADMIN)],
 ) -> dict[str, Any]:
-    """Create or replace a card of the caller's tenant (201 when created); answers it with its boost."""
+    """Create or replace a card of the caller's tenant (201 when created); answers it with its boost.
+
+    Card ids are scoped by tenant: another tenant's card with the same id is neither seen nor changed.
+    """
     if kind is CardKind.PROJECT and body.project_id is not None:
         raise ApiProblem(422, "validation-error", "a Project has no projectId")
+    if kind is CardKind.PROPERTY_OBJECT and body.project_id is None:
+        raise ApiProblem(422, "validation-error", "a PropertyObject needs its projectId")
     card = CardInput(kind, card_id, principal.tenant_id, body.project_id, body.published)
     with pool.connection() as conn:
         try:
             created = put_card(conn, card, if_match=if_match)
-        except CardNotFoundError:
-            raise ApiProblem(404, "not-found", "no such card") from None
         except CardVersionMismatchError:
             raise ApiProblem(412, "precondition-failed", "the card changed since the given ETag") from None
         result = card_with_boost(conn, kind=kind, card_id=card_id, tenant_id=principal.tenant_id)

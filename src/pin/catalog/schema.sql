@@ -12,11 +12,14 @@ CREATE TABLE IF NOT EXISTS catalog.card (
     published  boolean     NOT NULL,
     version    integer     NOT NULL DEFAULT 1,
     updated_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (kind, id),
-    CONSTRAINT card_project_only_on_objects CHECK (kind = 'PropertyObject' OR project_id IS NULL)
+    -- ids are scoped by tenant: one tenant's write can neither probe nor overwrite another's card
+    PRIMARY KEY (tenant_id, kind, id),
+    -- a PropertyObject always names its project, a Project never does
+    CONSTRAINT card_project_on_objects_only CHECK ((kind = 'PropertyObject') = (project_id IS NOT NULL))
 );
 
-CREATE INDEX IF NOT EXISTS card_objects_of_project ON catalog.card (project_id) WHERE kind = 'PropertyObject';
+CREATE INDEX IF NOT EXISTS card_objects_of_project
+    ON catalog.card (tenant_id, project_id) WHERE kind = 'PropertyObject';
 
 -- The newest Version of each purchase seen (seed 002: apply an event only if Version >= the stored one).
 CREATE TABLE IF NOT EXISTS catalog.purchase (

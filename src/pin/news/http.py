@@ -6,22 +6,20 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, ConfigDict, StrictBool
 
 from pin.api.auth import Principal, Role, current_principal, require_roles
+from pin.api.bodies import RequestBody
 from pin.api.deps import IfMatch, Pool, etag
 from pin.api.problems import ApiProblem
-from pin.news.posts import PostNotFoundError, PostVersionMismatchError, post_with_boost, put_post
+from pin.news.posts import PostVersionMismatchError, post_with_boost, put_post
 
 router = APIRouter(prefix="/news", tags=["news"])
 
 
-class PostBody(BaseModel):
+class PostBody(RequestBody):
     """PUT body: whether the post is published."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    published: StrictBool  # true or false only: 0/1 and "yes" are refused
+    published: bool
 
 
 @router.put("/posts/{post_id}")
@@ -34,14 +32,15 @@ def put_post_route(
     if_match: IfMatch,
     principal: Annotated[Principal, require_roles(Role.ADMIN)],
 ) -> dict[str, Any]:
-    """Create or replace a post of the caller's tenant (201 when created); answers it with its boost."""
+    """Create or replace a post of the caller's tenant (201 when created); answers it with its boost.
+
+    Post ids are scoped by tenant: another tenant's post with the same id is neither seen nor changed.
+    """
     with pool.connection() as conn:
         try:
             created = put_post(
                 conn, post_id=post_id, tenant_id=principal.tenant_id, published=body.published, if_match=if_match
             )
-        except PostNotFoundError:
-            raise ApiProblem(404, "not-found", "no such post") from None
         except PostVersionMismatchError:
             raise ApiProblem(412, "precondition-failed", "the post changed since the given ETag") from None
         result = post_with_boost(conn, post_id=post_id, tenant_id=principal.tenant_id)

@@ -19,20 +19,14 @@ FROM news.post AS p
 WHERE p.id = %s AND p.tenant_id = %s
 """
 
-# A post of another tenant is never overwritten (zero rows: answered as not found).
+# Ids are scoped by tenant (the primary key): another tenant's post with the same id is a different row.
 _UPSERT_POST = """
 INSERT INTO news.post AS p (id, tenant_id, published) VALUES (%s, %s, %s)
-ON CONFLICT (id) DO UPDATE
+ON CONFLICT (tenant_id, id) DO UPDATE
 SET published = EXCLUDED.published, version = p.version + 1, updated_at = now()
-WHERE p.tenant_id = EXCLUDED.tenant_id AND (%s::integer IS NULL OR p.version = %s::integer)
+WHERE %s::integer IS NULL OR p.version = %s::integer
 RETURNING (xmax = 0) AS created
 """
-
-_POST_EXISTS = "SELECT 1 FROM news.post WHERE id = %s AND tenant_id = %s"
-
-
-class PostNotFoundError(Exception):
-    """No such post in the caller's tenant."""
 
 
 class PostVersionMismatchError(Exception):
@@ -42,11 +36,9 @@ class PostVersionMismatchError(Exception):
 def put_post(conn: Conn, *, post_id: uuid.UUID, tenant_id: uuid.UUID, published: bool, if_match: int | None) -> bool:
     """Create or replace a post in the replica; True when it was created."""
     row = conn.execute(_UPSERT_POST, (post_id, tenant_id, published, if_match, if_match)).fetchone()
-    if row is not None:
-        return bool(row["created"])
-    if conn.execute(_POST_EXISTS, (post_id, tenant_id)).fetchone() is None:
-        raise PostNotFoundError
-    raise PostVersionMismatchError
+    if row is None:  # the post exists in this tenant and the If-Match guard refused the update
+        raise PostVersionMismatchError
+    return bool(row["created"])
 
 
 def post_with_boost(conn: Conn, *, post_id: uuid.UUID, tenant_id: uuid.UUID) -> dict[str, Any] | None:

@@ -3,11 +3,13 @@ CREATE SCHEMA IF NOT EXISTS news;
 
 -- The replica of posts; filled by PUT /news/posts/{id}, a stand-in for the platform's feed (SPEC section 9).
 CREATE TABLE IF NOT EXISTS news.post (
-    id         uuid        PRIMARY KEY,
+    id         uuid        NOT NULL,
     tenant_id  uuid        NOT NULL,
     published  boolean     NOT NULL,
     version    integer     NOT NULL DEFAULT 1,
-    updated_at timestamptz NOT NULL DEFAULT now()
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    -- ids are scoped by tenant: one tenant's write can neither probe nor overwrite another's post
+    PRIMARY KEY (tenant_id, id)
 );
 
 -- The newest Version of each purchase seen (seed 002: apply an event only if Version >= the stored one).

@@ -14,10 +14,9 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Request, Response
-from pydantic import AwareDatetime, BaseModel, ConfigDict
-from pydantic.alias_generators import to_camel
 
 from pin.api.auth import Principal, Role, require_roles
+from pin.api.bodies import RequestBody, Rfc3339, Uuid
 from pin.api.deps import IfMatch, Pool, etag
 from pin.api.problems import ApiProblem
 from pin.messaging.contracts import utc_iso
@@ -46,23 +45,19 @@ _PROBLEMS: dict[type, tuple[int, str]] = {
 }
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
-
-
-class TargetBody(_Body):
+class TargetBody(RequestBody):
     """One target of an activation request."""
 
     target_kind: str
-    target_id: uuid.UUID
+    target_id: Uuid
 
 
-class ActivateBody(_Body):
+class ActivateBody(RequestBody):
     """POST /promotions: a package for some targets, optionally ending earlier than the package's duration."""
 
-    package_id: uuid.UUID
+    package_id: Uuid
     targets: list[TargetBody]
-    ends_at: AwareDatetime | None = None
+    ends_at: Rfc3339 | None = None
 
 
 @router.get("/packages")
