@@ -19,7 +19,7 @@ class Unavailable:
 
     def document(self) -> Document:
         """The part in the JSON document: only the reason."""
-        return {"na": self.reason}
+        return {"na": self.reason}  # the key `pin status --json` has always used
 
 
 @dataclass(frozen=True)
@@ -362,7 +362,7 @@ class Snapshot(Mapping[str, Any]):
     consumers: tuple[ConsumerView, ...]
 
     @cached_property
-    def _json(self) -> Document:
+    def _document(self) -> Document:
         clock = self.clock
         return {
             "database": clock.document() if isinstance(clock, Unavailable) else {"now": clock},
@@ -373,13 +373,13 @@ class Snapshot(Mapping[str, Any]):
 
     def document(self) -> Document:
         """The snapshot as plain data: what `pin status --json` prints."""
-        return self._json
+        return self._document
 
     def __getitem__(self, key: str) -> Any:
-        return self._json[key]
+        return self._document[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._json)
+        return iter(self._document)
 
     def __len__(self) -> int:
-        return len(self._json)
+        return len(self._document)
