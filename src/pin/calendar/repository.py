@@ -76,6 +76,8 @@ SLOTS_LOCK: LiteralString = (
 APPOINTMENT_GET: LiteralString = f"SELECT {_APPOINTMENT_COLUMNS} FROM calendar.appointment WHERE id = %s"
 APPOINTMENT_LOCK: LiteralString = APPOINTMENT_GET + " FOR NO KEY UPDATE"
 APPOINTMENT_LOCK_SKIP_LOCKED: LiteralString = APPOINTMENT_LOCK + " SKIP LOCKED"
+# Due for appointment-timeout (seed 000: Status = Pending && PendingExpiresAt < AsOf), on calendar.appointment AS a.
+APPOINTMENT_IS_DUE: LiteralString = "a.status = 'Pending' AND a.pending_expires_at < %(as_of)s"
 EVENT_GET: LiteralString = f"SELECT {_EVENT_COLUMNS} FROM calendar.calendar_event WHERE id = %s"
 EVENT_LOCK: LiteralString = EVENT_GET + " FOR NO KEY UPDATE"
 REMINDERS_GET: LiteralString = (

@@ -110,7 +110,7 @@ for _outcome in SlotOutcome:
 
 # ---------------------------------------------------------------------------------------------------- SQL
 
-_DUE: LiteralString = """a.status = 'Pending' AND a.pending_expires_at < %(as_of)s"""
+_DUE: LiteralString = repository.APPOINTMENT_IS_DUE
 # Keyset cursor of the cycle: strictly after the last row this cycle claimed (the first claim starts at the head).
 # Each claim so starts where the previous one stopped, instead of walking again over the index entries of the
 # rows this cycle just expired (dead until vacuum: docs/design/claims.md); a row passed over

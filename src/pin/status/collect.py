@@ -1,0 +1,59 @@
+"""One snapshot for `pin status`, from the database and the broker; a part that cannot be read is unavailable,
+with its reason, and never stops the rest."""
+
+from __future__ import annotations
+
+from pin.messaging import topics
+from pin.settings import Settings
+from pin.status import database
+from pin.status.broker import consumer_offsets
+from pin.status.snapshot import (
+    BrokerUnavailable,
+    ConsumerView,
+    Cycles,
+    JobView,
+    OutboxView,
+    Poison,
+    Snapshot,
+    Unavailable,
+)
+from pin.unit_of_work import Conn
+
+
+def collect_status(settings: Settings, *, kafka: bool = True, kafka_timeout: float = 3.0) -> Snapshot:
+    """One snapshot of everything `pin status` shows (as a mapping, the `--json` document)."""
+    with database.connection(settings) as conn:
+        clock = database.read(conn, database.clock)
+        jobs = _jobs(conn)
+        outbox = OutboxView(
+            backlog=database.read(conn, database.outbox_backlog),
+            dead_letters=database.read(conn, database.dead_letters),
+            leases=database.read(conn, database.leases),
+        )
+        inbox = database.read(conn, database.inbox)
+    offsets = consumer_offsets(settings, kafka_timeout) if kafka else BrokerUnavailable("not asked (--no-kafka)")
+    consumers = tuple(
+        ConsumerView(
+            group=group,
+            inbox=inbox if isinstance(inbox, Unavailable) else inbox[group],
+            broker=offsets if isinstance(offsets, Unavailable) else offsets[group],
+        )
+        for group in topics.CONSUMER_GROUPS
+    )
+    return Snapshot(clock=clock, jobs=jobs, outbox=outbox, consumers=consumers)
+
+
+def _jobs(conn: Conn | Unavailable) -> tuple[JobView, ...]:
+    """Every polling job's backlog, last cycles and poison items."""
+    cycles = database.read(conn, database.cycles)
+    poison = database.read(conn, database.poison)
+    return tuple(
+        JobView(
+            job=items.job,
+            due=items.description,
+            backlog=database.read(conn, database.backlog(items)),
+            cycles=cycles if isinstance(cycles, Unavailable) else cycles.get(items.job, Cycles()),
+            poison=poison if isinstance(poison, Unavailable) else poison.get(items.job, Poison(items.job)),
+        )
+        for items in database.JOBS
+    )

@@ -1,0 +1,240 @@
+"""`pin status`'s snapshot as rich tables: workers, poison items, last cycles, outbox, consumers."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from pin.outbox.writer import VPARTS
+from pin.status.snapshot import (
+    Backlog,
+    BrokerUnavailable,
+    ConsumerView,
+    Cycle,
+    Cycles,
+    GroupOffsets,
+    InboxActivity,
+    JobView,
+    OutboxView,
+    Poison,
+    Snapshot,
+    Unavailable,
+)
+
+Cell = Text | str
+
+
+def render(snapshot: Snapshot) -> RenderableType:
+    """The snapshot as rich tables."""
+    header = Text("pin status", style="bold")
+    if isinstance(snapshot.clock, Unavailable):
+        header.append("   database: ").append_text(_unavailable(snapshot.clock))
+    else:
+        header.append(f"   database clock {_time(snapshot.clock)}")
+    parts: list[RenderableType] = [header, _jobs_table(snapshot.jobs)]
+    poison = _poison_table(snapshot.jobs)
+    if poison is not None:
+        parts.append(poison)
+    cycles = _cycles_table(snapshot.jobs)
+    if cycles is not None:
+        parts.append(cycles)
+    parts += [_outbox_table(snapshot.outbox), _consumers_table(snapshot.consumers)]
+    return Group(*parts)
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86_400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86_400}d{s % 86_400 // 3600:02d}h"
+
+
+def _unavailable(part: Unavailable) -> Text:
+    return Text(f"n/a: {part.reason}", style="yellow")
+
+
+def _time(value: datetime | None) -> str:
+    return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _table(title: str, *columns: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column)
+    return table
+
+
+# --- workers ---------------------------------------------------------------------------------------------
+
+
+def _jobs_table(jobs: tuple[JobView, ...]) -> Table:
+    table = _table("Workers", "job", "backlog (due now)", "oldest overdue", "poison items", "last cycle")
+    for job in jobs:
+        table.add_row(job.job, *_backlog_cells(job.backlog), _poison_cell(job.poison), _last_cycle_cell(job.cycles))
+    return table
+
+
+def _backlog_cells(backlog: Backlog | Unavailable) -> list[Cell]:
+    if isinstance(backlog, Unavailable):
+        return [_unavailable(backlog), ""]
+    count = f"{backlog.count - 1}+" if backlog.capped else str(backlog.count)
+    oldest = backlog.oldest_overdue_seconds
+    return [
+        Text(count, style="red" if backlog.count else ""),
+        "-" if oldest is None else f"{_age(oldest)} ({backlog.oldest_id})",
+    ]
+
+
+def _poison_cell(poison: Poison | Unavailable) -> Cell:
+    if isinstance(poison, Unavailable):
+        return _unavailable(poison)
+    attempts = f" (up to {poison.max_attempts} attempts)" if poison.items else ""
+    return Text(f"{poison.items}{attempts}", style="red" if poison.items else "")
+
+
+def _last_cycle_cell(cycles: Cycles | Unavailable) -> Cell:
+    if isinstance(cycles, Unavailable):  # jobs.cycle could not be read
+        return _unavailable(cycles)
+    if not cycles.latest:
+        return Text("no cycle yet", style="yellow")
+    newest = cycles.latest[0]
+    last = Text(f"{_age(newest.seconds_ago)} ago", style="" if newest.succeeded else "red")
+    if not newest.succeeded:
+        last.append(" FAILED")
+    return last
+
+
+def _poison_table(jobs: tuple[JobView, ...]) -> Table | None:
+    """The poison items of every job, the longest failing first (none: no table)."""
+    poisoned = [job.poison for job in jobs if isinstance(job.poison, Poison) and job.poison.items]
+    if not poisoned:
+        return None
+    table = _table(
+        "Poison items (jobs.item_failure): tried again every cycle",
+        "job",
+        "item id",
+        "attempts",
+        "failing since",
+        "last error",
+    )
+    for poison in poisoned:
+        for item in poison.oldest:
+            table.add_row(poison.job, item.id, str(item.attempts), _time(item.failing_since), item.last_error)
+    hidden = sum(poison.items - len(poison.oldest) for poison in poisoned)
+    if hidden:
+        table.caption = f"{hidden} more poison items not shown"
+    return table
+
+
+def _cycles_table(jobs: tuple[JobView, ...]) -> Table | None:
+    readable = [job.cycles for job in jobs if isinstance(job.cycles, Cycles)]
+    shown = [cycle for cycles in readable for cycle in cycles.latest]
+    if not shown:
+        return None
+    table = _table(
+        "Last cycle of each worker instance (jobs.cycle)", "job", "instance", "finished", "outcome", "took", "counters"
+    )
+    older = sum(cycles.older for cycles in readable)
+    if older:
+        table.caption = f"{older} older instances (finished earlier, probably restarted) not shown"
+    for cycle in shown:
+        table.add_row(*_cycle_cells(cycle))
+    return table
+
+
+def _cycle_cells(cycle: Cycle) -> list[Cell]:
+    counters = ", ".join(f"{k}={v}" for k, v in sorted((cycle.counters or {}).items()))
+    return [
+        cycle.job,
+        cycle.instance,
+        f"{_age(cycle.seconds_ago)} ago",
+        Text("ok") if cycle.succeeded else Text("FAILED", style="red"),
+        f"{cycle.duration_ms} ms",
+        counters,
+    ]
+
+
+# --- outbox ----------------------------------------------------------------------------------------------
+
+
+def _outbox_table(outbox: OutboxView) -> RenderableType:
+    backlog, dead, leases = outbox.backlog, outbox.dead_letters, outbox.leases
+    if isinstance(backlog, Unavailable):
+        return Group(Text("Outbox", style="italic"), _unavailable(backlog))
+    table = _table("Outbox", "topic", "waiting", "oldest", "in backoff", "dead letters")
+    dead_by_topic = {} if isinstance(dead, Unavailable) else dead.by_topic()
+    waiting = {t.topic: t for t in backlog.topics}
+    names = sorted(waiting.keys() | dead_by_topic.keys())
+    for name in names:
+        row = waiting.get(name)
+        dead_rows = dead_by_topic.get(name, 0)
+        table.add_row(
+            name,
+            str(0 if row is None else row.rows),
+            _age(None if row is None else row.oldest_seconds),
+            str(0 if row is None else row.backing_off),
+            Text(str(dead_rows), style="red bold" if dead_rows else ""),
+        )
+    summary = Text(f"lag (oldest unpublished row): {_age(backlog.lag_seconds)}")
+    if not names:
+        summary.append("   nothing waiting")
+    if isinstance(dead, Unavailable):
+        summary.append("   dead letters: ").append_text(_unavailable(dead))
+    if isinstance(leases, Unavailable):
+        summary.append("   relays: ").append_text(_unavailable(leases))
+    else:
+        owners = ", ".join(f"{r.owner} ({r.vparts})" for r in leases.relays) or "none"
+        summary.append(f"   relays (vparts leased): {owners}")
+        if leases.unowned_vparts:
+            summary.append(f"   {leases.unowned_vparts} of {VPARTS} vparts unowned", style="red")
+    return Group(table, summary)
+
+
+# --- consumers -------------------------------------------------------------------------------------------
+
+
+def _consumers_table(consumers: tuple[ConsumerView, ...]) -> Table:
+    table = _table(
+        "Consumers", "group", "last processed", "last 5 min", "lag (committed vs end)", "dead-lettered (DLQ topic)"
+    )
+    for consumer in consumers:
+        table.add_row(consumer.group, *_inbox_cells(consumer.inbox), *_broker_cells(consumer.broker))
+    everywhere = next((c.broker for c in consumers if isinstance(c.broker, BrokerUnavailable)), None)
+    table.caption = (
+        f"broker: n/a: {everywhere.reason}"
+        if everywhere is not None
+        else "broker offsets are informational (the embedded broker's watermarks are wrong)"
+    )
+    return table
+
+
+def _inbox_cells(inbox: InboxActivity | Unavailable) -> list[Cell]:
+    if isinstance(inbox, Unavailable):
+        return [_unavailable(inbox), ""]
+    last = "never" if inbox.last_processed_at is None else f"{_age(inbox.last_processed_seconds_ago)} ago"
+    return [last, str(inbox.processed_last_5_min)]
+
+
+def _broker_cells(broker: GroupOffsets | Unavailable) -> list[Cell]:
+    if isinstance(broker, BrokerUnavailable):  # said once, in the caption
+        return ["n/a", "n/a"]
+    if isinstance(broker, Unavailable):
+        return [_unavailable(broker), ""]
+    lagging = [p for p in broker.partitions if p.lag]
+    if lagging:
+        lag = ", ".join(f"{p.topic.split('.')[-2]}[{p.partition}]={p.lag}" for p in lagging)
+    else:
+        lag = "0" if broker.partitions else "no commits yet"
+    if broker.missing_topics:
+        lag += f" (missing topics: {len(broker.missing_topics)}; run `pin topics`)"
+    dead = broker.dead_lettered
+    return [lag, Text("-" if dead is None else str(dead), style="red bold" if dead else "")]

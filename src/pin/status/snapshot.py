@@ -1,0 +1,385 @@
+"""What `pin status` shows, as typed, frozen values; each part also knows its place in the `--json` document."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+Document = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A part that could not be read; ``reason`` is what the operator sees after "n/a"."""
+
+    reason: str
+
+    def document(self) -> Document:
+        """The part in the JSON document: only the reason."""
+        return {"na": self.reason}  # the key `pin status --json` has always used
+
+
+@dataclass(frozen=True)
+class BrokerUnavailable(Unavailable):
+    """The broker could not be asked at all: one reason for every consumer group, shown once."""
+
+    def document(self) -> Document:
+        """The reason, marked as the same for every group."""
+        return {"na": self.reason, "scope": "all"}
+
+
+# --- workers ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """A job's due items (poison ones included): how many, up to a cap, and the oldest of them."""
+
+    count: int
+    capped: bool  # count stopped at the cap: there are more
+    oldest_due_at: datetime | None
+    oldest_overdue_seconds: float | None
+    oldest_id: str | None
+
+    def document(self) -> Document:
+        """The backlog in the JSON document."""
+        return {
+            "backlog": self.count,
+            "backlogCapped": self.capped,
+            "oldestDueAt": self.oldest_due_at,
+            "oldestOverdueSeconds": self.oldest_overdue_seconds,
+            "oldestId": self.oldest_id,
+        }
+
+
+@dataclass(frozen=True)
+class Cycle:
+    """The last cycle of one worker instance (``jobs.cycle``)."""
+
+    job: str
+    instance: str
+    run_id: str
+    as_of: datetime
+    finished_at: datetime
+    seconds_ago: float | None
+    duration_ms: int
+    succeeded: bool
+    counters: Mapping[str, object] | None
+
+    def document(self) -> Document:
+        """The cycle in the JSON document."""
+        return {
+            "instance": self.instance,
+            "runId": self.run_id,
+            "asOf": self.as_of,
+            "finishedAt": self.finished_at,
+            "secondsAgo": self.seconds_ago,
+            "durationMs": self.duration_ms,
+            "succeeded": self.succeeded,
+            "counters": self.counters,
+        }
+
+
+@dataclass(frozen=True)
+class Cycles:
+    """A job's instances, the most recent last cycle first, and how many older ones are only counted."""
+
+    latest: tuple[Cycle, ...] = ()
+    older: int = 0
+
+    def document(self) -> list[Document]:
+        """The instances shown, in the JSON document (the older ones are a count of the job's)."""
+        return [cycle.document() for cycle in self.latest]
+
+
+@dataclass(frozen=True)
+class PoisonItem:
+    """One item whose processing keeps failing (``jobs.item_failure``)."""
+
+    job: str
+    id: str
+    attempts: int
+    last_error: str  # exception type and first line: ids only, never PII
+    failing_since: datetime
+    last_failed_at: datetime
+
+    def document(self) -> Document:
+        """The item in the JSON document."""
+        return {
+            "id": self.id,
+            "attempts": self.attempts,
+            "lastError": self.last_error,
+            "failingSince": self.failing_since,
+            "lastFailedAt": self.last_failed_at,
+        }
+
+
+@dataclass(frozen=True)
+class Poison:
+    """A job's poison items: how many, and the longest failing few."""
+
+    job: str
+    items: int = 0
+    max_attempts: int | None = None
+    failing_since: datetime | None = None
+    last_failed_at: datetime | None = None
+    oldest: tuple[PoisonItem, ...] = ()
+
+    def document(self) -> Document:
+        """The poison items in the JSON document (only their count, 0, when there are none)."""
+        if not self.items:
+            return {"items": 0}
+        return {
+            "items": self.items,
+            "maxAttempts": self.max_attempts,
+            "failingSince": self.failing_since,
+            "lastFailedAt": self.last_failed_at,
+            "oldest": [item.document() for item in self.oldest],
+        }
+
+
+@dataclass(frozen=True)
+class JobView:
+    """One polling job: its backlog, the last cycles of its instances and its poison items."""
+
+    job: str
+    due: str  # which items are due, in the seeds' words
+    backlog: Backlog | Unavailable
+    cycles: Cycles | Unavailable
+    poison: Poison | Unavailable
+
+    def document(self) -> Document:
+        """The job in the JSON document."""
+        return {
+            "job": self.job,
+            "due": self.due,
+            "backlog": self.backlog.document(),
+            "instances": self.cycles.document(),
+            "olderInstances": self.cycles.older if isinstance(self.cycles, Cycles) else 0,
+            "poison": self.poison.document(),
+        }
+
+
+# --- outbox ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TopicBacklog:
+    """The outbox rows waiting for one topic."""
+
+    topic: str
+    rows: int
+    oldest_seconds: float | None
+    backing_off: int  # rows whose next attempt is in the future
+    max_attempts: int
+
+    def document(self) -> Document:
+        """The topic's rows in the JSON document."""
+        return {
+            "topic": self.topic,
+            "rows": self.rows,
+            "oldestSeconds": self.oldest_seconds,
+            "backingOff": self.backing_off,
+            "maxAttempts": self.max_attempts,
+        }
+
+
+@dataclass(frozen=True)
+class OutboxBacklog:
+    """The rows waiting for the relay, per topic, and the age of the oldest."""
+
+    lag_seconds: float | None
+    topics: tuple[TopicBacklog, ...]
+    capped: bool  # the per-topic counts stopped at the cap
+
+    def document(self) -> Document:
+        """The outbox backlog in the JSON document."""
+        return {"lagSeconds": self.lag_seconds, "topics": [t.document() for t in self.topics], "capped": self.capped}
+
+
+@dataclass(frozen=True)
+class TopicDeadLetters:
+    """The dead letters of one topic (``outbox.dead_letter``)."""
+
+    topic: str
+    rows: int
+    first_at: datetime
+    last_at: datetime
+
+    def document(self) -> Document:
+        """The topic's dead letters in the JSON document (the column names, as they always were)."""
+        return {"topic": self.topic, "rows": self.rows, "first_at": self.first_at, "last_at": self.last_at}
+
+
+@dataclass(frozen=True)
+class DeadLetters:
+    """Rows the relay moved aside, per topic."""
+
+    topics: tuple[TopicDeadLetters, ...]
+
+    @property
+    def total(self) -> int:
+        """Dead letters of every topic."""
+        return sum(t.rows for t in self.topics)
+
+    def by_topic(self) -> dict[str, int]:
+        """Dead letters per topic."""
+        return {t.topic: t.rows for t in self.topics}
+
+    def document(self) -> Document:
+        """The dead letters in the JSON document."""
+        return {"topics": [t.document() for t in self.topics], "total": self.total}
+
+
+@dataclass(frozen=True)
+class RelayLease:
+    """One relay instance and the virtual partitions it leases."""
+
+    owner: str
+    vparts: int
+    expires_in_seconds: float | None  # its earliest lease
+
+    def document(self) -> Document:
+        """The relay in the JSON document."""
+        return {"owner": self.owner, "vparts": self.vparts, "expiresInSeconds": self.expires_in_seconds}
+
+
+@dataclass(frozen=True)
+class Leases:
+    """Who publishes which share of the outbox, and how many vparts nobody does."""
+
+    relays: tuple[RelayLease, ...]
+    unowned_vparts: int
+
+    def document(self) -> Document:
+        """The leases in the JSON document."""
+        return {"relays": [r.document() for r in self.relays], "unownedVparts": self.unowned_vparts}
+
+
+@dataclass(frozen=True)
+class OutboxView:
+    """The outbox: rows waiting, dead letters, relay leases."""
+
+    backlog: OutboxBacklog | Unavailable
+    dead_letters: DeadLetters | Unavailable
+    leases: Leases | Unavailable
+
+    def document(self) -> Document:
+        """The outbox in the JSON document."""
+        return {
+            "backlog": self.backlog.document(),
+            "deadLetters": self.dead_letters.document(),
+            "leases": self.leases.document(),
+        }
+
+
+# --- consumers -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InboxActivity:
+    """What a consumer group processed lately, from its inbox."""
+
+    last_processed_at: datetime | None
+    last_processed_seconds_ago: float | None
+    processed_last_5_min: int
+
+    def document(self) -> Document:
+        """The group's inbox in the JSON document."""
+        return {
+            "lastProcessedAt": self.last_processed_at,
+            "lastProcessedSecondsAgo": self.last_processed_seconds_ago,
+            "processedLast5Min": self.processed_last_5_min,
+        }
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """A group's committed offset against the end offset of one partition."""
+
+    topic: str
+    partition: int
+    committed: int | None  # None: nothing committed yet
+    end: int
+    lag: int
+
+    def document(self) -> Document:
+        """The partition in the JSON document."""
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "committed": self.committed,
+            "end": self.end,
+            "lag": self.lag,
+        }
+
+
+@dataclass(frozen=True)
+class GroupOffsets:
+    """A group's lag on every partition it reads, and its dead-letter topic."""
+
+    partitions: tuple[PartitionLag, ...]
+    missing_topics: tuple[str, ...]
+    dead_lettered: int | None  # None: the dead-letter topic does not exist
+    dead_letter_topic: str
+
+    def document(self) -> Document:
+        """The group's offsets in the JSON document."""
+        return {
+            "partitions": [p.document() for p in self.partitions],
+            "missingTopics": list(self.missing_topics),
+            "deadLettered": self.dead_lettered,
+            "deadLetterTopic": self.dead_letter_topic,
+        }
+
+
+@dataclass(frozen=True)
+class ConsumerView:
+    """One consumer group: its inbox and its offsets on the broker."""
+
+    group: str
+    inbox: InboxActivity | Unavailable
+    broker: GroupOffsets | Unavailable
+
+    def document(self) -> Document:
+        """The group in the JSON document."""
+        return {"group": self.group, "inbox": self.inbox.document(), "broker": self.broker.document()}
+
+
+# --- the whole -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Snapshot(Mapping[str, Any]):
+    """Everything `pin status` shows at one moment; read as a mapping, it is the `--json` document."""
+
+    clock: datetime | Unavailable  # the database's now()
+    jobs: tuple[JobView, ...]
+    outbox: OutboxView
+    consumers: tuple[ConsumerView, ...]
+
+    @cached_property
+    def _document(self) -> Document:
+        clock = self.clock
+        return {
+            "database": clock.document() if isinstance(clock, Unavailable) else {"now": clock},
+            "workers": [job.document() for job in self.jobs],
+            "outbox": self.outbox.document(),
+            "consumers": [consumer.document() for consumer in self.consumers],
+        }
+
+    def document(self) -> Document:
+        """The snapshot as plain data: what `pin status --json` prints."""
+        return self._document
+
+    def __getitem__(self, key: str) -> Any:
+        return self._document[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._document)
+
+    def __len__(self) -> int:
+        return len(self._document)

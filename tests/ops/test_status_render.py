@@ -1,0 +1,64 @@
+"""`pin status` draws a snapshot of typed values: what cannot be read says so, with its reason, once."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+from rich.console import Console
+
+from pin.messaging import topics
+from pin.status import Snapshot, Unavailable, render
+from pin.status.snapshot import (
+    Backlog,
+    BrokerUnavailable,
+    ConsumerView,
+    Cycles,
+    InboxActivity,
+    JobView,
+    OutboxView,
+    Poison,
+)
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def _text(snapshot: Snapshot) -> str:
+    console = Console(record=True, width=220, color_system=None)
+    console.print(render(snapshot))
+    return console.export_text()
+
+
+def _snapshot() -> Snapshot:
+    backlog = Backlog(count=10_001, capped=True, oldest_due_at=NOW, oldest_overdue_seconds=3725.0, oldest_id="a-1")
+    job = JobView("expire-promotions", "Active purchases past EndsAt", backlog, Cycles(), Poison("expire-promotions"))
+    missing = Unavailable('not deployed yet (relation "outbox.message" does not exist)')
+    inbox = InboxActivity(last_processed_at=None, last_processed_seconds_ago=None, processed_last_5_min=0)
+    broker = BrokerUnavailable("not asked (--no-kafka)")
+    consumers = tuple(ConsumerView(group, inbox, broker) for group in topics.CONSUMER_GROUPS)
+    return Snapshot(clock=NOW, jobs=(job,), outbox=OutboxView(missing, missing, missing), consumers=consumers)
+
+
+@pytest.mark.unit
+def test_a_snapshot_built_by_hand_renders_its_unavailable_parts_with_their_reasons() -> None:
+    text = _text(_snapshot())
+    assert "database clock 2026-03-01 12:00:00Z" in text
+    assert "10000+" in text  # the count stopped at its cap
+    assert "1h02m (a-1)" in text  # the oldest overdue item, by id
+    assert "no cycle yet" in text
+    assert 'n/a: not deployed yet (relation "outbox.message" does not exist)' in text
+    assert text.count("not asked (--no-kafka)") == 1  # one reason for every group: said once, in the caption
+
+
+@pytest.mark.unit
+def test_a_snapshot_reads_as_its_json_document() -> None:
+    snapshot = _snapshot()
+    document = json.loads(json.dumps(snapshot.document(), default=str))
+    assert document == json.loads(json.dumps(dict(snapshot), default=str))
+    (job,) = document["workers"]
+    assert job["backlog"]["backlogCapped"] is True
+    assert job["poison"] == {"items": 0}
+    assert job["instances"] == []
+    assert document["outbox"]["leases"] == {"na": 'not deployed yet (relation "outbox.message" does not exist)'}
+    assert document["consumers"][0]["broker"] == {"na": "not asked (--no-kafka)", "scope": "all"}
