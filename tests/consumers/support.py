@@ -294,6 +294,24 @@ def notifications_about(pool: ConnectionPool[Conn], subject_id: object) -> list[
     )
 
 
+def refuse_feed_entries(pool: ConnectionPool[Conn], appointment_id: object) -> None:
+    """Make every insert of this appointment's feed entry fail in PostgreSQL (DataException), on every attempt.
+
+    A readable message whose effect can never commit: what a broken deploy or a data the schema refuses does.
+    """
+    with pool.connection() as conn:
+        conn.execute(
+            "CREATE OR REPLACE FUNCTION crm.refuse_for_test() RETURNS trigger LANGUAGE plpgsql AS $$"
+            " BEGIN IF NEW.appointment_id::text = ANY(string_to_array(TG_ARGV[0], ',')) THEN"
+            " RAISE EXCEPTION 'refused for the test' USING ERRCODE = 'data_exception'; END IF; RETURN NEW; END $$"
+        )
+        conn.execute("DROP TRIGGER IF EXISTS refuse_for_test ON crm.lead_feed_entry")
+        conn.execute(
+            "CREATE TRIGGER refuse_for_test BEFORE INSERT ON crm.lead_feed_entry FOR EACH ROW"  # type: ignore[arg-type]
+            f" EXECUTE FUNCTION crm.refuse_for_test('{uuid.UUID(str(appointment_id))}')"
+        )
+
+
 def feed_entries(pool: ConnectionPool[Conn], appointment_id: object) -> list[dict[str, Any]]:
     """The lead feed entries of one appointment."""
     return rows(pool, "SELECT * FROM crm.lead_feed_entry WHERE appointment_id = %s", appointment_id)
