@@ -230,6 +230,13 @@ def running_groups(
         )
         for group in groups
     ]
+    with running_runtimes(runtimes):
+        yield runtimes
+
+
+@contextmanager
+def running_runtimes(runtimes: list[ConsumerRuntime]) -> Iterator[None]:
+    """Run built runtimes, each in its thread, for the block; any crash of a loop fails the test."""
     stop = threading.Event()
     crashed: list[BaseException] = []
 
@@ -243,14 +250,14 @@ def running_groups(
     for thread in threads:
         thread.start()
     try:
-        yield runtimes
+        yield
     finally:
         stop.set()
         for thread in threads:
             thread.join(30)
             assert not thread.is_alive(), "a consumer did not stop within 30 s"
-    if crashed:
-        raise crashed[0]
+        if crashed:  # raised even when the block failed (e.g. timed out waiting for what the crash prevented)
+            raise crashed[0]
 
 
 def wait_for(probe: Callable[[], T | None], *, timeout: float = 30.0, what: str = "the outcome") -> T:

@@ -350,7 +350,12 @@ class ConsumerRuntime:
         # librdkafka's statistics feed the lag gauge (0 disables them)
         self._consumer_config = {"statistics.interval.ms": statistics_interval_ms, **consumer_config}
         # one bound for both: what a consumer reads and what its dead-letter producer may send
-        self._producer_config = {**producer_config, "message.max.bytes": max_message_bytes}
+        # a record not acknowledged within dlq_timeout fails then, instead of lingering in the queue for minutes
+        self._producer_config = {
+            **producer_config,
+            "message.max.bytes": max_message_bytes,
+            "message.timeout.ms": max(1, int(dlq_timeout * 1000)),
+        }
         self._max_message_bytes = max_message_bytes
         self._max_attempts = max_attempts
         self._backoff_base = backoff_base
