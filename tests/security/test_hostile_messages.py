@@ -128,13 +128,22 @@ def test_a_deeply_nested_message_in_a_burst_is_dead_lettered_and_the_messages_ar
         assert len(feed_entries(pool, event["AppointmentId"])) == 1
         assert len(notifications_about(pool, event["AppointmentId"])) == 2
 
-    # `pin dlq list` reads the nested letter with the same bounded decoder: no crash, the whole list printed
-    later = str(uuid.uuid4())  # one more letter behind the nested one
+
+def test_pin_dlq_list_reads_a_nested_letter_and_every_letter_after_it(
+    settings,  # noqa: F811 - the fixture imported above
+    kafka,
+):
+    """`pin dlq list` crashed (RecursionError reading the MessageId) at a nested letter, the rest unprinted."""
+    nested = b'{"MessageId": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    later = str(uuid.uuid4())
     producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
-    producer.produce(topics.dead_letter_topic("crm"), value=b"{}", headers=[("message-id", later)], partition=0)
-    producer.flush(10)
+    dlq = topics.dead_letter_topic("crm")
+    producer.produce(dlq, value=nested, headers=[("dlt-original-topic", TOPIC)], partition=0)
+    producer.produce(dlq, value=json.dumps({"MessageId": later}).encode(), partition=0)
+    assert producer.flush(10) == 0
     listed = _listed(settings, "crm")
-    assert {nested_id, later} <= {item["messageId"] for item in listed}
+    assert [item["messageId"] for item in listed] == [None, later]
+    assert listed[0]["originTopic"] == TOPIC
 
 
 def test_an_oversized_message_in_a_burst_is_dead_lettered_cut_with_its_full_bytes_in_the_database(

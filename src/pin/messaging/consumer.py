@@ -87,8 +87,6 @@ from pin.messaging.topics import dead_letter_topic
 from pin.observability.tracing import context_from_headers, spans_exported, tracer
 from pin.settings import Settings
 
-__all__ = ["Envelope", "UnreadableMessageError", "decode_envelope"]  # re-exported: handlers and tests import them here
-
 Conn = psycopg.Connection[dict[str, object]]
 T = TypeVar("T")
 

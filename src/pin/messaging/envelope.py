@@ -31,6 +31,7 @@ NUL = "\x00"
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 # A time this close to the ends of Python's range cannot be moved to another zone (OverflowError in a handler).
 _MARGIN = timedelta(days=2)
+_MAX_HEADER_TEXT = 200
 
 
 class UnreadableMessageError(Exception):
@@ -68,11 +69,16 @@ def decode_envelope(value: bytes | None, headers: Mapping[str, str], *, max_byte
     return Envelope(
         message_id=_message_id(payload, headers),
         contract_version=_contract_version(payload, headers),
-        event_type=headers.get("event-type"),
-        correlation_id=headers.get("correlation-id"),
+        event_type=_bounded(headers.get("event-type")),
+        correlation_id=_bounded(headers.get("correlation-id")),
         occurred_at=occurred_at,
         payload=payload,
     )
+
+
+def _bounded(header: str | None) -> str | None:
+    """A header as logged with every line about the message: a hostile one must not make each line megabytes."""
+    return header[:_MAX_HEADER_TEXT] if header is not None else None
 
 
 def _json_object(value: bytes | None, max_bytes: int | None) -> dict[str, Any]:
