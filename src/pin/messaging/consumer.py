@@ -743,6 +743,8 @@ class ConsumerRuntime:
     def _done(self, message: Received) -> None:
         """``message`` is handled (effect committed, skipped, or dead-lettered): its partition may commit past it."""
         self._to_commit[message.partition_key] = message.offset + 1
+        if self._dead_letter_failures:  # a message whose dead letter failed, then handled after all on a retry
+            self._dead_letter_failures.pop((message.topic, message.partition, message.offset), None)
 
     def _commit_async(self) -> None:
         """Send the offsets handled since the last poll, without waiting (a lost commit only means a redelivery)."""
