@@ -144,8 +144,11 @@ def read_dead_letters(
 
 def read_parked(settings: Settings, groups: Sequence[str]) -> list[DeadLetter]:
     """The letters of ``groups`` parked in the database (the dead-letter topic refused them)."""
-    with _database(settings) as conn:
-        return [DeadLetter(row.origin.group, None, row) for row in dead_letter_store.parked(conn, groups)]
+    try:
+        with _database(settings) as conn:
+            return [DeadLetter(row.origin.group, None, row) for row in dead_letter_store.parked(conn, groups)]
+    except psycopg.Error as exc:
+        raise DeadLetterError(f"reading {dead_letter_store.STORED_TABLE}: {error_text(exc)}") from exc
 
 
 def _database(settings: Settings) -> psycopg.Connection[dict[str, object]]:
@@ -239,13 +242,15 @@ def _originals(settings: Settings, letters: list[DeadLetter]) -> list[Original]:
     """(origin topic, key, value, headers) of each letter, the full bytes from the database where they are kept."""
     stored: dict[uuid.UUID, StoredLetter] = {}
     wanted = [letter.stored_id for letter in letters if letter.parked is None and letter.stored_id is not None]
-    if wanted:
-        with _database(settings) as conn:
-            for stored_id in wanted:
-                row = dead_letter_store.load(conn, stored_id)
-                if row is None:
-                    raise DeadLetterError(f"{dead_letter_store.STORED_TABLE} id={stored_id}: no such row")
-                stored[stored_id] = row
+    try:
+        if wanted:
+            with _database(settings) as conn:
+                stored = {i: row for i in wanted if (row := dead_letter_store.load(conn, i)) is not None}
+    except psycopg.Error as exc:
+        raise DeadLetterError(f"reading {dead_letter_store.STORED_TABLE}: {error_text(exc)}") from exc
+    missing = [i for i in wanted if i not in stored]
+    if missing:
+        raise DeadLetterError(f"{dead_letter_store.STORED_TABLE} id={missing[0]}: no such row (the full bytes)")
     originals: list[Original] = []
     for letter in letters:
         topic = letter.provenance["dlt-original-topic"]
