@@ -145,6 +145,8 @@ def dlq_list(
         raise typer.Exit(1) from None
     for letter in letters:
         print_json(letter.summary())
+    if not settings.database_url:
+        typer.echo("pin dlq list: letters parked in the database not shown (PIN_DATABASE_URL is not set)", err=True)
 
 
 @dlq_app.command("replay")

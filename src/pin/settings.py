@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     kafka_client_config: str = ""
     # Consumer group session timeout; also how long a group join waits for members.
     kafka_session_timeout_ms: int = Field(default=10_000, ge=1_000, le=300_000)
+    # The largest record the dead-letter producer sends (its message.max.bytes, headers included); a consumed value
+    # larger than this is unreadable. A dead letter that does not fit is sent cut, its full bytes in the database.
+    kafka_max_message_bytes: int = Field(default=1_000_000, ge=16_384, le=100_000_000)
     # HS256 secret for bearer tokens.
     jwt_secret: SecretStr | None = None
     # RS256 public key (PEM) for bearer tokens; takes precedence over the secret when both are set.

@@ -22,11 +22,14 @@ WORKER = ("worker", "expire-promotions", "--once")
 TIMEOUT_WORKER = ("worker", "appointment-timeout", "--once")
 RELAY = ("relay", "--once")
 API = ("api", "--port", "0")
+CONSUME = ("consume", "crm")
 
 # (variable, bad value, role) - the role is one that reads the variable
 CASES = [
     ("PIN_KAFKA_SESSION_TIMEOUT_MS", "abc", WORKER),
     ("PIN_KAFKA_SESSION_TIMEOUT_MS", "10", WORKER),
+    ("PIN_KAFKA_MAX_MESSAGE_BYTES", "100", CONSUME),
+    ("PIN_KAFKA_MAX_MESSAGE_BYTES", "1MB", CONSUME),
     ("PIN_KAFKA_CLIENT_CONFIG", "security.protocol", RELAY),
     ("PIN_KAFKA_CLIENT_CONFIG", "=x", RELAY),
     ("PIN_JWT_SECRET", "short", API),

@@ -230,6 +230,13 @@ def running_groups(
         )
         for group in groups
     ]
+    with running_runtimes(runtimes):
+        yield runtimes
+
+
+@contextmanager
+def running_runtimes(runtimes: list[ConsumerRuntime]) -> Iterator[None]:
+    """Run built runtimes, each in its thread, for the block; any crash of a loop fails the test."""
     stop = threading.Event()
     crashed: list[BaseException] = []
 
@@ -243,14 +250,14 @@ def running_groups(
     for thread in threads:
         thread.start()
     try:
-        yield runtimes
+        yield
     finally:
         stop.set()
         for thread in threads:
             thread.join(30)
             assert not thread.is_alive(), "a consumer did not stop within 30 s"
-    if crashed:
-        raise crashed[0]
+        if crashed:  # raised even when the block failed (e.g. timed out waiting for what the crash prevented)
+            raise crashed[0]
 
 
 def wait_for(probe: Callable[[], T | None], *, timeout: float = 30.0, what: str = "the outcome") -> T:
@@ -292,6 +299,24 @@ def notifications_about(pool: ConnectionPool[Conn], subject_id: object) -> list[
         " ORDER BY template_key",
         subject_id,
     )
+
+
+def refuse_feed_entries(pool: ConnectionPool[Conn], appointment_id: object) -> None:
+    """Make every insert of this appointment's feed entry fail in PostgreSQL (DataException), on every attempt.
+
+    A readable message whose effect can never commit: what a broken deploy or a data the schema refuses does.
+    """
+    with pool.connection() as conn:
+        conn.execute(
+            "CREATE OR REPLACE FUNCTION crm.refuse_for_test() RETURNS trigger LANGUAGE plpgsql AS $$"
+            " BEGIN IF NEW.appointment_id::text = ANY(string_to_array(TG_ARGV[0], ',')) THEN"
+            " RAISE EXCEPTION 'refused for the test' USING ERRCODE = 'data_exception'; END IF; RETURN NEW; END $$"
+        )
+        conn.execute("DROP TRIGGER IF EXISTS refuse_for_test ON crm.lead_feed_entry")
+        conn.execute(
+            "CREATE TRIGGER refuse_for_test BEFORE INSERT ON crm.lead_feed_entry FOR EACH ROW"  # type: ignore[arg-type]
+            f" EXECUTE FUNCTION crm.refuse_for_test('{uuid.UUID(str(appointment_id))}')"
+        )
 
 
 def feed_entries(pool: ConnectionPool[Conn], appointment_id: object) -> list[dict[str, Any]]:

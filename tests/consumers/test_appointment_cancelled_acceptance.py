@@ -17,6 +17,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.api.app import create_app
 from pin.api.auth import mint_token
+from pin.crm.queries import lead_feed
 from pin.messaging import topics
 from pin.messaging.dlq import DeadLetter, read_dead_letters
 from pin.settings import Settings
@@ -191,6 +192,42 @@ def test_unknown_reason_takes_the_neutral_path_and_never_the_dlq(producer, modul
     assert metric("pin_consumer_unknown_values_total", group="crm", field="Reason") == unknown_before + 1
     assert metric("pin_consumer_unknown_values_total", group="notifications", field="CancelledBy") == actor_before + 1
     assert _dead_letters(module_settings, "crm", event["MessageId"], expect=False) == []
+
+
+def test_unknown_kind_and_cancelled_by_are_kept_raw_and_take_the_neutral_path(
+    producer, module_pool, module_settings, people
+):
+    """Seed 003: an unknown Kind or CancelledBy is «сохранить строку как есть», a warning, never the DLQ."""
+    tenant, agent, investor = people
+    before = {
+        (group, field): metric("pin_consumer_unknown_values_total", group=group, field=field)
+        for group in ("crm", "notifications")
+        for field in ("Kind", "CancelledBy")
+    }
+    event = cancelled(
+        tenant=tenant, agent=agent, investor=investor, reason="CancelledByAgent", cancelled_by="Moderator",
+        Kind="Webinar",
+    )  # fmt: skip
+    producer.send(topics.APPOINTMENT_CANCELLED, event)
+
+    wait_for(lambda: _handled_by_both(module_pool, event["MessageId"]), what="both groups to handle it")
+    [entry] = feed_entries(module_pool, event["AppointmentId"])
+    assert (entry["entry_kind"], entry["appointment_kind"], entry["cancelled_by"]) == (
+        "CancelledByAgent", "Webinar", "Moderator"
+    )  # fmt: skip
+    with module_pool.connection() as conn:
+        [shown] = lead_feed(conn, tenant_id=tenant, investor_user_id=investor, limit=10)
+    assert (shown["appointmentKind"], shown["cancelledBy"]) == ("Webinar", "Moderator")
+    # recipients follow Reason, not CancelledBy; an unknown Kind reads as «встреча»
+    [sent] = notifications_about(module_pool, event["AppointmentId"])
+    assert (sent["recipient_user_id"], sent["template_key"]) == (
+        investor, "appointment-cancelled.cancelled-by-agent.investor"
+    )  # fmt: skip
+    assert sent["text"].startswith("Агент отменил запись: встреча 01.12.2026 10:00")
+    for (group, field), value in before.items():
+        assert metric("pin_consumer_unknown_values_total", group=group, field=field) == value + 1, (group, field)
+    for group in ("crm", "notifications"):
+        assert _dead_letters(module_settings, group, event["MessageId"], expect=False) == []
 
 
 def test_unknown_contract_version_is_processed(producer, module_pool, people):

@@ -22,10 +22,19 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from pin.messaging import topics
-from pin.messaging.consumer import ConsumerRuntime, Received
+from pin.messaging.consumer import ConsumerRuntime
 from pin.messaging.dlq import read_dead_letters
 from tests.consumers.conftest import FAST_SESSION_TIMEOUT_MS
-from tests.consumers.support import EVENT_TYPES, cancelled, feed_entries, metric, rows, running, wait_for
+from tests.consumers.support import (
+    EVENT_TYPES,
+    cancelled,
+    feed_entries,
+    metric,
+    refuse_feed_entries,
+    rows,
+    running,
+    wait_for,
+)
 from tests.ops.test_trace_propagation import spans  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.integration
@@ -60,17 +69,17 @@ def _produce_many(bootstrap: str, events: list[dict[str, Any]]) -> None:
 
 def test_a_poison_message_in_the_middle_of_a_batch_is_isolated(settings, kafka, pool, producer, monkeypatch):
     calls: list[tuple[int, bool]] = []
-    original = ConsumerRuntime._apply_batch
+    original = ConsumerRuntime._apply_run
 
-    def spy(self: ConsumerRuntime, messages: list[Received]) -> bool:
-        outcome = original(self, messages)
-        calls.append((len(messages), outcome))
+    def spy(self: ConsumerRuntime, decoded: list[Any]) -> bool:
+        outcome = original(self, decoded)
+        calls.append((len(decoded), outcome))
         return outcome
 
-    monkeypatch.setattr(ConsumerRuntime, "_apply_batch", spy)
+    monkeypatch.setattr(ConsumerRuntime, "_apply_run", spy)
     before = [_event(), _event()]
     bad = _event()
-    bad["TimeZone"] = "Europe/Moscow\u0000"  # readable, but PostgreSQL refuses NUL in text: fails on every attempt
+    refuse_feed_entries(pool, bad["AppointmentId"])  # readable, but its effect fails on every attempt
     after = [_event(), _event()]
     # a fresh broker: on partition 0 the offsets are 0, 1 (before), 2 (bad), 3, 4 (after); all there before the
     # consumer starts, so its first polls return them together
@@ -103,7 +112,7 @@ def test_a_poison_message_in_the_middle_of_a_batch_is_isolated(settings, kafka, 
     assert feed_entries(pool, bad["AppointmentId"]) == []
     assert rows(pool, "SELECT 1 FROM messaging.inbox WHERE message_id = %s", bad["MessageId"]) == []
     [letter] = [x for x in read_dead_letters(settings, ["crm"], idle_seconds=0.5) if x.message_id == bad["MessageId"]]
-    assert (letter.provenance["dlt-attempts"], letter.provenance["dlt-exception-type"]) == ("3", "DataError")
+    assert (letter.provenance["dlt-attempts"], letter.provenance["dlt-exception-type"]) == ("3", "DataException")
     assert letter.provenance["dlt-original-offset"] == "2"
     failed_at = datetime.fromisoformat(letter.provenance["dlt-failed-at"].replace("Z", "+00:00"))
     assert all(feed_entries(pool, e["AppointmentId"])[0]["recorded_at"] >= failed_at for e in after)
@@ -180,15 +189,15 @@ def test_each_message_of_a_batch_gets_its_span_in_the_producers_trace(
     monkeypatch,
 ):
     sizes: list[int] = []
-    original = ConsumerRuntime._apply_batch
+    original = ConsumerRuntime._apply_run
 
-    def spy(self: ConsumerRuntime, messages: list[Received]) -> bool:
-        outcome = original(self, messages)
+    def spy(self: ConsumerRuntime, decoded: list[Any]) -> bool:
+        outcome = original(self, decoded)
         if outcome:
-            sizes.append(len(messages))
+            sizes.append(len(decoded))
         return outcome
 
-    monkeypatch.setattr(ConsumerRuntime, "_apply_batch", spy)
+    monkeypatch.setattr(ConsumerRuntime, "_apply_run", spy)
     events = [_event() for _ in range(5)]
     parents = {}
     for event in events:

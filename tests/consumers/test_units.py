@@ -15,14 +15,9 @@ from pin.crm.domain import FEED_TEXTS, FeedEntryKind, entry_kind_for
 from pin.crm.domain import AppointmentCancelReason as R
 from pin.crm.handler import routes as crm_routes
 from pin.messaging import topics
-from pin.messaging.consumer import (
-    ConsumerRuntime,
-    UnreadableMessageError,
-    backoff_delay,
-    decode_envelope,
-    is_database_unavailable,
-    partition_lag,
-)
+from pin.messaging.consumer import ConsumerRuntime, backoff_delay, is_database_unavailable, partition_lag
+from pin.messaging.dead_letter_store import cut_letter, record_size
+from pin.messaging.envelope import UnreadableMessageError, decode_envelope
 from pin.notifications import domain as n
 from tests.consumers.support import cancelled
 
@@ -45,12 +40,14 @@ MEETING = n.Meeting(n.EventKind.SHOWING, datetime(2026, 12, 1, 7, 0, tzinfo=UTC)
 )
 def test_a_message_that_can_never_be_read_is_unreadable(value, headers):
     with pytest.raises(UnreadableMessageError):
-        decode_envelope(value, headers)
+        decode_envelope(value, headers, max_bytes=1000)
 
 
 def test_envelope_takes_the_message_id_from_the_header_when_the_value_lacks_it():
     message_id = uuid.uuid4()
-    envelope = decode_envelope(b'{"ContractVersion": "2"}', {"message-id": str(message_id), "event-type": "x"})
+    envelope = decode_envelope(
+        b'{"ContractVersion": "2"}', {"message-id": str(message_id), "event-type": "x"}, max_bytes=1000
+    )
     assert (envelope.message_id, envelope.contract_version, envelope.event_type) == (message_id, 2, "x")
 
 
@@ -216,3 +213,29 @@ def test_a_message_polled_before_a_revoke_of_its_partition_is_dropped_those_afte
     if revoke:
         assert [(tp.topic, tp.partition, tp.offset) for tp in fake.committed[0]] == [("t", 0, 7)]
         assert runtime._to_commit == {}
+
+
+def _provenance() -> list[tuple[str, bytes]]:
+    return [("dlt-exception-message", "é".encode() * 1000), ("dlt-original-topic", b"t"), ("dlt-stored-id", b"x")]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "original"),
+    [
+        (b"k" * 36, b"v" * 1_200_000, [("message-id", b"m" * 36)]),  # a large value: cut, headers kept
+        (b"k" * 36, b"v" * 10, [("junk", b"h" * 900_000)]),  # huge headers: only in the row
+        (b"k" * 900_000, b"v" * 900_000, []),  # a huge key: cut too
+        (None, None, []),
+    ],
+)
+def test_a_cut_letter_always_fits_the_dead_letter_producer(key, value, original):
+    bound = 20_000
+    cut_key, cut_value, headers = cut_letter(key, value, original, _provenance(), bound)
+    assert record_size(cut_key, cut_value, headers) <= bound
+    assert headers[-len(_provenance()) :] == _provenance()  # provenance always goes
+    assert cut_value == (value or b"")[: len(cut_value)]
+    assert cut_key == (key[: len(cut_key)] if key is not None and cut_key is not None else cut_key)
+    if value and len(value) > bound:
+        assert len(cut_value) > bound // 2  # what fits of the value goes, not a token preview
+    if original and record_size(None, None, original) < bound // 8:
+        assert headers[: len(original)] == original

@@ -25,20 +25,21 @@ log = structlog.get_logger(__name__)
 # A terminal appointment has one entry: a second, different message about it adds nothing.
 _INSERT_TERMINAL = """
 INSERT INTO crm.lead_feed_entry
-    (tenant_id, investor_user_id, agent_user_id, appointment_id, entry_kind, reason, text,
+    (tenant_id, investor_user_id, agent_user_id, appointment_id, entry_kind, reason, cancelled_by, text,
      appointment_kind, start_at, time_zone, message_id, occurred_at)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, COALESCE(%s::timestamptz, now()))
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, COALESCE(%s::timestamptz, now()))
 ON CONFLICT (appointment_id) DO NOTHING
 """
 
 # The cancellation half of a reschedule: creates the entry, or completes the one its appointment-created made.
 _UPSERT_RESCHEDULE_FROM_CANCELLED = """
 INSERT INTO crm.lead_feed_entry AS e
-    (tenant_id, investor_user_id, agent_user_id, appointment_id, entry_kind, reason, text, appointment_kind,
-     start_at, time_zone, rescheduled_to_appointment_id, message_id, occurred_at)
-VALUES (%s, %s, %s, %s, 'Rescheduled', %s, %s, %s, %s, %s, %s, %s, COALESCE(%s::timestamptz, now()))
+    (tenant_id, investor_user_id, agent_user_id, appointment_id, entry_kind, reason, cancelled_by, text,
+     appointment_kind, start_at, time_zone, rescheduled_to_appointment_id, message_id, occurred_at)
+VALUES (%s, %s, %s, %s, 'Rescheduled', %s, %s, %s, %s, %s, %s, %s, %s, COALESCE(%s::timestamptz, now()))
 ON CONFLICT (appointment_id) DO UPDATE
 SET reason = EXCLUDED.reason,
+    cancelled_by = EXCLUDED.cancelled_by,
     agent_user_id = EXCLUDED.agent_user_id,
     appointment_kind = EXCLUDED.appointment_kind,
     start_at = EXCLUDED.start_at,
@@ -70,21 +71,22 @@ def record_cancellation(conn: Conn, event: AppointmentCancelled, context: Handli
     if kind is FeedEntryKind.RESCHEDULED:
         conn.execute(
             _UPSERT_RESCHEDULE_FROM_CANCELLED,
-            (*common, event.reason, FEED_TEXTS[kind], event.kind, event.start_at, event.time_zone,
-             event.rescheduled_to_appointment_id, context.message_id, event.occurred_at),
+            (*common, event.reason, event.cancelled_by, FEED_TEXTS[kind], event.kind, event.start_at,
+             event.time_zone, event.rescheduled_to_appointment_id, context.message_id, event.occurred_at),
         )  # fmt: skip
         return
     inserted = conn.execute(
         _INSERT_TERMINAL,
-        (*common, kind.value, event.reason, FEED_TEXTS[kind], event.kind, event.start_at, event.time_zone,
-         context.message_id, event.occurred_at),
+        (*common, kind.value, event.reason, event.cancelled_by, FEED_TEXTS[kind], event.kind, event.start_at,
+         event.time_zone, context.message_id, event.occurred_at),
     ).rowcount  # fmt: skip
     if not inserted:
         log.info("appointment already has its feed entry", appointment_id=str(event.appointment_id))
 
 
 def _report_unknown_kind_and_actor(event: AppointmentCancelled, context: HandlingContext) -> None:
-    """Seed 003: unknown CancelledBy or Kind values are kept raw (the entry stores them), warned and counted."""
+    """Seed 003: unknown CancelledBy or Kind values are kept raw («сохранить строку как есть»: the entry stores
+    both as received), warned and counted."""
     if event.cancelled_by is not None and known(AppointmentCancelledBy, event.cancelled_by) is None:
         context.unknown_value("CancelledBy", event.cancelled_by)
     if known(EventKind, event.kind) is None:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from pydantic import AwareDatetime
-
-from pin.messaging.tolerant import TolerantModel
+from pin.messaging.tolerant import Rfc3339Time, TolerantModel
 
 
 class AppointmentCancelled(TolerantModel):
@@ -17,12 +15,12 @@ class AppointmentCancelled(TolerantModel):
     agent_user_id: uuid.UUID
     investor_user_id: uuid.UUID
     kind: str
-    start_at: AwareDatetime
+    start_at: Rfc3339Time
     time_zone: str
     reason: str
     cancelled_by: str | None = None
     rescheduled_to_appointment_id: uuid.UUID | None = None
-    occurred_at: AwareDatetime | None = None
+    occurred_at: Rfc3339Time | None = None
 
 
 class AppointmentCreated(TolerantModel):
@@ -33,7 +31,7 @@ class AppointmentCreated(TolerantModel):
     agent_user_id: uuid.UUID
     investor_user_id: uuid.UUID
     kind: str
-    start_at: AwareDatetime
+    start_at: Rfc3339Time
     time_zone: str
     rescheduled_from_appointment_id: uuid.UUID | None = None
-    occurred_at: AwareDatetime | None = None
+    occurred_at: Rfc3339Time | None = None

@@ -9,7 +9,7 @@ from pin.messaging.consumer import Conn
 from pin.messaging.contracts import utc_iso
 
 _FEED = """
-SELECT id, appointment_id, entry_kind, reason, text, appointment_kind, start_at, time_zone,
+SELECT id, appointment_id, entry_kind, reason, cancelled_by, text, appointment_kind, start_at, time_zone,
        rescheduled_to_appointment_id, rescheduled_start_at, occurred_at, recorded_at
 FROM crm.lead_feed_entry
 WHERE tenant_id = %s AND investor_user_id = %s
@@ -38,6 +38,7 @@ def _entry_json(row: dict[str, Any]) -> dict[str, Any]:
         "appointmentId": str(row["appointment_id"]),
         "entryKind": row["entry_kind"],
         "reason": row["reason"],
+        "cancelledBy": row["cancelled_by"],
         "text": row["text"],
         "appointmentKind": row["appointment_kind"],
         "startAt": time("start_at"),

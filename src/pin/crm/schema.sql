@@ -14,7 +14,10 @@ CREATE TABLE IF NOT EXISTS crm.lead_feed_entry (
     entry_kind                    text        NOT NULL,
     -- Reason exactly as received (an unknown value is kept); null until the cancellation of a reschedule arrives
     reason                        text,
+    -- CancelledBy exactly as received (an unknown value is kept, seed 003); null for Declined and Expired
+    cancelled_by                  text,
     text                          text        NOT NULL,
+    -- Kind exactly as received (an unknown value is kept, seed 003)
     appointment_kind              text,
     start_at                      timestamptz,
     time_zone                     text,

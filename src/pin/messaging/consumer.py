@@ -14,10 +14,12 @@ Guarantees, and how they are kept:
   inbox (``messaging.inbox``); a conflict means the message was handled before: it is skipped and its offset
   committed (:data:`INBOX_INSERT`, :data:`INBOX_INSERT_MANY`).
 - **Batches, and a poison message in one.** The messages of one partition from one poll are handled in one
-  transaction (the inbox rows, then each new message's effect, in offset order). If anything in it fails (or a
-  message cannot be read), nothing of it is kept and the same messages are handled again one per transaction,
-  exactly as a lone message is: the others' effects commit once, the failing one is retried and dead-lettered
-  on its own, and the offset never passes it before that.
+  transaction (the inbox rows, then each new message's effect, in offset order). A message that cannot be read
+  ends the batch before it: the readable messages before it commit in one transaction, it is dead-lettered on its
+  own, and the messages after it are the next batch. If anything in a batch's transaction fails, nothing of it is
+  kept and the same messages are handled again one per transaction, exactly as a lone message is: the others'
+  effects commit once, the failing one is retried and dead-lettered on its own, and the offset never passes it
+  before that.
 - **Retry without moving past the offset.** A failed message is kept in hand and its partition is paused; the
   loop goes on polling (so ``max.poll.interval.ms`` is never exceeded) and the other partitions go on. When
   the backoff (exponential, with jitter) is over, the same message is tried again; after success the partition
@@ -29,12 +31,20 @@ Guarantees, and how they are kept:
   * anything else (deadlock, serialization failure, a constraint, a bug): after ``max_attempts`` attempts the
     message goes to the dead-letter topic.
 
-- **Unreadable messages go to the DLQ at once**: not JSON, not an object, no MessageId, a missing required field
-  or a wrong type (:class:`UnreadableMessageError`). An unknown ContractVersion is only a warning; unknown enum values
-  are the handlers' business (they take the neutral path and call :meth:`HandlingContext.unknown_value`).
+- **Unreadable messages go to the DLQ at once** (:class:`UnreadableMessageError`, from the one shared validation of
+  :mod:`pin.messaging.envelope` and the groups' tolerant models): larger than ``max_message_bytes``, not JSON,
+  nested deeper than 1024, not an object, no MessageId, a string with NUL, a time that is not RFC 3339, a missing
+  required field or a wrong type. Decoding is bounded and can raise nothing else; it is caught per message, so one
+  unreadable message in a batch is dead-lettered alone while the messages around it are applied. An unknown
+  ContractVersion is only a warning; unknown enum values are the handlers' business (they take the neutral path
+  and call :meth:`HandlingContext.unknown_value`).
 - **Dead-lettering**: the original key, value and headers plus provenance headers (:data:`DLT_HEADERS`) go to
-  the group's dead-letter topic; only after the broker acknowledged it is the offset committed. If the DLQ
-  publish fails the message stays in hand and is tried again later.
+  the group's dead-letter topic; only after the broker acknowledged it is the offset committed. A letter larger
+  than the dead-letter producer's bound (``max_message_bytes``, the one setting ``PIN_KAFKA_MAX_MESSAGE_BYTES``)
+  is stored whole in ``messaging.dead_letter`` and sent cut, with its size, digest and row id in headers
+  (:data:`DLT_TRUNCATION_HEADERS`). A publish the broker does not acknowledge is retried with the message's
+  backoff, at most ``dead_letter_attempts`` times; then the letter is parked in ``messaging.dead_letter`` and the
+  partition goes on (:meth:`ConsumerRuntime._dead_letter_failed` says why that bound).
 - **Shutdown and rebalance finish the batch in hand**: a batch is handled completely (effects committed) between
   two polls, and rebalance callbacks run inside poll, so a revoke never interrupts one; the revoke callback
   commits the revoked partitions' offsets synchronously before they move. A message held for a retry (and the
@@ -69,9 +79,13 @@ from prometheus_client import Counter, Gauge
 from psycopg_pool import ConnectionPool, PoolTimeout
 from pydantic import ValidationError
 
+from pin.messaging import dead_letter_store
 from pin.messaging.contracts import utc_iso
+from pin.messaging.dead_letter_store import DLT_ORIGINAL_SHA256, DLT_ORIGINAL_SIZE, DLT_STORED_ID, Origin
+from pin.messaging.envelope import Envelope, UnreadableMessageError, decode_envelope
 from pin.messaging.topics import dead_letter_topic
 from pin.observability.tracing import context_from_headers, spans_exported, tracer
+from pin.settings import Settings
 
 Conn = psycopg.Connection[dict[str, object]]
 T = TypeVar("T")
@@ -89,6 +103,19 @@ DUPLICATES = Counter(
 RETRIES = Counter("pin_consumer_retries", "Failed attempts that will be retried.", ["group", "topic"])
 DEAD_LETTERED = Counter(
     "pin_consumer_dead_lettered", "Messages published to the group's dead-letter topic.", ["group", "topic"]
+)
+DEAD_LETTERS_TRUNCATED = Counter(
+    "pin_consumer_dead_letters_truncated",
+    "Dead letters too large for the dead-letter producer: cut, full bytes in messaging.dead_letter.",
+    ["group", "topic"],
+)
+DEAD_LETTER_FAILURES = Counter(
+    "pin_consumer_dead_letter_failures", "Dead-letter publishes the broker did not acknowledge.", ["group", "topic"]
+)
+DEAD_LETTERS_PARKED = Counter(
+    "pin_consumer_dead_letters_parked",
+    "Dead letters the topic refused on every attempt, kept in messaging.dead_letter instead (partition went on).",
+    ["group", "topic"],
 )
 UNKNOWN_VALUES = Counter(
     "pin_consumer_unknown_values", "Enum values this consumer does not know (neutral path taken).", ["group", "field"]
@@ -140,22 +167,11 @@ DLT_HEADERS = (
     "dlt-attempts",
     "dlt-failed-at",
 )
+# Added to a truncated dead letter only (see messaging/dead_letter_store.py).
+DLT_TRUNCATION_HEADERS = (DLT_ORIGINAL_SIZE, DLT_ORIGINAL_SHA256, DLT_STORED_ID)
+# The dead-letter producer's message.max.bytes, and the largest value a consumer reads, unless told otherwise.
+DEFAULT_MAX_MESSAGE_BYTES: int = Settings.model_fields["kafka_max_message_bytes"].default
 _MAX_ERROR_TEXT = 1000
-
-
-class UnreadableMessageError(Exception):
-    """The message can never be read (not JSON, not an object, no MessageId, a missing field or a wrong type)."""
-
-
-@dataclass(frozen=True)
-class Envelope:
-    """The envelope of SPEC section 6 around a contract's payload."""
-
-    message_id: uuid.UUID
-    contract_version: int | None
-    event_type: str | None
-    correlation_id: str | None
-    payload: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -204,37 +220,6 @@ def normalize_headers(
 def header_map(headers: Sequence[tuple[str, bytes]]) -> dict[str, str]:
     """Kafka headers as text (the last value of a repeated header wins)."""
     return {name: value.decode("utf-8", errors="replace") for name, value in headers}
-
-
-def decode_envelope(value: bytes | None, headers: Mapping[str, str]) -> Envelope:
-    """Parse a message value; raises :class:`UnreadableMessageError` when it can never be handled."""
-    if value is None:
-        raise UnreadableMessageError("the message has no value")
-    try:
-        payload = json.loads(value)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UnreadableMessageError(f"the value is not JSON: {exc}") from exc
-    if not isinstance(payload, dict):
-        raise UnreadableMessageError("the value is not a JSON object")
-    raw_id = payload.get("MessageId", headers.get("message-id"))
-    try:
-        message_id = uuid.UUID(str(raw_id)) if raw_id is not None else None
-    except ValueError:
-        message_id = None
-    if message_id is None:
-        raise UnreadableMessageError("MessageId is missing or not a UUID")
-    version = payload.get("ContractVersion", headers.get("contract-version"))
-    try:
-        contract_version = int(version) if version is not None else None
-    except (TypeError, ValueError):
-        contract_version = None
-    return Envelope(
-        message_id=message_id,
-        contract_version=contract_version,
-        event_type=headers.get("event-type"),
-        correlation_id=headers.get("correlation-id"),
-        payload=payload,
-    )
 
 
 @dataclass
@@ -344,6 +329,8 @@ class ConsumerRuntime:
         batch_size: int = 200,
         db_timeout: float = 5.0,
         dlq_timeout: float = 15.0,
+        dead_letter_attempts: int = 3,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         inbox_retention_seconds: float = 14 * 86_400,
         inbox_prune_interval: float = 600.0,
         statistics_interval_ms: int = 10_000,
@@ -353,12 +340,21 @@ class ConsumerRuntime:
             raise ValueError("max_attempts must be at least 1")
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        if dead_letter_attempts < 1:
+            raise ValueError("dead_letter_attempts must be at least 1")
         self.group = group
         self._routes = dict(routes)
         self._pool = pool
         # librdkafka's statistics feed the lag gauge (0 disables them)
         self._consumer_config = {"statistics.interval.ms": statistics_interval_ms, **consumer_config}
-        self._producer_config = dict(producer_config)
+        # one bound for both: what a consumer reads and what its dead-letter producer may send
+        # a record not acknowledged within dlq_timeout fails then, instead of lingering in the queue for minutes
+        self._producer_config = {
+            **producer_config,
+            "message.max.bytes": max_message_bytes,
+            "message.timeout.ms": max(1, int(dlq_timeout * 1000)),
+        }
+        self._max_message_bytes = max_message_bytes
         self._max_attempts = max_attempts
         self._backoff_base = backoff_base
         self._backoff_cap = backoff_cap
@@ -366,6 +362,9 @@ class ConsumerRuntime:
         self._batch_size = batch_size
         self._db_timeout = db_timeout
         self._dlq_timeout = dlq_timeout
+        self._dead_letter_attempts = dead_letter_attempts
+        # failed dead-letter publishes per message (topic, partition, offset), until it is kept somewhere
+        self._dead_letter_failures: dict[tuple[str, int, int], int] = {}
         self._inbox_retention = inbox_retention_seconds
         self._prune_interval = inbox_prune_interval
         self._after_effect = after_effect
@@ -489,19 +488,34 @@ class ConsumerRuntime:
     def _process(self, messages: list[Received], *, attempts: int) -> None:
         """Messages of one partition, in order (the first has failed ``attempts - 1`` times before).
 
-        Several fresh messages go in one transaction; when that fails, one per transaction, as a lone message.
+        Fresh messages go in batches: the readable ones before an unreadable one in one transaction, then the
+        unreadable one alone (to the DLQ at once), then batch mode again. When a batch's transaction fails, its
+        messages go one per transaction, as lone messages. A loop, not recursion: a batch of any size with any
+        number of unreadable messages in it takes constant stack.
         """
-        if attempts == 1 and len(messages) > 1 and self._apply_batch(messages):
-            return
-        for index, message in enumerate(messages):
-            tries = attempts if index == 0 else 1
+        queue, tries, index = messages, attempts, 0
+        while index < len(queue):
+            if tries == 1 and len(queue) - index > 1:
+                rest, isolated = self._apply_batch(queue[index:])
+                queue, index = rest, 0
+                if isolated:
+                    self._one_by_one(queue)
+                    return
+                if not queue:
+                    return
+            message = queue[index]
             failure = self._handle(message, attempts=tries)
             if failure is not None:
-                self._hold(message, tries, failure.exc, behind=messages[index + 1 :])
+                self._hold(message, tries, failure.exc, behind=queue[index + 1 :])
                 return
-            if index == 0 and attempts > 1 and len(messages) > 2:
-                # the retried message is done; the rest of its batch goes back to batch mode
-                self._process(messages[1:], attempts=1)
+            index, tries = index + 1, 1
+
+    def _one_by_one(self, messages: list[Received]) -> None:
+        """Fresh messages of a failed batch, one per transaction: the failing one is found, held and retried alone."""
+        for index, message in enumerate(messages):
+            failure = self._handle(message, attempts=1)
+            if failure is not None:
+                self._hold(message, 1, failure.exc, behind=messages[index + 1 :])
                 return
 
     def _handle(self, message: Received, *, attempts: int) -> _Failure | None:
@@ -525,7 +539,7 @@ class ConsumerRuntime:
             span.set_attribute("messaging.kafka.offset", message.offset)
             try:
                 route = self._routes.get(topic)
-                envelope = decode_envelope(message.value, headers)
+                envelope = decode_envelope(message.value, headers, max_bytes=self._max_message_bytes)
                 attempt_log = attempt_log.bind(
                     message_id=str(envelope.message_id), correlation_id=envelope.correlation_id
                 )
@@ -567,15 +581,41 @@ class ConsumerRuntime:
             route.apply(conn, event, context)
         return True
 
-    def _apply_batch(self, messages: list[Received]) -> bool:
-        """Messages of one partition in one transaction: the inbox rows, then each new message's effect, in order.
+    def _apply_batch(self, messages: list[Received]) -> tuple[list[Received], bool]:
+        """Apply the longest readable prefix of fresh messages in one transaction.
 
-        False when any message cannot be read or anything fails: then nothing of the batch was kept.
+        Returns what is left, and whether it must go one per transaction (the prefix's transaction failed: nothing
+        of it was kept). Otherwise the first message left (if any) is one that cannot be read: it goes alone, and
+        the messages after it are a new batch. Reading is caught per message: whatever one message's bytes are,
+        they cannot fail the others.
         """
-        decoded = self._decode_all(messages)
-        if decoded is None:
-            return False
-        first = messages[0]
+        route = self._routes.get(messages[0].topic)
+        if route is None:
+            return messages, True  # each is skipped, with its warning, on its own
+        decoded: list[_Decoded] = []
+        for message in messages:
+            try:
+                decoded.append(self._read(message, route))
+            except Exception:  # noqa: BLE001 - unreadable (or a parse bug): that message goes alone and is classified
+                break
+        if not decoded:
+            return messages, False
+        if not self._apply_run(decoded):
+            return messages, True
+        return messages[len(decoded) :], False
+
+    def _read(self, message: Received, route: Route[Any]) -> _Decoded:
+        """A message decoded within the bounds and parsed by its route (else :class:`UnreadableMessageError`)."""
+        headers = header_map(message.headers)
+        envelope = decode_envelope(message.value, headers, max_bytes=self._max_message_bytes)
+        return _Decoded(message, headers, envelope, route, route.parse_or_unreadable(envelope.payload))
+
+    def _apply_run(self, decoded: list[_Decoded]) -> bool:
+        """Readable messages of one partition in one transaction: the inbox rows, then each new one's effect, in order.
+
+        False when anything fails: then nothing of them was kept.
+        """
+        first = decoded[0].message
         # a span per message only when spans leave the process (without a processor the SDK records and drops them)
         spans = spans_exported()
         try:
@@ -604,28 +644,12 @@ class ConsumerRuntime:
                 topic=first.topic,
                 partition=first.partition,
                 first_offset=first.offset,
-                messages=len(messages),
+                messages=len(decoded),
                 error_type=type(exc).__name__,
             )
             return False
         self._after_batch(decoded, applied)
         return True
-
-    def _decode_all(self, messages: list[Received]) -> list[_Decoded] | None:
-        """Every message of a batch read and parsed, or None when one cannot be (it goes the one-by-one way)."""
-        decoded: list[_Decoded] = []
-        route = self._routes.get(messages[0].topic)
-        if route is None:
-            return None
-        for message in messages:
-            headers = header_map(message.headers)
-            try:
-                envelope = decode_envelope(message.value, headers)
-                event = route.parse_or_unreadable(envelope.payload)
-            except UnreadableMessageError:
-                return None
-            decoded.append(_Decoded(message, headers, envelope, route, event))
-        return decoded
 
     def _span(self, item: _Decoded) -> Any:
         """The span of one message's handling, a child of the producer's trace context."""
@@ -719,6 +743,8 @@ class ConsumerRuntime:
     def _done(self, message: Received) -> None:
         """``message`` is handled (effect committed, skipped, or dead-lettered): its partition may commit past it."""
         self._to_commit[message.partition_key] = message.offset + 1
+        if self._dead_letter_failures:  # a message whose dead letter failed, then handled after all on a retry
+            self._dead_letter_failures.pop((message.topic, message.partition, message.offset), None)
 
     def _commit_async(self) -> None:
         """Send the offsets handled since the last poll, without waiting (a lost commit only means a redelivery)."""
@@ -756,49 +782,122 @@ class ConsumerRuntime:
     # -- dead letters -----------------------------------------------------------------------------------------
 
     def _dead_letter(self, message: Received, exc: BaseException, attempts: int) -> bool:
-        """Publish to the group's DLQ and wait for the ack; True once the broker has it."""
+        """Keep a message that will never be handled; True once it is kept (its offset may be committed).
+
+        Kept means: in the group's dead-letter topic whole; or, when the dead-letter producer cannot carry it whole,
+        cut there with its full bytes in ``messaging.dead_letter``; or, after ``dead_letter_attempts`` publishes the
+        broker did not acknowledge, parked in ``messaging.dead_letter`` alone (:meth:`_dead_letter_failed`).
+        """
+        origin = Origin(
+            group=self.group, topic=message.topic, partition=message.partition, offset=message.offset,
+            timestamp_ms=message.timestamp_ms, error_type=type(exc).__name__, error=_error_text(exc),
+            attempts=attempts,
+        )  # fmt: skip
+        original = [(name, value) for name, value in message.headers if not name.startswith(DLT_PREFIX)]
+        provenance = provenance_headers(origin, datetime.now(UTC))
+        whole = [*original, *provenance]
+        if dead_letter_store.record_size(message.key, message.value, whole) <= self._max_message_bytes:
+            error = self._publish(message.key, message.value, whole)
+            if error is None:
+                return self._dead_lettered(message, origin, stored_id=None)
+            if error.code() != KafkaError.MSG_SIZE_TOO_LARGE:  # the broker's own bound may be lower than ours
+                return self._dead_letter_failed(message, origin, str(error))
+        return self._dead_letter_cut(message, origin, original, provenance)
+
+    def _dead_letter_cut(
+        self, message: Received, origin: Origin, original: list[tuple[str, bytes]], provenance: list[tuple[str, bytes]]
+    ) -> bool:
+        """The full bytes into the database, a copy cut to the bound (naming the row) into the dead-letter topic."""
+        try:
+            stored_id = self._store(message, origin, dead_letter_store.TRUNCATED)
+        except Exception as exc:  # noqa: BLE001 - counted as a failed attempt to keep it; parked later if possible
+            return self._dead_letter_failed(message, origin, f"storing its bytes: {type(exc).__name__}")
+        truncation = [
+            (DLT_ORIGINAL_SIZE, str(len(message.value or b"")).encode()),
+            (DLT_ORIGINAL_SHA256, dead_letter_store.sha256_hex(message.value).encode()),
+            (DLT_STORED_ID, str(stored_id).encode()),
+        ]
+        key, value, headers = dead_letter_store.cut_letter(
+            message.key, message.value, original, [*provenance, *truncation], self._max_message_bytes
+        )
+        error = self._publish(key, value, headers)
+        if error is not None:
+            return self._dead_letter_failed(message, origin, str(error))
+        DEAD_LETTERS_TRUNCATED.labels(self.group, message.topic).inc()
+        return self._dead_lettered(message, origin, stored_id=stored_id)
+
+    def _publish(self, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]) -> KafkaError | None:
+        """Send one record to the group's dead-letter topic and wait (at most ``dlq_timeout``) for the broker's ack."""
         producer = self._producer
         assert producer is not None
-        provenance = {
-            "dlt-original-topic": message.topic,
-            "dlt-original-partition": str(message.partition),
-            "dlt-original-offset": str(message.offset),
-            "dlt-original-timestamp": str(message.timestamp_ms),
-            "dlt-consumer-group": self.group,
-            "dlt-exception-type": type(exc).__name__,
-            "dlt-exception-message": _error_text(exc),
-            "dlt-attempts": str(attempts),
-            "dlt-failed-at": utc_iso(datetime.now(UTC)),
-        }
-        original = [(name, value) for name, value in message.headers if not name.startswith(DLT_PREFIX)]
-        headers: list[tuple[str, str | bytes | None]] = [*original]
-        headers += [(name, value.encode()) for name, value in provenance.items()]
         outcome: list[KafkaError | None] = []
+        record_headers: list[tuple[str, str | bytes | None]] = [*headers]
         try:
             producer.produce(
                 dead_letter_topic(self.group),
-                key=message.key,
-                value=message.value,
-                headers=headers,
+                key=key,
+                value=value,
+                headers=record_headers,
                 on_delivery=lambda err, _msg: outcome.append(err),
             )
             producer.flush(self._dlq_timeout)
-        except (KafkaException, BufferError) as produce_error:
-            outcome.append(KafkaError(KafkaError._FAIL, str(produce_error)))
-        if not outcome or outcome[0] is not None:
-            self._log.error("dead-letter publish failed", topic=message.topic, error=str(outcome[:1]))
-            return False
+        except KafkaException as exc:  # refused before sending (e.g. larger than message.max.bytes)
+            error = exc.args[0]
+            return error if isinstance(error, KafkaError) else KafkaError(KafkaError._FAIL, str(exc))
+        except BufferError as exc:
+            return KafkaError(KafkaError._FAIL, str(exc))
+        if not outcome:
+            return KafkaError(KafkaError._MSG_TIMED_OUT, f"no acknowledgement within {self._dlq_timeout:g} s")
+        return outcome[0]
+
+    def _dead_lettered(self, message: Received, origin: Origin, *, stored_id: uuid.UUID | None) -> bool:
+        self._dead_letter_failures.pop((message.topic, message.partition, message.offset), None)
         DEAD_LETTERED.labels(self.group, message.topic).inc()
         self._log.error(
             "message dead-lettered",
             topic=message.topic,
             partition=message.partition,
             offset=message.offset,
-            error_type=type(exc).__name__,
-            attempts=attempts,
+            error_type=origin.error_type,
+            attempts=origin.attempts,
             dead_letter_topic=dead_letter_topic(self.group),
+            truncated=stored_id is not None,
+            stored_id=str(stored_id) if stored_id is not None else None,
         )
         return True
+
+    def _dead_letter_failed(self, message: Received, origin: Origin, error: str) -> bool:
+        """A dead letter the topic did not take: retried ``dead_letter_attempts`` times, then parked in the database.
+
+        Bounded on purpose: a letter the broker refuses for good (too large for the topic, no such topic, no
+        permission) would otherwise hold its partition for ever. Parked, nothing is lost (the row has every byte,
+        `pin dlq list` shows it, `pin dlq replay` sends it) and the partition goes on. Only when the database
+        cannot take it either is the message held (and retried): then every message of the group is waiting for
+        the database anyway, and skipping it would lose it.
+        """
+        where = (message.topic, message.partition, message.offset)
+        failures = self._dead_letter_failures.get(where, 0) + 1
+        self._dead_letter_failures[where] = failures
+        DEAD_LETTER_FAILURES.labels(self.group, message.topic).inc()
+        failure_log = self._log.bind(topic=message.topic, partition=message.partition, offset=message.offset)
+        failure_log.error("dead-letter publish failed", error=error, failures=failures, of=self._dead_letter_attempts)
+        if failures < self._dead_letter_attempts:
+            return False
+        try:
+            stored_id = self._store(message, origin, dead_letter_store.PARKED)
+        except Exception as exc:  # noqa: BLE001 - held and retried: the database is the last place to keep it
+            failure_log.error("dead letter could not be parked in the database; held", error_type=type(exc).__name__)
+            return False
+        self._dead_letter_failures.pop(where, None)
+        DEAD_LETTERS_PARKED.labels(self.group, message.topic).inc()
+        failure_log.error("dead letter parked in the database", stored_id=str(stored_id), error_type=origin.error_type)
+        return True
+
+    def _store(self, message: Received, origin: Origin, disposition: str) -> uuid.UUID:
+        with self._pool.connection(timeout=self._db_timeout) as conn:
+            return dead_letter_store.store(
+                conn, origin, message.key, message.value, message.headers, disposition=disposition
+            )
 
     # -- rebalance, statistics, housekeeping ------------------------------------------------------------------
 
@@ -832,6 +931,8 @@ class ConsumerRuntime:
             self._commit_sync(gone)
         self._assigned = self._assigned - gone
         self._revoked_in_poll |= gone
+        for where in [w for w in self._dead_letter_failures if (w[0], w[1]) in gone]:
+            del self._dead_letter_failures[where]
         for topic, partition in keys:
             self._held.pop((topic, partition), None)
             self._paused.discard((topic, partition))
@@ -887,7 +988,14 @@ def partition_lag(partition_stats: Mapping[str, Any]) -> int | None:
     return max(0, high - position) if position is not None else None
 
 
+def provenance_headers(origin: Origin, failed_at: datetime) -> list[tuple[str, bytes]]:
+    """The :data:`DLT_HEADERS` of a dead letter, in order."""
+    values = (origin.topic, str(origin.partition), str(origin.offset), str(origin.timestamp_ms), origin.group,
+              origin.error_type, origin.error, str(origin.attempts), utc_iso(failed_at))  # fmt: skip
+    return [(name, value.encode()) for name, value in zip(DLT_HEADERS, values, strict=True)]
+
+
 def _error_text(exc: BaseException) -> str:
-    """The error's message, one line, bounded (payloads carry no PII by contract, so neither does this)."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    """The error's message, one line, bounded, without NUL (payloads carry no PII by contract, so neither does this)."""
+    text = " ".join(str(exc).replace("\x00", " ").split()) or type(exc).__name__
     return text[:_MAX_ERROR_TEXT]

@@ -5,20 +5,30 @@ consumer runtime added. Listing reads the dead-letter topic from the beginning w
 commit, so it changes nothing. Replaying publishes the original key, value and headers back to the original
 topic: the MessageId is unchanged, so a message that was in fact handled before is skipped by the inbox, and a
 fixed consumer handles the rest exactly once. Replay does not remove anything from the dead-letter topic.
+
+Some dead letters have their bytes in the database (``messaging.dead_letter``, see
+:mod:`pin.messaging.dead_letter_store`): a *truncated* letter is in the topic cut to the dead-letter producer's
+bound, and its listing says so and names the row with the full bytes; replaying it sends the row's full bytes. A
+*parked* letter is only in the database (the topic refused it); listing and replay read those rows too, so
+both need ``PIN_DATABASE_URL`` to show every letter.
 """
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from psycopg.rows import dict_row
 
-from pin.messaging.consumer import DLT_PREFIX, Received
+from pin.messaging import dead_letter_store
+from pin.messaging.consumer import DLT_PREFIX, Received, provenance_headers
+from pin.messaging.dead_letter_store import DLT_ORIGINAL_SHA256, DLT_ORIGINAL_SIZE, DLT_STORED_ID, StoredLetter
+from pin.messaging.envelope import UnreadableMessageError, decode_envelope
 from pin.messaging.kafka import client_config, producer_config, silent_client_logger
 from pin.messaging.topics import CONSUMER_GROUPS, dead_letter_topic
 from pin.observability.logging import error_text
@@ -31,43 +41,63 @@ class DeadLetterError(RuntimeError):
 
 @dataclass(frozen=True)
 class DeadLetter:
-    """One message of a group's dead-letter topic."""
+    """One dead letter of a group: a message of its dead-letter topic, or a row parked in the database."""
 
     group: str
-    record: Received
+    record: Received | None
+    parked: StoredLetter | None = None
 
     @property
     def provenance(self) -> dict[str, str]:
         """The ``dlt-*`` headers: origin topic, partition, offset, timestamp, group, error, attempts, time."""
+        if self.parked is not None:
+            headers = provenance_headers(self.parked.origin, self.parked.failed_at)
+            return {name: value.decode() for name, value in headers}
+        assert self.record is not None
         return {n: v.decode("utf-8", "replace") for n, v in self.record.headers if n.startswith(DLT_PREFIX)}
 
     @property
     def original_headers(self) -> list[tuple[str, bytes]]:
-        """The headers the message had before it was dead-lettered."""
+        """The headers the message had before it was dead-lettered (of a cut letter: those that fitted)."""
+        if self.parked is not None:
+            return list(self.parked.headers)
+        assert self.record is not None
         return [(n, v) for n, v in self.record.headers if not n.startswith(DLT_PREFIX)]
+
+    @property
+    def stored_id(self) -> uuid.UUID | None:
+        """The ``messaging.dead_letter`` row with the full bytes: of a parked or a truncated letter, else None."""
+        if self.parked is not None:
+            return self.parked.id
+        try:
+            raw = self.provenance.get(DLT_STORED_ID)
+            return uuid.UUID(raw) if raw else None
+        except ValueError:
+            return None
 
     @property
     def message_id(self) -> str | None:
         """The MessageId (header, else the JSON value), or None for a message that has neither."""
-        for name, value in self.original_headers:
-            if name == "message-id" and value:
-                return value.decode("utf-8", "replace")
-        try:
-            payload = json.loads(self.record.value or b"")
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        for name, header in self.original_headers:
+            if name == "message-id" and header:
+                return header.decode("utf-8", "replace")
+        value = self.parked.value if self.parked is not None else self.record.value if self.record else None
+        try:  # the consumers' bounded decoder: a hostile letter (too deep, not JSON) has no MessageId, no crash
+            return str(decode_envelope(value, {}, max_bytes=None).message_id)
+        except UnreadableMessageError:
             return None
-        raw = payload.get("MessageId") if isinstance(payload, dict) else None
-        return str(raw) if raw is not None else None
 
     def summary(self) -> dict[str, Any]:
-        """What an operator needs to decide: where it came from, why it failed (no payload: no PII risk)."""
+        """What an operator needs to decide: where it came from, why it failed, where its bytes are (no payload)."""
         origin = self.provenance
+        key = self.parked.key if self.parked is not None else self.record.key if self.record else None
+        stored_id = self.stored_id
         return {
             "group": self.group,
-            "dlqPartition": self.record.partition,
-            "dlqOffset": self.record.offset,
+            "dlqPartition": self.record.partition if self.record else None,
+            "dlqOffset": self.record.offset if self.record else None,
             "messageId": self.message_id,
-            "key": self.record.key.decode("utf-8", "replace") if self.record.key is not None else None,
+            "key": key.decode("utf-8", "replace")[:200] if key is not None else None,
             "originTopic": origin.get("dlt-original-topic"),
             "originPartition": origin.get("dlt-original-partition"),
             "originOffset": origin.get("dlt-original-offset"),
@@ -76,7 +106,18 @@ class DeadLetter:
             "error": origin.get("dlt-exception-message"),
             "attempts": origin.get("dlt-attempts"),
             "failedAt": origin.get("dlt-failed-at"),
+            # the topic holds a copy cut to the dead-letter producer's bound; the full bytes are in the row
+            "truncated": self.parked is None and stored_id is not None,
+            # the topic never took it: the row is the dead letter
+            "parked": self.parked is not None,
+            "originalSize": self.parked.value_size if self.parked else _int_or_none(origin.get(DLT_ORIGINAL_SIZE)),
+            "sha256": self.parked.value_sha256 if self.parked else origin.get(DLT_ORIGINAL_SHA256),
+            "fullBytesAt": f"{dead_letter_store.STORED_TABLE} id={stored_id}" if stored_id is not None else None,
         }
+
+
+def _int_or_none(raw: str | None) -> int | None:
+    return int(raw) if raw is not None and raw.isdecimal() else None
 
 
 def check_group(group: str) -> str:
@@ -96,7 +137,26 @@ def read_dead_letters(
     letters: list[DeadLetter] = []
     for group in groups:
         letters.extend(_read_topic(settings, group, idle_seconds=idle_seconds, timeout=timeout))
+    if settings.database_url:
+        letters.extend(read_parked(settings, list(groups)))
     return letters
+
+
+def read_parked(settings: Settings, groups: Sequence[str]) -> list[DeadLetter]:
+    """The letters of ``groups`` parked in the database (the dead-letter topic refused them)."""
+    try:
+        with _database(settings) as conn:
+            return [DeadLetter(row.origin.group, None, row) for row in dead_letter_store.parked(conn, groups)]
+    except psycopg.Error as exc:
+        raise DeadLetterError(f"reading {dead_letter_store.STORED_TABLE}: {error_text(exc)}") from exc
+
+
+def _database(settings: Settings) -> psycopg.Connection[dict[str, object]]:
+    """A connection for the stored dead letters; a failure is a one-line :class:`DeadLetterError`."""
+    try:
+        return psycopg.connect(settings.require_database_url(), connect_timeout=10, row_factory=dict_row)
+    except (psycopg.Error, ConfigurationError) as exc:
+        raise DeadLetterError(f"reading {dead_letter_store.STORED_TABLE}: {error_text(exc)}") from exc
 
 
 def _read_topic(settings: Settings, group: str, *, idle_seconds: float, timeout: float) -> list[DeadLetter]:
@@ -115,7 +175,7 @@ def _read_topic(settings: Settings, group: str, *, idle_seconds: float, timeout:
         if metadata is None or metadata.error is not None or not metadata.partitions:
             return []
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in metadata.partitions])
-        letters: list[DeadLetter] = []
+        letters: list[Received] = []
         # The idle window starts once every partition has answered a fetch (a message or an end-of-partition
         # event), not at assign: a new reader needs several round trips before its first fetch, and a loaded
         # broker must not make a short window end before anything was read. The end-of-partition event only
@@ -134,10 +194,10 @@ def _read_topic(settings: Settings, group: str, *, idle_seconds: float, timeout:
                 if error.code() != KafkaError._PARTITION_EOF:
                     raise DeadLetterError(f"reading {topic}: {error}")
                 continue
-            letters.append(DeadLetter(group, Received.of(polled)))
+            letters.append(Received.of(polled))
         if silent:
             raise DeadLetterError(f"reading {topic}: partitions {sorted(silent)} did not answer within {timeout:g} s")
-        return sorted(letters, key=lambda letter: (letter.record.partition, letter.record.offset))
+        return [DeadLetter(group, record) for record in sorted(letters, key=lambda r: (r.partition, r.offset))]
     finally:
         consumer.close()
 
@@ -145,30 +205,59 @@ def _read_topic(settings: Settings, group: str, *, idle_seconds: float, timeout:
 def replay(
     settings: Settings, group: str, *, message_id: str | None = None, idle_seconds: float = 2.0
 ) -> list[DeadLetter]:
-    """Publish ``group``'s dead letters (or the one with ``message_id``) back to their original topics."""
+    """Publish ``group``'s dead letters (or the one with ``message_id``) back to their original topics.
+
+    A truncated or parked letter is sent as the database row has it: the full original bytes.
+    """
     letters = [
         letter
         for letter in read_dead_letters(settings, [group], idle_seconds=idle_seconds)
-        if message_id is None or letter.message_id == message_id
-    ]
-    producer = Producer(producer_config(settings, **{"client.id": f"pin-dlq-replay-{group}", "linger.ms": 0}))
+        if (message_id is None or letter.message_id == message_id) and letter.provenance.get("dlt-original-topic")
+    ]  # a letter without an origin was not written by the runtime: nowhere to send it back
+    originals = _originals(settings, letters)
+    largest = max((dead_letter_store.record_size(k, v, h) for _, k, v, h in originals), default=0)
+    # the producer must carry the largest original whole (the broker took it once); never below librdkafka's default
+    producer = Producer(producer_config(settings, **{"client.id": f"pin-dlq-replay-{group}", "linger.ms": 0,
+                                                     "message.max.bytes": max(1_000_000, largest)}))  # fmt: skip
     failures: list[KafkaError] = []
-    replayed: list[DeadLetter] = []
-    for letter in letters:
-        origin = letter.provenance.get("dlt-original-topic")
-        if not origin:
-            continue  # not written by the runtime: nowhere to send it back
-        headers: list[tuple[str, str | bytes | None]] = [*letter.original_headers]
+    for origin, key, value, headers in originals:
         producer.produce(
             origin,
-            key=letter.record.key,
-            value=letter.record.value,
-            headers=headers,
+            key=key,
+            value=value,
+            headers=list[tuple[str, str | bytes | None]](headers),
             on_delivery=lambda err, _msg: failures.append(err) if err is not None else None,
         )
-        replayed.append(letter)
     remaining = producer.flush(30)
     producer.close()
     if remaining or failures:
         raise DeadLetterError(f"replay of {group}: {len(failures) + remaining} message(s) not acknowledged")
-    return replayed
+    return letters
+
+
+Original = tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]]]
+
+
+def _originals(settings: Settings, letters: list[DeadLetter]) -> list[Original]:
+    """(origin topic, key, value, headers) of each letter, the full bytes from the database where they are kept."""
+    stored: dict[uuid.UUID, StoredLetter] = {}
+    wanted = [letter.stored_id for letter in letters if letter.parked is None and letter.stored_id is not None]
+    try:
+        if wanted:
+            with _database(settings) as conn:
+                stored = {i: row for i in wanted if (row := dead_letter_store.load(conn, i)) is not None}
+    except psycopg.Error as exc:
+        raise DeadLetterError(f"reading {dead_letter_store.STORED_TABLE}: {error_text(exc)}") from exc
+    missing = [i for i in wanted if i not in stored]
+    if missing:
+        raise DeadLetterError(f"{dead_letter_store.STORED_TABLE} id={missing[0]}: no such row (the full bytes)")
+    originals: list[Original] = []
+    for letter in letters:
+        topic = letter.provenance["dlt-original-topic"]
+        full = letter.parked or (stored.get(letter.stored_id) if letter.stored_id else None)
+        if full is not None:
+            originals.append((topic, full.key, full.value, list(full.headers)))
+        else:
+            assert letter.record is not None
+            originals.append((topic, letter.record.key, letter.record.value, letter.original_headers))
+    return originals

@@ -47,5 +47,5 @@ def build_runtime(group: str, settings: Settings, pool: ConnectionPool[Conn], **
         pool=pool,
         consumer_config=consumer_config(settings, group, **{"client.id": f"pin-consume-{group}"}),
         producer_config=producer_config(settings, **{"client.id": f"pin-consume-{group}-dlq", "linger.ms": 0}),
-        **options,
+        **{"max_message_bytes": settings.kafka_max_message_bytes, **options},
     )

@@ -16,3 +16,30 @@ CREATE TABLE IF NOT EXISTS messaging.inbox (
 
 -- Retention: the runtime prunes rows older than its dedup window, oldest first.
 CREATE INDEX IF NOT EXISTS inbox_processed_at ON messaging.inbox (consumer_group, processed_at);
+
+-- Dead letters the dead-letter topic cannot carry whole: the original key, value and headers of a message
+-- (messaging/dead_letter_store.py). 'truncated': the topic holds a copy cut to the dead-letter producer's bound,
+-- whose dlt-stored-id header names this row; 'parked': the topic refused it on every attempt, this row is the
+-- dead letter. One row per origin: storing the same message again updates it.
+CREATE TABLE IF NOT EXISTS messaging.dead_letter (
+    id                    uuid        PRIMARY KEY DEFAULT gen_random_uuid(),
+    consumer_group        text        NOT NULL,
+    topic                 text        NOT NULL,
+    "partition"           integer     NOT NULL,
+    "offset"              bigint      NOT NULL,
+    original_timestamp_ms bigint      NOT NULL,
+    message_key           bytea,
+    message_value         bytea,
+    -- header names as UTF-8 bytes (a hostile name may hold NUL, which text cannot)
+    header_names          bytea[]     NOT NULL,
+    header_values         bytea[]     NOT NULL,
+    value_size            integer     NOT NULL,
+    value_sha256          text        NOT NULL,
+    disposition           text        NOT NULL,
+    error_type            text        NOT NULL,
+    error                 text        NOT NULL,
+    attempts              integer     NOT NULL,
+    failed_at             timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT dead_letter_disposition CHECK (disposition IN ('truncated', 'parked')),
+    CONSTRAINT dead_letter_origin UNIQUE (consumer_group, topic, "partition", "offset")
+);

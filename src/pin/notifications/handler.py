@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import structlog
+from prometheus_client import Counter
 
 from pin.messaging import topics
 from pin.messaging.consumer import Conn, HandlingContext, Route
@@ -33,6 +34,11 @@ from pin.notifications.messages import (
 )
 
 log = structlog.get_logger(__name__)
+
+EXPIRED_WITHOUT_BUYER = Counter(
+    "pin_notifications_expired_purchase_without_buyer",
+    "Expired purchases whose message has no BuyerUserId: nobody was told «срок истёк».",
+)
 
 # The terminal outcome wins: once Terminal, an appointment never goes back to Confirmed here.
 _MARK_TERMINAL = """
@@ -98,6 +104,12 @@ class NotificationHandlers:
         status = known(PurchaseStatus, event.status)
         if status is None:
             context.unknown_value("Status", event.status)
+        if status is PurchaseStatus.EXPIRED and event.buyer_user_id is None:
+            # BuyerUserId is this project's additive field: a producer of the contract without it leaves nobody
+            # to tell; that must show, not pass silently.
+            EXPIRED_WITHOUT_BUYER.inc()
+            log.warning("expired purchase without BuyerUserId; nobody notified",
+                        purchase_id=str(event.purchase_id), message_id=str(context.message_id))  # fmt: skip
         notices = purchase_notices(status, buyer=event.buyer_user_id, package_code=event.package_code)
         self._deliver(conn, notices, event.tenant_id, event.purchase_id, context)
 

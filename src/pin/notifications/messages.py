@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from pydantic import AwareDatetime
-
-from pin.messaging.tolerant import TolerantModel
+from pin.messaging.tolerant import Rfc3339Time, TolerantModel
 
 
 class AppointmentCancelled(TolerantModel):
@@ -17,7 +15,7 @@ class AppointmentCancelled(TolerantModel):
     agent_user_id: uuid.UUID
     investor_user_id: uuid.UUID
     kind: str
-    start_at: AwareDatetime
+    start_at: Rfc3339Time
     time_zone: str
     reason: str
     cancelled_by: str | None = None
@@ -32,7 +30,7 @@ class AppointmentConfirmed(TolerantModel):
     agent_user_id: uuid.UUID
     investor_user_id: uuid.UUID
     kind: str
-    start_at: AwareDatetime
+    start_at: Rfc3339Time
     time_zone: str
 
 
@@ -44,7 +42,7 @@ class AppointmentCreated(TolerantModel):
     agent_user_id: uuid.UUID
     investor_user_id: uuid.UUID
     kind: str
-    start_at: AwareDatetime
+    start_at: Rfc3339Time
     time_zone: str
     status: str
     rescheduled_from_appointment_id: uuid.UUID | None = None
@@ -69,5 +67,5 @@ class PurchaseChanged(TolerantModel):
     buyer_user_id: uuid.UUID | None = None
     package_code: str
     status: str
-    ends_at: AwareDatetime
+    ends_at: Rfc3339Time
     version: int

@@ -1,0 +1,155 @@
+"""Reading a consumed message's value: the one envelope and payload validation every consumer group shares.
+
+Whatever the bytes, :func:`decode_envelope` returns an :class:`Envelope` or raises :class:`UnreadableMessageError`,
+nothing else (a property test feeds it arbitrary bytes). The bounds that make this hold:
+
+- **size first**: a value larger than the consumer's bound is refused before any parsing;
+- **depth**: orjson refuses nesting deeper than 1024 with a ``JSONDecodeError`` (the standard library's parser
+  recurses and raises ``RecursionError`` on deep input, which escapes ``except ValueError`` and killed the loop);
+- **what PostgreSQL cannot hold**: a string with NUL (U+0000) anywhere in the value (a key or a value, at any
+  depth) is refused here, at once, instead of failing the handler's transaction on every retry;
+- **times**: ``OccurredAt`` of the envelope, and every time field of the tolerant models (:data:`Rfc3339Time`),
+  must be RFC 3339 text with an offset; a Unix number or "yesterday" is unreadable in every group alike.
+
+An unreadable message is never retried: it goes to the group's dead-letter topic at once.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+import orjson
+from pydantic import BeforeValidator
+
+NUL = "\x00"
+# RFC 3339 date-time (section 5.6): full date, 'T', full time with optional fraction, and 'Z' or a numeric offset.
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+# A time this close to the ends of Python's range cannot be moved to another zone (OverflowError in a handler).
+_MARGIN = timedelta(days=2)
+_MAX_HEADER_TEXT = 200
+
+
+class UnreadableMessageError(Exception):
+    """The message can never be read (too large, not JSON, too deep, not an object, no MessageId, a bad field)."""
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """The envelope of SPEC section 6 around a contract's payload."""
+
+    message_id: uuid.UUID
+    contract_version: int | None
+    event_type: str | None
+    correlation_id: str | None
+    occurred_at: datetime | None
+    payload: Mapping[str, Any]
+
+
+def decode_envelope(value: bytes | None, headers: Mapping[str, str], *, max_bytes: int | None) -> Envelope:
+    """Parse a message value within the bounds; raises :class:`UnreadableMessageError` and nothing else.
+
+    ``max_bytes`` None: no size bound (for bytes bounded elsewhere already, such as a dead letter's).
+    """
+    payload = _json_object(value, max_bytes)
+    # JSON text cannot hold a raw NUL byte (orjson refuses it), so a NUL in a string is always escaped: without
+    # the escape in the bytes there is nothing to look for.
+    where = _first_nul(payload) if value is not None and b"\\u0000" in value else None
+    if where is not None:
+        raise UnreadableMessageError(f"{where}: a string holds NUL (U+0000), which PostgreSQL text cannot hold")
+    occurred = payload.get("OccurredAt")
+    try:
+        occurred_at = parse_rfc3339(occurred) if occurred is not None else None
+    except ValueError as exc:
+        raise UnreadableMessageError(f"OccurredAt: {exc}") from None
+    return Envelope(
+        message_id=_message_id(payload, headers),
+        contract_version=_contract_version(payload, headers),
+        event_type=_bounded(headers.get("event-type")),
+        correlation_id=_bounded(headers.get("correlation-id")),
+        occurred_at=occurred_at,
+        payload=payload,
+    )
+
+
+def _bounded(header: str | None) -> str | None:
+    """A header as logged with every line about the message: a hostile one must not make each line megabytes."""
+    return header[:_MAX_HEADER_TEXT] if header is not None else None
+
+
+def _json_object(value: bytes | None, max_bytes: int | None) -> dict[str, Any]:
+    if value is None:
+        raise UnreadableMessageError("the message has no value")
+    if max_bytes is not None and len(value) > max_bytes:
+        raise UnreadableMessageError(f"the value is {len(value)} bytes, more than the {max_bytes} a consumer reads")
+    try:
+        payload = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:  # invalid UTF-8, bad syntax, nesting deeper than 1024
+        raise UnreadableMessageError(f"the value is not JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise UnreadableMessageError("the value is not a JSON object")
+    return payload
+
+
+def _first_nul(payload: dict[str, Any]) -> str | None:
+    """The path of the first key or string holding NUL, or None; iterative (the depth is bounded, the stack is not)."""
+    stack: list[tuple[str, Any]] = [("$", payload)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, str):
+            if NUL in node:
+                return path
+        elif isinstance(node, dict):
+            for key, item in node.items():
+                if NUL in key:
+                    return f"{path} (a key)"
+                stack.append((f"{path}.{key[:40]}" if len(path) < 200 else path, item))
+        elif isinstance(node, list):
+            stack.extend((f"{path}[{index}]" if len(path) < 200 else path, item) for index, item in enumerate(node))
+    return None
+
+
+def _message_id(payload: Mapping[str, Any], headers: Mapping[str, str]) -> uuid.UUID:
+    raw = payload.get("MessageId", headers.get("message-id"))
+    if isinstance(raw, str):
+        try:
+            return uuid.UUID(raw)
+        except ValueError:
+            pass
+    raise UnreadableMessageError("MessageId is missing or not a UUID")
+
+
+def _contract_version(payload: Mapping[str, Any], headers: Mapping[str, str]) -> int | None:
+    """The ContractVersion, or None when it is not an integer (an unknown version: a warning, not unreadable)."""
+    raw = payload.get("ContractVersion", headers.get("contract-version"))
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, str) and len(raw) < 20:
+        try:
+            return int(raw)
+        except ValueError:
+            return None
+    return None
+
+
+def parse_rfc3339(raw: object) -> datetime:
+    """An RFC 3339 time with an offset, as an aware datetime in UTC; ValueError for anything else."""
+    if not isinstance(raw, str) or len(raw) > 64 or _RFC3339.fullmatch(raw) is None:
+        raise ValueError("not an RFC 3339 time with an offset (e.g. 2026-12-01T07:00:00Z)")
+    try:
+        value = datetime.fromisoformat(raw.upper()).astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise ValueError("not a valid RFC 3339 time") from None
+    if not datetime.min.replace(tzinfo=UTC) + _MARGIN <= value <= datetime.max.replace(tzinfo=UTC) - _MARGIN:
+        raise ValueError("a time outside the range this system can hold")
+    return value
+
+
+# A time field of a consumer's tolerant model: RFC 3339 text only (no Unix numbers, no naive times).
+Rfc3339Time = Annotated[datetime, BeforeValidator(parse_rfc3339)]
