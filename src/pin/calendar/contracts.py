@@ -19,11 +19,8 @@ from pin.messaging.contract_docs import ContractSet
 from pin.messaging.contracts import Contract, UtcDateTime
 
 
-class AppointmentCancelledEvent(Contract):
-    """pin.calendar.appointment-cancelled: the appointment will not take place (seed 003)."""
-
-    TOPIC: ClassVar[str] = topics.APPOINTMENT_CANCELLED
-    EVENT_TYPE: ClassVar[str] = "pin.calendar.appointment-cancelled"
+class AppointmentSummary(Contract):
+    """The appointment as appointment-cancelled and appointment-confirmed describe it; Key = AppointmentId."""
 
     appointment_id: uuid.UUID
     tenant_id: uuid.UUID
@@ -32,14 +29,22 @@ class AppointmentCancelledEvent(Contract):
     kind: Kind
     start_at: UtcDateTime
     time_zone: str
-    reason: Reason
-    # optional (seed 003): a reader copes with their absence; this producer always sends them, null or not
-    cancelled_by: CancelledBy | None = None
-    rescheduled_to_appointment_id: uuid.UUID | None = None
 
     def message_key(self) -> str:
         """Key = AppointmentId."""
         return str(self.appointment_id)
+
+
+class AppointmentCancelledEvent(AppointmentSummary):
+    """pin.calendar.appointment-cancelled: the appointment will not take place (seed 003)."""
+
+    TOPIC: ClassVar[str] = topics.APPOINTMENT_CANCELLED
+    EVENT_TYPE: ClassVar[str] = "pin.calendar.appointment-cancelled"
+
+    reason: Reason
+    # optional (seed 003): a reader copes with their absence; this producer always sends them, null or not
+    cancelled_by: CancelledBy | None = None
+    rescheduled_to_appointment_id: uuid.UUID | None = None
 
 
 class AppointmentCreatedEvent(Contract):
@@ -48,6 +53,7 @@ class AppointmentCreatedEvent(Contract):
     TOPIC: ClassVar[str] = topics.APPOINTMENT_CREATED
     EVENT_TYPE: ClassVar[str] = "pin.calendar.appointment-created"
 
+    # not an AppointmentSummary: its published field order puts SlotId third
     appointment_id: uuid.UUID
     tenant_id: uuid.UUID
     slot_id: uuid.UUID
@@ -66,23 +72,11 @@ class AppointmentCreatedEvent(Contract):
         return str(self.appointment_id)
 
 
-class AppointmentConfirmedEvent(Contract):
+class AppointmentConfirmedEvent(AppointmentSummary):
     """pin.calendar.appointment-confirmed: the agent confirmed a Pending appointment."""
 
     TOPIC: ClassVar[str] = topics.APPOINTMENT_CONFIRMED
     EVENT_TYPE: ClassVar[str] = "pin.calendar.appointment-confirmed"
-
-    appointment_id: uuid.UUID
-    tenant_id: uuid.UUID
-    agent_user_id: uuid.UUID
-    investor_user_id: uuid.UUID
-    kind: Kind
-    start_at: UtcDateTime
-    time_zone: str
-
-    def message_key(self) -> str:
-        """Key = AppointmentId."""
-        return str(self.appointment_id)
 
 
 class CalendarEventStatusChangedEvent(Contract):

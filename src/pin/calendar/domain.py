@@ -18,17 +18,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import cache
-from typing import Union
+from typing import Any, Self, TypedDict, Union, Unpack
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from pin.domain_kit import DocumentedError
 
 # --------------------------------------------------------------------------------------------------- errors
 
 
-class DomainError(Exception):
+class DomainError(DocumentedError):
     """A calendar rule was broken."""
-
-    def __init__(self, message: str | None = None) -> None:
-        super().__init__(message or (self.__doc__ or "").strip())
 
 
 class NotFoundError(DomainError):
@@ -279,54 +278,58 @@ def _reason_text(text: str | None) -> str | None:
 # --------------------------------------------------------------------------------------------------- events
 
 
-@dataclass(frozen=True)
-class AppointmentCreated:
-    """An appointment was booked (or created by a reschedule)."""
+@dataclass(frozen=True, kw_only=True)
+class AppointmentEvent:
+    """What every appointment event says about its appointment; each kind adds its own fields."""
 
     appointment_id: uuid.UUID
     tenant_id: uuid.UUID
-    slot_id: uuid.UUID
     agent_user_id: uuid.UUID
     investor_user_id: uuid.UUID
     kind: Kind
     start_at: datetime
-    end_at: datetime
     time_zone: str
+    occurred_at: datetime
+
+    @classmethod
+    def of(cls, appointment: Appointment, occurred_at: datetime, **details: Any) -> Self:
+        """The event about ``appointment`` at ``occurred_at``, with ``details`` in the fields of its kind."""
+        return cls(
+            appointment_id=appointment.id,
+            tenant_id=appointment.tenant_id,
+            agent_user_id=appointment.agent_user_id,
+            investor_user_id=appointment.investor_user_id,
+            kind=appointment.kind,
+            start_at=appointment.start_at,
+            time_zone=appointment.time_zone,
+            occurred_at=occurred_at,
+            **details,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppointmentCreated(AppointmentEvent):
+    """An appointment was booked (or created by a reschedule)."""
+
+    slot_id: uuid.UUID
+    end_at: datetime
     status: AppointmentStatus
     pending_expires_at: datetime | None
     rescheduled_from_appointment_id: uuid.UUID | None
-    occurred_at: datetime
 
 
-@dataclass(frozen=True)
-class AppointmentConfirmed:
+@dataclass(frozen=True, kw_only=True)
+class AppointmentConfirmed(AppointmentEvent):
     """The agent confirmed a Pending appointment."""
 
-    appointment_id: uuid.UUID
-    tenant_id: uuid.UUID
-    agent_user_id: uuid.UUID
-    investor_user_id: uuid.UUID
-    kind: Kind
-    start_at: datetime
-    time_zone: str
-    occurred_at: datetime
 
-
-@dataclass(frozen=True)
-class AppointmentCancelled:
+@dataclass(frozen=True, kw_only=True)
+class AppointmentCancelled(AppointmentEvent):
     """The appointment will not take place (Declined, Cancelled or Expired)."""
 
-    appointment_id: uuid.UUID
-    tenant_id: uuid.UUID
-    agent_user_id: uuid.UUID
-    investor_user_id: uuid.UUID
-    kind: Kind
-    start_at: datetime
-    time_zone: str
     reason: Reason
     cancelled_by: CancelledBy | None
     rescheduled_to_appointment_id: uuid.UUID | None
-    occurred_at: datetime
 
 
 @dataclass(frozen=True)
@@ -360,6 +363,17 @@ class Loaded:
     version: int
 
 
+class SlotTerms(TypedDict):
+    """What an agent offers when creating a slot."""
+
+    kind: Kind
+    start_at: datetime
+    end_at: datetime
+    time_zone: str
+    min_lead_time_minutes: int
+    auto_confirm: bool
+
+
 @dataclass
 class AvailabilitySlot:
     """A window an agent offers for one appointment."""
@@ -385,33 +399,23 @@ class AvailabilitySlot:
         *,
         tenant_id: uuid.UUID,
         agent_user_id: uuid.UUID,
-        kind: Kind,
-        start_at: datetime,
-        end_at: datetime,
-        time_zone: str,
-        min_lead_time_minutes: int,
-        auto_confirm: bool,
         now: datetime,
         slot_id: uuid.UUID | None = None,
+        **terms: Unpack[SlotTerms],
     ) -> AvailabilitySlot:
-        """A new Available slot."""
-        check_time_zone(time_zone)
-        if end_at <= start_at:
+        """A new Available slot on the agent's ``terms``."""
+        check_time_zone(terms["time_zone"])
+        if terms["end_at"] <= terms["start_at"]:
             raise EndNotAfterStartError
-        if start_at <= now:
+        if terms["start_at"] <= now:
             raise StartInPastError
-        if min_lead_time_minutes < 0:
+        if terms["min_lead_time_minutes"] < 0:
             raise InvalidLeadTimeError
         return cls(
             id=slot_id or uuid.uuid4(),
             tenant_id=tenant_id,
             agent_user_id=agent_user_id,
-            kind=kind,
-            start_at=start_at,
-            end_at=end_at,
-            time_zone=time_zone,
-            min_lead_time_minutes=min_lead_time_minutes,
-            auto_confirm=auto_confirm,
+            **terms,
             status=SlotStatus.AVAILABLE,
             version=1,
             created_at=now,
@@ -633,20 +637,14 @@ class AppointmentCluster:
         )
         event = CalendarEvent.for_appointment(appointment, now)
         appointment.events.append(
-            AppointmentCreated(
-                appointment_id=appointment.id,
-                tenant_id=appointment.tenant_id,
+            AppointmentCreated.of(
+                appointment,
+                now,
                 slot_id=appointment.slot_id,
-                agent_user_id=appointment.agent_user_id,
-                investor_user_id=appointment.investor_user_id,
-                kind=appointment.kind,
-                start_at=appointment.start_at,
                 end_at=appointment.end_at,
-                time_zone=appointment.time_zone,
                 status=appointment.status,
                 pending_expires_at=appointment.pending_expires_at,
                 rescheduled_from_appointment_id=rescheduled_from_appointment_id,
-                occurred_at=now,
             )
         )
         return cls(appointment, slot, event)
@@ -660,18 +658,7 @@ class AppointmentCluster:
             raise AppointmentNotPendingError
         self._check_cascade()
         appointment._move(AppointmentStatus.CONFIRMED, as_of)
-        appointment.events.append(
-            AppointmentConfirmed(
-                appointment_id=appointment.id,
-                tenant_id=appointment.tenant_id,
-                agent_user_id=appointment.agent_user_id,
-                investor_user_id=appointment.investor_user_id,
-                kind=appointment.kind,
-                start_at=appointment.start_at,
-                time_zone=appointment.time_zone,
-                occurred_at=as_of,
-            )
-        )
+        appointment.events.append(AppointmentConfirmed.of(appointment, as_of))
 
     def decline(self, reason_text: str | None, as_of: datetime) -> SlotOutcome:
         """The agent declines a Pending appointment, with a reason: Declined, CancelledBy null."""
@@ -761,18 +748,12 @@ class AppointmentCluster:
         event_text = RESCHEDULED_EVENT_TEXT if rescheduled_to is not None else EVENT_CANCEL_TEXT[reason]
         self.event.cancel_by_appointment(appointment.id, event_text, as_of)
         appointment.events.append(
-            AppointmentCancelled(
-                appointment_id=appointment.id,
-                tenant_id=appointment.tenant_id,
-                agent_user_id=appointment.agent_user_id,
-                investor_user_id=appointment.investor_user_id,
-                kind=appointment.kind,
-                start_at=appointment.start_at,
-                time_zone=appointment.time_zone,
+            AppointmentCancelled.of(
+                appointment,
+                as_of,
                 reason=reason,
                 cancelled_by=cancelled_by,
                 rescheduled_to_appointment_id=rescheduled_to,
-                occurred_at=as_of,
             )
         )
         return outcome

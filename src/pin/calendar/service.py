@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Unpack
 
 import structlog
 from psycopg_pool import ConnectionPool
@@ -31,9 +32,9 @@ from pin.calendar.domain import (
     AvailabilitySlot,
     CalendarEvent,
     CalendarEventNotFoundError,
-    Kind,
     SlotNotFoundError,
     SlotOutcome,
+    SlotTerms,
     VersionMismatchError,
 )
 from pin.db import database_now
@@ -94,30 +95,11 @@ class Calendar:
 # ------------------------------------------------------------------------------------------------ slots
 
 
-def create_slot(
-    calendar: Calendar,
-    actor: Actor,
-    *,
-    kind: Kind,
-    start_at: datetime,
-    end_at: datetime,
-    time_zone: str,
-    min_lead_time_minutes: int,
-    auto_confirm: bool,
-) -> AvailabilitySlot:
+def create_slot(calendar: Calendar, actor: Actor, **terms: Unpack[SlotTerms]) -> AvailabilitySlot:
     """An agent offers a new Available slot."""
     with calendar.unit_of_work() as uow:
-        slot = AvailabilitySlot.create(
-            tenant_id=actor.tenant_id,
-            agent_user_id=actor.user_id,
-            kind=kind,
-            start_at=start_at,
-            end_at=end_at,
-            time_zone=time_zone,
-            min_lead_time_minutes=min_lead_time_minutes,
-            auto_confirm=auto_confirm,
-            now=database_now(uow.conn),
-        )
+        now = database_now(uow.conn)
+        slot = AvailabilitySlot.create(tenant_id=actor.tenant_id, agent_user_id=actor.user_id, now=now, **terms)
         repository.slot_insert(uow.conn, slot)
         _commit(uow)
     return slot
@@ -158,14 +140,9 @@ def confirm_appointment(
     calendar: Calendar, actor: Actor, appointment_id: uuid.UUID, *, expected_version: int | None = None
 ) -> Appointment:
     """The agent confirms a Pending appointment (appointment-confirmed)."""
-    return _change(
-        calendar,
-        actor,
-        Side.AGENT,
-        appointment_id,
-        expected_version=expected_version,
-        operation=lambda c, now: c.confirm(now),
-    )
+    with _changing(calendar, actor, Side.AGENT, appointment_id, expected_version) as (cluster, now):
+        cluster.confirm(now)
+    return cluster.appointment
 
 
 def decline_appointment(
@@ -177,14 +154,9 @@ def decline_appointment(
     expected_version: int | None = None,
 ) -> Appointment:
     """The agent declines a Pending appointment with a reason (Reason = DeclinedByAgent)."""
-    return _change(
-        calendar,
-        actor,
-        Side.AGENT,
-        appointment_id,
-        expected_version=expected_version,
-        operation=lambda c, now: c.decline(reason, now),
-    )
+    with _changing(calendar, actor, Side.AGENT, appointment_id, expected_version) as (cluster, now):
+        cluster.decline(reason, now)
+    return cluster.appointment
 
 
 def cancel_appointment_by_agent(
@@ -196,14 +168,9 @@ def cancel_appointment_by_agent(
     expected_version: int | None = None,
 ) -> Appointment:
     """The agent cancels a Pending or Confirmed appointment (Reason = CancelledByAgent)."""
-    return _change(
-        calendar,
-        actor,
-        Side.AGENT,
-        appointment_id,
-        expected_version=expected_version,
-        operation=lambda c, now: c.cancel_by_agent(reason, now),
-    )
+    with _changing(calendar, actor, Side.AGENT, appointment_id, expected_version) as (cluster, now):
+        cluster.cancel_by_agent(reason, now)
+    return cluster.appointment
 
 
 def cancel_my_appointment(
@@ -215,15 +182,9 @@ def cancel_my_appointment(
     expected_version: int | None = None,
 ) -> Appointment:
     """The investor cancels until the cutoff (INV-APT-3; Reason = CancelledByInvestor)."""
-    cutoff = calendar.policy.cancel_cutoff
-    return _change(
-        calendar,
-        actor,
-        Side.INVESTOR,
-        appointment_id,
-        expected_version=expected_version,
-        operation=lambda c, now: c.cancel_by_investor(reason, now, cutoff),
-    )
+    with _changing(calendar, actor, Side.INVESTOR, appointment_id, expected_version) as (cluster, now):
+        cluster.cancel_by_investor(reason, now, calendar.policy.cancel_cutoff)
+    return cluster.appointment
 
 
 def reschedule_my_appointment(
@@ -346,26 +307,20 @@ def get_event(pool: ConnectionPool[Conn], actor: Actor, event_id: uuid.UUID) -> 
 # ----------------------------------------------------------------------------------------------- helpers
 
 
-def _change(
-    calendar: Calendar,
-    actor: Actor,
-    side: Side,
-    appointment_id: uuid.UUID,
-    *,
-    expected_version: int | None,
-    operation: Callable[[AppointmentCluster, datetime], object],
-) -> Appointment:
-    """Lock the cluster, check the caller and If-Match, apply ``operation`` at AsOf, save, record, commit."""
+@contextmanager
+def _changing(
+    calendar: Calendar, actor: Actor, side: Side, appointment_id: uuid.UUID, expected_version: int | None
+) -> Iterator[tuple[AppointmentCluster, datetime]]:
+    """Lock the cluster, check the caller and If-Match, yield it with AsOf; then save, record and commit."""
     with calendar.unit_of_work() as uow:
         cluster = repository.appointment_cluster_lock(uow.conn, appointment_id)
         assert cluster is not None  # only None with skip_locked
         _authorize(cluster.appointment, actor, side)
         _check_version(cluster.appointment.version, expected_version)
-        operation(cluster, database_now(uow.conn))
+        yield cluster, database_now(uow.conn)
         repository.cluster_save(uow.conn, cluster)
         _record(uow, cluster)
         _commit(uow)
-    return cluster.appointment
 
 
 def _is_party(appointment: Appointment, actor: Actor, side: Side) -> bool:

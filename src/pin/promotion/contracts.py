@@ -13,8 +13,7 @@ import uuid
 from decimal import Decimal
 from typing import Annotated, ClassVar
 
-from pydantic import AliasGenerator, BaseModel, ConfigDict, PlainSerializer, WithJsonSchema
-from pydantic.alias_generators import to_pascal
+from pydantic import BaseModel, PlainSerializer, WithJsonSchema
 
 from pin.messaging import topics
 from pin.messaging.contract_docs import ContractSet
@@ -36,24 +35,20 @@ AmountText = Annotated[
 ]
 
 
-class _Part(BaseModel):
+class ContractPart(BaseModel):
     """A nested part of a contract: PascalCase keys like the contract itself."""
 
-    model_config = ConfigDict(
-        frozen=True,
-        populate_by_name=True,
-        alias_generator=AliasGenerator(serialization_alias=to_pascal, validation_alias=to_pascal),
-    )
+    model_config = Contract.model_config
 
 
-class CurrencySnapshot(_Part):
+class CurrencySnapshot(ContractPart):
     """The currency as it was at activation: Code (ISO 4217) and Symbol."""
 
     code: str
     symbol: str
 
 
-class PriceSnapshot(_Part):
+class PriceSnapshot(ContractPart):
     """Price {Amount, CurrencyId, Currency}."""
 
     amount: AmountText
@@ -61,7 +56,7 @@ class PriceSnapshot(_Part):
     currency: CurrencySnapshot
 
 
-class PurchaseTarget(_Part):
+class PurchaseTarget(ContractPart):
     """One promoted target {TargetKind, TargetId}."""
 
     target_kind: TargetKind

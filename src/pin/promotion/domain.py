@@ -15,6 +15,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 
+from pin.domain_kit import DocumentedError
+
 # A request may promote at most this many targets at once.
 MAX_TARGETS = 100
 
@@ -46,11 +48,8 @@ class TargetKind(StrEnum):
     POST = "Post"
 
 
-class DomainError(Exception):
+class DomainError(DocumentedError):
     """A rule of the promotion context was broken; the docstring of each subclass is its message."""
-
-    def __init__(self, message: str | None = None) -> None:
-        super().__init__(message or (self.__doc__ or "").strip())
 
 
 class PurchaseTerminalError(DomainError):
