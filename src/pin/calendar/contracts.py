@@ -1,9 +1,6 @@
-"""The calendar's integration-event contracts (SPEC section 6, seed 003) and their published documents.
+"""The calendar's integration-event contracts (SPEC section 6): exactly the fields of each table, never CancelReason.
 
-Each contract lists exactly the fields of its table; the free-text CancelReason is never one of them.
-``python -m pin.calendar.contracts [DIR]`` writes the JSON Schema of each message value and an AsyncAPI 3
-document of the calendar topics into ``docs/contracts`` (or DIR); a test checks those files against the
-models and against what the use cases really write to the outbox.
+``python -m pin.calendar.contracts [DIR]`` writes their JSON Schemas and AsyncAPI document (default docs/contracts).
 """
 
 from __future__ import annotations

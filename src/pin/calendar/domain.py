@@ -1,13 +1,7 @@
-"""The calendar domain: slots, appointments, calendar events and reminders (SPEC section 2). No IO here.
+"""The calendar domain (SPEC section 2): slots, appointments, calendar events and reminders. No IO.
 
-The four aggregates are plain dataclasses. A transition checks its invariant, changes the state, bumps the
-aggregate's Version by one and records the domain events it raises; the use cases hand those events to the
-unit of work, which writes them to the outbox in the same transaction.
-
-Every way an appointment ends (decline, cancel, reschedule, expiry) goes through one cascade,
-:meth:`AppointmentCluster.end`: appointment -> terminal status, slot released (INV-SLT-5), calendar event
-Cancelled (INV-CAL-3), Pending reminders Skipped (reminder rule 3), one AppointmentCancelled and one
-CalendarEventStatusChanged recorded.
+A transition checks its invariant, bumps Version and records the domain events it raises; every way an
+appointment ends goes through one cascade, :meth:`AppointmentCluster.end`.
 """
 
 from __future__ import annotations
@@ -270,7 +264,7 @@ def check_time_zone(name: str) -> str:
     return name
 
 
-def _reason_text(text: str | None) -> str | None:
+def _stripped_reason(text: str | None) -> str | None:
     stripped = (text or "").strip()
     return stripped or None
 
@@ -356,7 +350,7 @@ DomainEvent = Union[AppointmentCreated, AppointmentConfirmed, AppointmentCancell
 
 
 @dataclass
-class Loaded:
+class StoredState:
     """Status and Version as read from the database: what a guarded UPDATE expects to find."""
 
     status: str
@@ -391,7 +385,7 @@ class AvailabilitySlot:
     version: int
     created_at: datetime
     updated_at: datetime
-    loaded: Loaded | None = field(default=None, repr=False, compare=False)
+    loaded: StoredState | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def create(
@@ -461,7 +455,7 @@ class EventReminder:
     calendar_event_id: uuid.UUID
     remind_at: datetime
     status: ReminderStatus
-    loaded: Loaded | None = field(default=None, repr=False, compare=False)
+    loaded: StoredState | None = field(default=None, repr=False, compare=False)
 
     def skip(self) -> bool:
         """Pending -> Skipped (reminder rule 3); whether it changed."""
@@ -490,7 +484,7 @@ class CalendarEvent:
     updated_at: datetime
     reminders: list[EventReminder] = field(default_factory=list)
     events: list[DomainEvent] = field(default_factory=list, repr=False, compare=False)
-    loaded: Loaded | None = field(default=None, repr=False, compare=False)
+    loaded: StoredState | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def for_appointment(cls, appointment: Appointment, now: datetime) -> CalendarEvent:
@@ -573,7 +567,7 @@ class Appointment:
     created_at: datetime
     updated_at: datetime
     events: list[DomainEvent] = field(default_factory=list, repr=False, compare=False)
-    loaded: Loaded | None = field(default=None, repr=False, compare=False)
+    loaded: StoredState | None = field(default=None, repr=False, compare=False)
 
     def _move(self, target: AppointmentStatus, as_of: datetime) -> None:
         if target not in APPOINTMENT_TRANSITIONS[self.status]:
@@ -662,7 +656,7 @@ class AppointmentCluster:
 
     def decline(self, reason_text: str | None, as_of: datetime) -> SlotOutcome:
         """The agent declines a Pending appointment, with a reason: Declined, CancelledBy null."""
-        text = _reason_text(reason_text)
+        text = _stripped_reason(reason_text)
         if text is None:
             raise ReasonRequiredError
         if self.appointment.status is not AppointmentStatus.PENDING:
@@ -671,7 +665,7 @@ class AppointmentCluster:
 
     def cancel_by_agent(self, reason_text: str | None, as_of: datetime) -> SlotOutcome:
         """The agent cancels a Pending or Confirmed appointment, with a reason."""
-        text = _reason_text(reason_text)
+        text = _stripped_reason(reason_text)
         if text is None:
             raise ReasonRequiredError
         return self.end(
@@ -686,7 +680,7 @@ class AppointmentCluster:
             Reason.CANCELLED_BY_INVESTOR,
             CancelledBy.INVESTOR,
             as_of,
-            cancel_reason=_reason_text(reason_text),
+            cancel_reason=_stripped_reason(reason_text),
         )
 
     def reschedule(
@@ -735,7 +729,11 @@ class AppointmentCluster:
         cancel_reason: str | None = None,
         rescheduled_to: uuid.UUID | None = None,
     ) -> SlotOutcome:
-        """End the appointment with its full cascade; returns what happened to the slot (INV-SLT-5)."""
+        """End the appointment with its full cascade; returns what happened to the slot (INV-SLT-5).
+
+        Appointment -> terminal status, slot released (INV-SLT-5), calendar event Cancelled (INV-CAL-3),
+        Pending reminders Skipped (reminder rule 3), one AppointmentCancelled and one CalendarEventStatusChanged.
+        """
         appointment = self.appointment
         if appointment.status not in ACTIVE_APPOINTMENT:
             raise AppointmentNotActiveError

@@ -1,11 +1,7 @@
 """The calendar's use cases: load under row locks, call the domain, save with guarded writes, commit.
 
-Each use case is one transaction of a :class:`~pin.unit_of_work.UnitOfWork`; the domain events recorded by
-the aggregates become outbox rows in that same transaction. ``AsOf`` is the database clock, read once per
-use case after the rows are locked (SPEC section 4: one clock that every instance shares).
-
-Record-level rules live here too: an agent acts on their own slots and appointments, an investor on their
-own appointments; a record of another tenant, or of another user, is reported as not found.
+Each is one unit of work whose recorded events become outbox rows in the same transaction; AsOf is the database
+clock. A record of another tenant or user is reported as not found.
 """
 
 from __future__ import annotations
@@ -121,7 +117,7 @@ def book_slot(
             slot, investor_user_id=actor.user_id, now=database_now(uow.conn), pending_ttl=calendar.policy.pending_ttl
         )
         repository.cluster_save(uow.conn, cluster)
-        _record(uow, cluster)
+        _record_events(uow, cluster)
         _commit(uow)
     return cluster
 
@@ -207,8 +203,8 @@ def reschedule_my_appointment(
         new = old.reschedule(new_slot, as_of, cancel_cutoff=policy.cancel_cutoff, pending_ttl=policy.pending_ttl)
         repository.cluster_save(uow.conn, new)  # first: the old one will point at it
         repository.cluster_save(uow.conn, old)
-        _record(uow, old)
-        _record(uow, new)
+        _record_events(uow, old)
+        _record_events(uow, new)
         _commit(uow)
     return new
 
@@ -262,11 +258,11 @@ def expire_locked_cluster(
         return ExpiryResult(ExpiryStatus.NOT_DUE, cluster=cluster)
     outcome = cluster.expire(as_of)
     if one_statement:
-        _record(uow, cluster, level=logging.DEBUG)
+        _record_events(uow, cluster, level=logging.DEBUG)
         repository.cluster_save_with_outbox(uow.conn, cluster, uow.take_outbox_rows())
     else:
         repository.cluster_save(uow.conn, cluster)
-        _record(uow, cluster)
+        _record_events(uow, cluster)
     return ExpiryResult(ExpiryStatus.EXPIRED, outcome, cluster)
 
 
@@ -319,7 +315,7 @@ def _changing(
         _check_version(cluster.appointment.version, expected_version)
         yield cluster, database_now(uow.conn)
         repository.cluster_save(uow.conn, cluster)
-        _record(uow, cluster)
+        _record_events(uow, cluster)
         _commit(uow)
 
 
@@ -340,7 +336,7 @@ def _check_version(current: int, expected: int | None) -> None:
         raise VersionMismatchError
 
 
-def _record(uow: UnitOfWork, cluster: AppointmentCluster, *, level: int = logging.INFO) -> None:
+def _record_events(uow: UnitOfWork, cluster: AppointmentCluster, *, level: int = logging.INFO) -> None:
     appointment = cluster.appointment
     # DEBUG is checked once, before structlog's processors run: it then costs nothing when the role logs at INFO
     enabled = level > logging.DEBUG or _stdlib_log.isEnabledFor(level)

@@ -1,9 +1,6 @@
-"""The promotion context's integration-event contract: PromotionPurchaseChangedKafkaEvent (seed 002, SPEC 6).
+"""The promotion contract PromotionPurchaseChangedKafkaEvent (SPEC section 6): a purchase's full snapshot.
 
-Topic ``pin.promotion.purchase-changed.v1``, key = PurchaseId, ContractVersion 1. Published on every transition
-(activation, cancel, expiry) with the full snapshot of the purchase, so that a consumer (catalog, news,
-notifications) can apply it alone, guarded by Version. No PII: identifiers, times, enums and amounts only.
-``python -m pin.promotion.contracts [DIR]`` writes its JSON Schema and AsyncAPI document into ``docs/contracts``.
+``python -m pin.promotion.contracts [DIR]`` writes its JSON Schema and AsyncAPI document (default docs/contracts).
 """
 
 from __future__ import annotations

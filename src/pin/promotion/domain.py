@@ -1,9 +1,7 @@
-"""The promotion purchase aggregate (SPEC section 3, seed 002): its states, transitions and invariants. No IO.
+"""The promotion purchase aggregate (SPEC section 3): its states, transitions and invariants. No IO.
 
-A purchase is created Active (decision No. 10: activation is immediate and free), and ends exactly once:
-Expired by the worker expire-promotions when ``EndsAt <= AsOf``, or Cancelled by its company's manager.
-INV-6 TerminalFrozen: nothing leaves Expired or Cancelled (enforced here and by a trigger in the database).
-Every transition increments Version and records a :class:`PurchaseChanged` event.
+A purchase is created Active and ends once, Expired by expire-promotions or Cancelled by its company's manager;
+INV-6 TerminalFrozen: nothing leaves Expired or Cancelled. Every transition bumps Version and records PurchaseChanged.
 """
 
 from __future__ import annotations
