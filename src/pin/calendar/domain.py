@@ -269,6 +269,13 @@ def _stripped_reason(text: str | None) -> str | None:
     return stripped or None
 
 
+def _required_reason(text: str | None) -> str:
+    reason = _stripped_reason(text)
+    if reason is None:
+        raise ReasonRequiredError
+    return reason
+
+
 # --------------------------------------------------------------------------------------------------- events
 
 
@@ -578,6 +585,11 @@ class Appointment:
         self.version += 1
         self.updated_at = as_of
 
+    def is_due(self, as_of: datetime) -> bool:
+        """Pending and PendingExpiresAt < AsOf: the appointment-timeout worker may expire it (INV-APT-6)."""
+        expires_at = self.pending_expires_at
+        return self.status is AppointmentStatus.PENDING and expires_at is not None and expires_at < as_of
+
     def cancellable_by_investor_until(self, cancel_cutoff: timedelta) -> datetime:
         """StartAt - CancelCutoff (INV-APT-3)."""
         return self.start_at - cancel_cutoff
@@ -656,18 +668,14 @@ class AppointmentCluster:
 
     def decline(self, reason_text: str | None, as_of: datetime) -> SlotOutcome:
         """The agent declines a Pending appointment, with a reason: Declined, CancelledBy null."""
-        text = _stripped_reason(reason_text)
-        if text is None:
-            raise ReasonRequiredError
+        text = _required_reason(reason_text)
         if self.appointment.status is not AppointmentStatus.PENDING:
             raise AppointmentNotPendingError
         return self.end(AppointmentStatus.DECLINED, Reason.DECLINED_BY_AGENT, None, as_of, cancel_reason=text)
 
     def cancel_by_agent(self, reason_text: str | None, as_of: datetime) -> SlotOutcome:
         """The agent cancels a Pending or Confirmed appointment, with a reason."""
-        text = _stripped_reason(reason_text)
-        if text is None:
-            raise ReasonRequiredError
+        text = _required_reason(reason_text)
         return self.end(
             AppointmentStatus.CANCELLED, Reason.CANCELLED_BY_AGENT, CancelledBy.AGENT, as_of, cancel_reason=text
         )
@@ -713,7 +721,7 @@ class AppointmentCluster:
         appointment = self.appointment
         if appointment.status is not AppointmentStatus.PENDING:
             raise AppointmentNotPendingError
-        if appointment.pending_expires_at is None or not appointment.pending_expires_at < as_of:
+        if not appointment.is_due(as_of):
             raise NotDueYetError
         return self.end(AppointmentStatus.EXPIRED, Reason.EXPIRED, None, as_of)
 

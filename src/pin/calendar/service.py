@@ -24,7 +24,6 @@ from pin.calendar.domain import (
     Appointment,
     AppointmentCluster,
     AppointmentNotFoundError,
-    AppointmentStatus,
     AvailabilitySlot,
     CalendarEvent,
     CalendarEventNotFoundError,
@@ -136,7 +135,7 @@ def confirm_appointment(
     calendar: Calendar, actor: Actor, appointment_id: uuid.UUID, *, expected_version: int | None = None
 ) -> Appointment:
     """The agent confirms a Pending appointment (appointment-confirmed)."""
-    with _changing(calendar, actor, Side.AGENT, appointment_id, expected_version) as (cluster, now):
+    with _changing_appointment(calendar, actor, Side.AGENT, appointment_id, expected_version) as (cluster, now):
         cluster.confirm(now)
     return cluster.appointment
 
@@ -150,7 +149,7 @@ def decline_appointment(
     expected_version: int | None = None,
 ) -> Appointment:
     """The agent declines a Pending appointment with a reason (Reason = DeclinedByAgent)."""
-    with _changing(calendar, actor, Side.AGENT, appointment_id, expected_version) as (cluster, now):
+    with _changing_appointment(calendar, actor, Side.AGENT, appointment_id, expected_version) as (cluster, now):
         cluster.decline(reason, now)
     return cluster.appointment
 
@@ -164,7 +163,7 @@ def cancel_appointment_by_agent(
     expected_version: int | None = None,
 ) -> Appointment:
     """The agent cancels a Pending or Confirmed appointment (Reason = CancelledByAgent)."""
-    with _changing(calendar, actor, Side.AGENT, appointment_id, expected_version) as (cluster, now):
+    with _changing_appointment(calendar, actor, Side.AGENT, appointment_id, expected_version) as (cluster, now):
         cluster.cancel_by_agent(reason, now)
     return cluster.appointment
 
@@ -178,7 +177,7 @@ def cancel_my_appointment(
     expected_version: int | None = None,
 ) -> Appointment:
     """The investor cancels until the cutoff (INV-APT-3; Reason = CancelledByInvestor)."""
-    with _changing(calendar, actor, Side.INVESTOR, appointment_id, expected_version) as (cluster, now):
+    with _changing_appointment(calendar, actor, Side.INVESTOR, appointment_id, expected_version) as (cluster, now):
         cluster.cancel_by_investor(reason, now, calendar.policy.cancel_cutoff)
     return cluster.appointment
 
@@ -252,9 +251,7 @@ def expire_locked_cluster(
     (:func:`repository.cluster_save_with_outbox`), and the per-event log lines are at DEBUG (the worker logs one
     line per expired item). Raises as :func:`expire_appointment`.
     """
-    appointment = cluster.appointment
-    due = appointment.pending_expires_at is not None and appointment.pending_expires_at < as_of
-    if appointment.status is not AppointmentStatus.PENDING or not due:
+    if not cluster.appointment.is_due(as_of):
         return ExpiryResult(ExpiryStatus.NOT_DUE, cluster=cluster)
     outcome = cluster.expire(as_of)
     if one_statement:
@@ -304,7 +301,7 @@ def get_event(pool: ConnectionPool[Conn], actor: Actor, event_id: uuid.UUID) -> 
 
 
 @contextmanager
-def _changing(
+def _changing_appointment(
     calendar: Calendar, actor: Actor, side: Side, appointment_id: uuid.UUID, expected_version: int | None
 ) -> Iterator[tuple[AppointmentCluster, datetime]]:
     """Lock the cluster, check the caller and If-Match, yield it with AsOf; then save, record and commit."""
