@@ -294,6 +294,15 @@ def test_expire_only_after_pending_expires_at_inv_apt_6() -> None:
         cluster.expire(deadline + timedelta(days=1))
 
 
+def test_is_due_only_strictly_after_pending_expires_at_inv_apt_6() -> None:
+    pending, confirmed = booked().appointment, booked(auto_confirm=True).appointment
+    deadline = pending.pending_expires_at
+    assert deadline is not None
+    assert not pending.is_due(deadline)  # strictly after PendingExpiresAt (INV-APT-6)
+    assert pending.is_due(deadline + timedelta(microseconds=1))
+    assert not confirmed.is_due(NOW + timedelta(days=10))
+
+
 def test_confirmed_never_expires() -> None:
     with pytest.raises(domain.AppointmentNotPendingError):
         booked(auto_confirm=True).expire(NOW + timedelta(days=10))

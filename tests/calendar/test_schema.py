@@ -15,9 +15,9 @@ from pin.calendar.domain import (
     AppointmentCluster,
     ConflictError,
     Kind,
-    Loaded,
     SlotNotAvailableError,
     SlotStatus,
+    StoredState,
 )
 from pin.db import connect
 from pin.outbox.writer import MessageContext
@@ -203,7 +203,7 @@ def test_unique_violation_of_the_active_index_is_slot_not_available(
         assert slot is not None
         assert slot.status is SlotStatus.BOOKED
         slot.status = SlotStatus.AVAILABLE  # pretend: a buggy path believes the slot is free
-        slot.loaded = Loaded(SlotStatus.BOOKED, slot.version)
+        slot.loaded = StoredState(SlotStatus.BOOKED, slot.version)
         cluster = AppointmentCluster.book(
             slot, investor_user_id=uuid.uuid4(), now=datetime.now(UTC), pending_ttl=timedelta(hours=1)
         )

@@ -1,9 +1,6 @@
-"""The calendar's integration-event contracts (SPEC section 6, seed 003) and their published documents.
+"""The calendar's integration-event contracts (SPEC section 6): exactly the fields of each table, never CancelReason.
 
-Each contract lists exactly the fields of its table; the free-text CancelReason is never one of them.
-``python -m pin.calendar.contracts [DIR]`` writes the JSON Schema of each message value and an AsyncAPI 3
-document of the calendar topics into ``docs/contracts`` (or DIR); a test checks those files against the
-models and against what the use cases really write to the outbox.
+``python -m pin.calendar.contracts [DIR]`` writes their JSON Schemas and AsyncAPI document (default docs/contracts).
 """
 
 from __future__ import annotations
@@ -19,11 +16,8 @@ from pin.messaging.contract_docs import ContractSet
 from pin.messaging.contracts import Contract, UtcDateTime
 
 
-class AppointmentCancelledEvent(Contract):
-    """pin.calendar.appointment-cancelled: the appointment will not take place (seed 003)."""
-
-    TOPIC: ClassVar[str] = topics.APPOINTMENT_CANCELLED
-    EVENT_TYPE: ClassVar[str] = "pin.calendar.appointment-cancelled"
+class AppointmentSummary(Contract):
+    """The appointment as appointment-cancelled and appointment-confirmed describe it; Key = AppointmentId."""
 
     appointment_id: uuid.UUID
     tenant_id: uuid.UUID
@@ -32,14 +26,22 @@ class AppointmentCancelledEvent(Contract):
     kind: Kind
     start_at: UtcDateTime
     time_zone: str
-    reason: Reason
-    # optional (seed 003): a reader copes with their absence; this producer always sends them, null or not
-    cancelled_by: CancelledBy | None = None
-    rescheduled_to_appointment_id: uuid.UUID | None = None
 
     def message_key(self) -> str:
         """Key = AppointmentId."""
         return str(self.appointment_id)
+
+
+class AppointmentCancelledEvent(AppointmentSummary):
+    """pin.calendar.appointment-cancelled: the appointment will not take place (seed 003)."""
+
+    TOPIC: ClassVar[str] = topics.APPOINTMENT_CANCELLED
+    EVENT_TYPE: ClassVar[str] = "pin.calendar.appointment-cancelled"
+
+    reason: Reason
+    # optional (seed 003): a reader copes with their absence; this producer always sends them, null or not
+    cancelled_by: CancelledBy | None = None
+    rescheduled_to_appointment_id: uuid.UUID | None = None
 
 
 class AppointmentCreatedEvent(Contract):
@@ -48,6 +50,7 @@ class AppointmentCreatedEvent(Contract):
     TOPIC: ClassVar[str] = topics.APPOINTMENT_CREATED
     EVENT_TYPE: ClassVar[str] = "pin.calendar.appointment-created"
 
+    # not an AppointmentSummary: its published field order puts SlotId third
     appointment_id: uuid.UUID
     tenant_id: uuid.UUID
     slot_id: uuid.UUID
@@ -66,23 +69,11 @@ class AppointmentCreatedEvent(Contract):
         return str(self.appointment_id)
 
 
-class AppointmentConfirmedEvent(Contract):
+class AppointmentConfirmedEvent(AppointmentSummary):
     """pin.calendar.appointment-confirmed: the agent confirmed a Pending appointment."""
 
     TOPIC: ClassVar[str] = topics.APPOINTMENT_CONFIRMED
     EVENT_TYPE: ClassVar[str] = "pin.calendar.appointment-confirmed"
-
-    appointment_id: uuid.UUID
-    tenant_id: uuid.UUID
-    agent_user_id: uuid.UUID
-    investor_user_id: uuid.UUID
-    kind: Kind
-    start_at: UtcDateTime
-    time_zone: str
-
-    def message_key(self) -> str:
-        """Key = AppointmentId."""
-        return str(self.appointment_id)
 
 
 class CalendarEventStatusChangedEvent(Contract):

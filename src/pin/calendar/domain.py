@@ -1,13 +1,7 @@
-"""The calendar domain: slots, appointments, calendar events and reminders (SPEC section 2). No IO here.
+"""The calendar domain (SPEC section 2): slots, appointments, calendar events and reminders. No IO.
 
-The four aggregates are plain dataclasses. A transition checks its invariant, changes the state, bumps the
-aggregate's Version by one and records the domain events it raises; the use cases hand those events to the
-unit of work, which writes them to the outbox in the same transaction.
-
-Every way an appointment ends (decline, cancel, reschedule, expiry) goes through one cascade,
-:meth:`AppointmentCluster.end`: appointment -> terminal status, slot released (INV-SLT-5), calendar event
-Cancelled (INV-CAL-3), Pending reminders Skipped (reminder rule 3), one AppointmentCancelled and one
-CalendarEventStatusChanged recorded.
+A transition checks its invariant, bumps Version and records the domain events it raises; every way an
+appointment ends goes through one cascade, :meth:`AppointmentCluster.end`.
 """
 
 from __future__ import annotations
@@ -18,17 +12,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import cache
-from typing import Union
+from typing import Any, Self, TypedDict, Union, Unpack
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from pin.domain_kit import DocumentedError
 
 # --------------------------------------------------------------------------------------------------- errors
 
 
-class DomainError(Exception):
+class DomainError(DocumentedError):
     """A calendar rule was broken."""
-
-    def __init__(self, message: str | None = None) -> None:
-        super().__init__(message or (self.__doc__ or "").strip())
 
 
 class NotFoundError(DomainError):
@@ -271,62 +264,73 @@ def check_time_zone(name: str) -> str:
     return name
 
 
-def _reason_text(text: str | None) -> str | None:
+def _stripped_reason(text: str | None) -> str | None:
     stripped = (text or "").strip()
     return stripped or None
+
+
+def _required_reason(text: str | None) -> str:
+    reason = _stripped_reason(text)
+    if reason is None:
+        raise ReasonRequiredError
+    return reason
 
 
 # --------------------------------------------------------------------------------------------------- events
 
 
-@dataclass(frozen=True)
-class AppointmentCreated:
-    """An appointment was booked (or created by a reschedule)."""
+@dataclass(frozen=True, kw_only=True)
+class AppointmentEvent:
+    """What every appointment event says about its appointment; each kind adds its own fields."""
 
     appointment_id: uuid.UUID
     tenant_id: uuid.UUID
-    slot_id: uuid.UUID
     agent_user_id: uuid.UUID
     investor_user_id: uuid.UUID
     kind: Kind
     start_at: datetime
-    end_at: datetime
     time_zone: str
+    occurred_at: datetime
+
+    @classmethod
+    def of(cls, appointment: Appointment, occurred_at: datetime, **details: Any) -> Self:
+        """The event about ``appointment`` at ``occurred_at``, with ``details`` in the fields of its kind."""
+        return cls(
+            appointment_id=appointment.id,
+            tenant_id=appointment.tenant_id,
+            agent_user_id=appointment.agent_user_id,
+            investor_user_id=appointment.investor_user_id,
+            kind=appointment.kind,
+            start_at=appointment.start_at,
+            time_zone=appointment.time_zone,
+            occurred_at=occurred_at,
+            **details,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppointmentCreated(AppointmentEvent):
+    """An appointment was booked (or created by a reschedule)."""
+
+    slot_id: uuid.UUID
+    end_at: datetime
     status: AppointmentStatus
     pending_expires_at: datetime | None
     rescheduled_from_appointment_id: uuid.UUID | None
-    occurred_at: datetime
 
 
-@dataclass(frozen=True)
-class AppointmentConfirmed:
+@dataclass(frozen=True, kw_only=True)
+class AppointmentConfirmed(AppointmentEvent):
     """The agent confirmed a Pending appointment."""
 
-    appointment_id: uuid.UUID
-    tenant_id: uuid.UUID
-    agent_user_id: uuid.UUID
-    investor_user_id: uuid.UUID
-    kind: Kind
-    start_at: datetime
-    time_zone: str
-    occurred_at: datetime
 
-
-@dataclass(frozen=True)
-class AppointmentCancelled:
+@dataclass(frozen=True, kw_only=True)
+class AppointmentCancelled(AppointmentEvent):
     """The appointment will not take place (Declined, Cancelled or Expired)."""
 
-    appointment_id: uuid.UUID
-    tenant_id: uuid.UUID
-    agent_user_id: uuid.UUID
-    investor_user_id: uuid.UUID
-    kind: Kind
-    start_at: datetime
-    time_zone: str
     reason: Reason
     cancelled_by: CancelledBy | None
     rescheduled_to_appointment_id: uuid.UUID | None
-    occurred_at: datetime
 
 
 @dataclass(frozen=True)
@@ -353,11 +357,22 @@ DomainEvent = Union[AppointmentCreated, AppointmentConfirmed, AppointmentCancell
 
 
 @dataclass
-class Loaded:
+class StoredState:
     """Status and Version as read from the database: what a guarded UPDATE expects to find."""
 
     status: str
     version: int
+
+
+class SlotTerms(TypedDict):
+    """What an agent offers when creating a slot."""
+
+    kind: Kind
+    start_at: datetime
+    end_at: datetime
+    time_zone: str
+    min_lead_time_minutes: int
+    auto_confirm: bool
 
 
 @dataclass
@@ -377,7 +392,7 @@ class AvailabilitySlot:
     version: int
     created_at: datetime
     updated_at: datetime
-    loaded: Loaded | None = field(default=None, repr=False, compare=False)
+    loaded: StoredState | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def create(
@@ -385,33 +400,23 @@ class AvailabilitySlot:
         *,
         tenant_id: uuid.UUID,
         agent_user_id: uuid.UUID,
-        kind: Kind,
-        start_at: datetime,
-        end_at: datetime,
-        time_zone: str,
-        min_lead_time_minutes: int,
-        auto_confirm: bool,
         now: datetime,
         slot_id: uuid.UUID | None = None,
+        **terms: Unpack[SlotTerms],
     ) -> AvailabilitySlot:
-        """A new Available slot."""
-        check_time_zone(time_zone)
-        if end_at <= start_at:
+        """A new Available slot on the agent's ``terms``."""
+        check_time_zone(terms["time_zone"])
+        if terms["end_at"] <= terms["start_at"]:
             raise EndNotAfterStartError
-        if start_at <= now:
+        if terms["start_at"] <= now:
             raise StartInPastError
-        if min_lead_time_minutes < 0:
+        if terms["min_lead_time_minutes"] < 0:
             raise InvalidLeadTimeError
         return cls(
             id=slot_id or uuid.uuid4(),
             tenant_id=tenant_id,
             agent_user_id=agent_user_id,
-            kind=kind,
-            start_at=start_at,
-            end_at=end_at,
-            time_zone=time_zone,
-            min_lead_time_minutes=min_lead_time_minutes,
-            auto_confirm=auto_confirm,
+            **terms,
             status=SlotStatus.AVAILABLE,
             version=1,
             created_at=now,
@@ -457,7 +462,7 @@ class EventReminder:
     calendar_event_id: uuid.UUID
     remind_at: datetime
     status: ReminderStatus
-    loaded: Loaded | None = field(default=None, repr=False, compare=False)
+    loaded: StoredState | None = field(default=None, repr=False, compare=False)
 
     def skip(self) -> bool:
         """Pending -> Skipped (reminder rule 3); whether it changed."""
@@ -486,7 +491,7 @@ class CalendarEvent:
     updated_at: datetime
     reminders: list[EventReminder] = field(default_factory=list)
     events: list[DomainEvent] = field(default_factory=list, repr=False, compare=False)
-    loaded: Loaded | None = field(default=None, repr=False, compare=False)
+    loaded: StoredState | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def for_appointment(cls, appointment: Appointment, now: datetime) -> CalendarEvent:
@@ -569,7 +574,7 @@ class Appointment:
     created_at: datetime
     updated_at: datetime
     events: list[DomainEvent] = field(default_factory=list, repr=False, compare=False)
-    loaded: Loaded | None = field(default=None, repr=False, compare=False)
+    loaded: StoredState | None = field(default=None, repr=False, compare=False)
 
     def _move(self, target: AppointmentStatus, as_of: datetime) -> None:
         if target not in APPOINTMENT_TRANSITIONS[self.status]:
@@ -579,6 +584,11 @@ class Appointment:
         self.status = target
         self.version += 1
         self.updated_at = as_of
+
+    def is_due(self, as_of: datetime) -> bool:
+        """Pending and PendingExpiresAt < AsOf: the appointment-timeout worker may expire it (INV-APT-6)."""
+        expires_at = self.pending_expires_at
+        return self.status is AppointmentStatus.PENDING and expires_at is not None and expires_at < as_of
 
     def cancellable_by_investor_until(self, cancel_cutoff: timedelta) -> datetime:
         """StartAt - CancelCutoff (INV-APT-3)."""
@@ -633,20 +643,14 @@ class AppointmentCluster:
         )
         event = CalendarEvent.for_appointment(appointment, now)
         appointment.events.append(
-            AppointmentCreated(
-                appointment_id=appointment.id,
-                tenant_id=appointment.tenant_id,
+            AppointmentCreated.of(
+                appointment,
+                now,
                 slot_id=appointment.slot_id,
-                agent_user_id=appointment.agent_user_id,
-                investor_user_id=appointment.investor_user_id,
-                kind=appointment.kind,
-                start_at=appointment.start_at,
                 end_at=appointment.end_at,
-                time_zone=appointment.time_zone,
                 status=appointment.status,
                 pending_expires_at=appointment.pending_expires_at,
                 rescheduled_from_appointment_id=rescheduled_from_appointment_id,
-                occurred_at=now,
             )
         )
         return cls(appointment, slot, event)
@@ -660,33 +664,18 @@ class AppointmentCluster:
             raise AppointmentNotPendingError
         self._check_cascade()
         appointment._move(AppointmentStatus.CONFIRMED, as_of)
-        appointment.events.append(
-            AppointmentConfirmed(
-                appointment_id=appointment.id,
-                tenant_id=appointment.tenant_id,
-                agent_user_id=appointment.agent_user_id,
-                investor_user_id=appointment.investor_user_id,
-                kind=appointment.kind,
-                start_at=appointment.start_at,
-                time_zone=appointment.time_zone,
-                occurred_at=as_of,
-            )
-        )
+        appointment.events.append(AppointmentConfirmed.of(appointment, as_of))
 
     def decline(self, reason_text: str | None, as_of: datetime) -> SlotOutcome:
         """The agent declines a Pending appointment, with a reason: Declined, CancelledBy null."""
-        text = _reason_text(reason_text)
-        if text is None:
-            raise ReasonRequiredError
+        text = _required_reason(reason_text)
         if self.appointment.status is not AppointmentStatus.PENDING:
             raise AppointmentNotPendingError
         return self.end(AppointmentStatus.DECLINED, Reason.DECLINED_BY_AGENT, None, as_of, cancel_reason=text)
 
     def cancel_by_agent(self, reason_text: str | None, as_of: datetime) -> SlotOutcome:
         """The agent cancels a Pending or Confirmed appointment, with a reason."""
-        text = _reason_text(reason_text)
-        if text is None:
-            raise ReasonRequiredError
+        text = _required_reason(reason_text)
         return self.end(
             AppointmentStatus.CANCELLED, Reason.CANCELLED_BY_AGENT, CancelledBy.AGENT, as_of, cancel_reason=text
         )
@@ -699,7 +688,7 @@ class AppointmentCluster:
             Reason.CANCELLED_BY_INVESTOR,
             CancelledBy.INVESTOR,
             as_of,
-            cancel_reason=_reason_text(reason_text),
+            cancel_reason=_stripped_reason(reason_text),
         )
 
     def reschedule(
@@ -732,7 +721,7 @@ class AppointmentCluster:
         appointment = self.appointment
         if appointment.status is not AppointmentStatus.PENDING:
             raise AppointmentNotPendingError
-        if appointment.pending_expires_at is None or not appointment.pending_expires_at < as_of:
+        if not appointment.is_due(as_of):
             raise NotDueYetError
         return self.end(AppointmentStatus.EXPIRED, Reason.EXPIRED, None, as_of)
 
@@ -748,7 +737,11 @@ class AppointmentCluster:
         cancel_reason: str | None = None,
         rescheduled_to: uuid.UUID | None = None,
     ) -> SlotOutcome:
-        """End the appointment with its full cascade; returns what happened to the slot (INV-SLT-5)."""
+        """End the appointment with its full cascade; returns what happened to the slot (INV-SLT-5).
+
+        Appointment -> terminal status, slot released (INV-SLT-5), calendar event Cancelled (INV-CAL-3),
+        Pending reminders Skipped (reminder rule 3), one AppointmentCancelled and one CalendarEventStatusChanged.
+        """
         appointment = self.appointment
         if appointment.status not in ACTIVE_APPOINTMENT:
             raise AppointmentNotActiveError
@@ -761,18 +754,12 @@ class AppointmentCluster:
         event_text = RESCHEDULED_EVENT_TEXT if rescheduled_to is not None else EVENT_CANCEL_TEXT[reason]
         self.event.cancel_by_appointment(appointment.id, event_text, as_of)
         appointment.events.append(
-            AppointmentCancelled(
-                appointment_id=appointment.id,
-                tenant_id=appointment.tenant_id,
-                agent_user_id=appointment.agent_user_id,
-                investor_user_id=appointment.investor_user_id,
-                kind=appointment.kind,
-                start_at=appointment.start_at,
-                time_zone=appointment.time_zone,
+            AppointmentCancelled.of(
+                appointment,
+                as_of,
                 reason=reason,
                 cancelled_by=cancelled_by,
                 rescheduled_to_appointment_id=rescheduled_to,
-                occurred_at=as_of,
             )
         )
         return outcome

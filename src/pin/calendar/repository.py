@@ -35,12 +35,14 @@ from pin.calendar.domain import (
     EventStatus,
     InvalidTransitionError,
     Kind,
-    Loaded,
     Origin,
     ReminderStatus,
     SlotMissingError,
     SlotNotAvailableError,
     SlotStatus,
+)
+from pin.calendar.domain import (
+    StoredState as Loaded,
 )
 from pin.outbox.writer import INSERT_COLUMNS, OutboxRow, insert_params
 

@@ -1,22 +1,19 @@
 """The calendar's use cases: load under row locks, call the domain, save with guarded writes, commit.
 
-Each use case is one transaction of a :class:`~pin.unit_of_work.UnitOfWork`; the domain events recorded by
-the aggregates become outbox rows in that same transaction. ``AsOf`` is the database clock, read once per
-use case after the rows are locked (SPEC section 4: one clock that every instance shares).
-
-Record-level rules live here too: an agent acts on their own slots and appointments, an investor on their
-own appointments; a record of another tenant, or of another user, is reported as not found.
+Each is one unit of work whose recorded events become outbox rows in the same transaction; AsOf is the database
+clock. A record of another tenant or user is reported as not found.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Unpack
 
 import structlog
 from psycopg_pool import ConnectionPool
@@ -27,13 +24,12 @@ from pin.calendar.domain import (
     Appointment,
     AppointmentCluster,
     AppointmentNotFoundError,
-    AppointmentStatus,
     AvailabilitySlot,
     CalendarEvent,
     CalendarEventNotFoundError,
-    Kind,
     SlotNotFoundError,
     SlotOutcome,
+    SlotTerms,
     VersionMismatchError,
 )
 from pin.db import database_now
@@ -94,30 +90,11 @@ class Calendar:
 # ------------------------------------------------------------------------------------------------ slots
 
 
-def create_slot(
-    calendar: Calendar,
-    actor: Actor,
-    *,
-    kind: Kind,
-    start_at: datetime,
-    end_at: datetime,
-    time_zone: str,
-    min_lead_time_minutes: int,
-    auto_confirm: bool,
-) -> AvailabilitySlot:
+def create_slot(calendar: Calendar, actor: Actor, **terms: Unpack[SlotTerms]) -> AvailabilitySlot:
     """An agent offers a new Available slot."""
     with calendar.unit_of_work() as uow:
-        slot = AvailabilitySlot.create(
-            tenant_id=actor.tenant_id,
-            agent_user_id=actor.user_id,
-            kind=kind,
-            start_at=start_at,
-            end_at=end_at,
-            time_zone=time_zone,
-            min_lead_time_minutes=min_lead_time_minutes,
-            auto_confirm=auto_confirm,
-            now=database_now(uow.conn),
-        )
+        now = database_now(uow.conn)
+        slot = AvailabilitySlot.create(tenant_id=actor.tenant_id, agent_user_id=actor.user_id, now=now, **terms)
         repository.slot_insert(uow.conn, slot)
         _commit(uow)
     return slot
@@ -139,7 +116,7 @@ def book_slot(
             slot, investor_user_id=actor.user_id, now=database_now(uow.conn), pending_ttl=calendar.policy.pending_ttl
         )
         repository.cluster_save(uow.conn, cluster)
-        _record(uow, cluster)
+        _record_events(uow, cluster)
         _commit(uow)
     return cluster
 
@@ -158,14 +135,9 @@ def confirm_appointment(
     calendar: Calendar, actor: Actor, appointment_id: uuid.UUID, *, expected_version: int | None = None
 ) -> Appointment:
     """The agent confirms a Pending appointment (appointment-confirmed)."""
-    return _change(
-        calendar,
-        actor,
-        Side.AGENT,
-        appointment_id,
-        expected_version=expected_version,
-        operation=lambda c, now: c.confirm(now),
-    )
+    with _changing_appointment(calendar, actor, Side.AGENT, appointment_id, expected_version) as (cluster, now):
+        cluster.confirm(now)
+    return cluster.appointment
 
 
 def decline_appointment(
@@ -177,14 +149,9 @@ def decline_appointment(
     expected_version: int | None = None,
 ) -> Appointment:
     """The agent declines a Pending appointment with a reason (Reason = DeclinedByAgent)."""
-    return _change(
-        calendar,
-        actor,
-        Side.AGENT,
-        appointment_id,
-        expected_version=expected_version,
-        operation=lambda c, now: c.decline(reason, now),
-    )
+    with _changing_appointment(calendar, actor, Side.AGENT, appointment_id, expected_version) as (cluster, now):
+        cluster.decline(reason, now)
+    return cluster.appointment
 
 
 def cancel_appointment_by_agent(
@@ -196,14 +163,9 @@ def cancel_appointment_by_agent(
     expected_version: int | None = None,
 ) -> Appointment:
     """The agent cancels a Pending or Confirmed appointment (Reason = CancelledByAgent)."""
-    return _change(
-        calendar,
-        actor,
-        Side.AGENT,
-        appointment_id,
-        expected_version=expected_version,
-        operation=lambda c, now: c.cancel_by_agent(reason, now),
-    )
+    with _changing_appointment(calendar, actor, Side.AGENT, appointment_id, expected_version) as (cluster, now):
+        cluster.cancel_by_agent(reason, now)
+    return cluster.appointment
 
 
 def cancel_my_appointment(
@@ -215,15 +177,9 @@ def cancel_my_appointment(
     expected_version: int | None = None,
 ) -> Appointment:
     """The investor cancels until the cutoff (INV-APT-3; Reason = CancelledByInvestor)."""
-    cutoff = calendar.policy.cancel_cutoff
-    return _change(
-        calendar,
-        actor,
-        Side.INVESTOR,
-        appointment_id,
-        expected_version=expected_version,
-        operation=lambda c, now: c.cancel_by_investor(reason, now, cutoff),
-    )
+    with _changing_appointment(calendar, actor, Side.INVESTOR, appointment_id, expected_version) as (cluster, now):
+        cluster.cancel_by_investor(reason, now, calendar.policy.cancel_cutoff)
+    return cluster.appointment
 
 
 def reschedule_my_appointment(
@@ -246,8 +202,8 @@ def reschedule_my_appointment(
         new = old.reschedule(new_slot, as_of, cancel_cutoff=policy.cancel_cutoff, pending_ttl=policy.pending_ttl)
         repository.cluster_save(uow.conn, new)  # first: the old one will point at it
         repository.cluster_save(uow.conn, old)
-        _record(uow, old)
-        _record(uow, new)
+        _record_events(uow, old)
+        _record_events(uow, new)
         _commit(uow)
     return new
 
@@ -295,17 +251,15 @@ def expire_locked_cluster(
     (:func:`repository.cluster_save_with_outbox`), and the per-event log lines are at DEBUG (the worker logs one
     line per expired item). Raises as :func:`expire_appointment`.
     """
-    appointment = cluster.appointment
-    due = appointment.pending_expires_at is not None and appointment.pending_expires_at < as_of
-    if appointment.status is not AppointmentStatus.PENDING or not due:
+    if not cluster.appointment.is_due(as_of):
         return ExpiryResult(ExpiryStatus.NOT_DUE, cluster=cluster)
     outcome = cluster.expire(as_of)
     if one_statement:
-        _record(uow, cluster, level=logging.DEBUG)
+        _record_events(uow, cluster, level=logging.DEBUG)
         repository.cluster_save_with_outbox(uow.conn, cluster, uow.take_outbox_rows())
     else:
         repository.cluster_save(uow.conn, cluster)
-        _record(uow, cluster)
+        _record_events(uow, cluster)
     return ExpiryResult(ExpiryStatus.EXPIRED, outcome, cluster)
 
 
@@ -346,26 +300,20 @@ def get_event(pool: ConnectionPool[Conn], actor: Actor, event_id: uuid.UUID) -> 
 # ----------------------------------------------------------------------------------------------- helpers
 
 
-def _change(
-    calendar: Calendar,
-    actor: Actor,
-    side: Side,
-    appointment_id: uuid.UUID,
-    *,
-    expected_version: int | None,
-    operation: Callable[[AppointmentCluster, datetime], object],
-) -> Appointment:
-    """Lock the cluster, check the caller and If-Match, apply ``operation`` at AsOf, save, record, commit."""
+@contextmanager
+def _changing_appointment(
+    calendar: Calendar, actor: Actor, side: Side, appointment_id: uuid.UUID, expected_version: int | None
+) -> Iterator[tuple[AppointmentCluster, datetime]]:
+    """Lock the cluster, check the caller and If-Match, yield it with AsOf; then save, record and commit."""
     with calendar.unit_of_work() as uow:
         cluster = repository.appointment_cluster_lock(uow.conn, appointment_id)
         assert cluster is not None  # only None with skip_locked
         _authorize(cluster.appointment, actor, side)
         _check_version(cluster.appointment.version, expected_version)
-        operation(cluster, database_now(uow.conn))
+        yield cluster, database_now(uow.conn)
         repository.cluster_save(uow.conn, cluster)
-        _record(uow, cluster)
+        _record_events(uow, cluster)
         _commit(uow)
-    return cluster.appointment
 
 
 def _is_party(appointment: Appointment, actor: Actor, side: Side) -> bool:
@@ -385,7 +333,7 @@ def _check_version(current: int, expected: int | None) -> None:
         raise VersionMismatchError
 
 
-def _record(uow: UnitOfWork, cluster: AppointmentCluster, *, level: int = logging.INFO) -> None:
+def _record_events(uow: UnitOfWork, cluster: AppointmentCluster, *, level: int = logging.INFO) -> None:
     appointment = cluster.appointment
     # DEBUG is checked once, before structlog's processors run: it then costs nothing when the role logs at INFO
     enabled = level > logging.DEBUG or _stdlib_log.isEnabledFor(level)

@@ -1,9 +1,6 @@
-"""The promotion context's integration-event contract: PromotionPurchaseChangedKafkaEvent (seed 002, SPEC 6).
+"""The promotion contract PromotionPurchaseChangedKafkaEvent (SPEC section 6): a purchase's full snapshot.
 
-Topic ``pin.promotion.purchase-changed.v1``, key = PurchaseId, ContractVersion 1. Published on every transition
-(activation, cancel, expiry) with the full snapshot of the purchase, so that a consumer (catalog, news,
-notifications) can apply it alone, guarded by Version. No PII: identifiers, times, enums and amounts only.
-``python -m pin.promotion.contracts [DIR]`` writes its JSON Schema and AsyncAPI document into ``docs/contracts``.
+``python -m pin.promotion.contracts [DIR]`` writes its JSON Schema and AsyncAPI document (default docs/contracts).
 """
 
 from __future__ import annotations
@@ -13,8 +10,7 @@ import uuid
 from decimal import Decimal
 from typing import Annotated, ClassVar
 
-from pydantic import AliasGenerator, BaseModel, ConfigDict, PlainSerializer, WithJsonSchema
-from pydantic.alias_generators import to_pascal
+from pydantic import BaseModel, PlainSerializer, WithJsonSchema
 
 from pin.messaging import topics
 from pin.messaging.contract_docs import ContractSet
@@ -36,24 +32,20 @@ AmountText = Annotated[
 ]
 
 
-class _Part(BaseModel):
+class ContractPart(BaseModel):
     """A nested part of a contract: PascalCase keys like the contract itself."""
 
-    model_config = ConfigDict(
-        frozen=True,
-        populate_by_name=True,
-        alias_generator=AliasGenerator(serialization_alias=to_pascal, validation_alias=to_pascal),
-    )
+    model_config = Contract.model_config
 
 
-class CurrencySnapshot(_Part):
+class CurrencySnapshot(ContractPart):
     """The currency as it was at activation: Code (ISO 4217) and Symbol."""
 
     code: str
     symbol: str
 
 
-class PriceSnapshot(_Part):
+class PriceSnapshot(ContractPart):
     """Price {Amount, CurrencyId, Currency}."""
 
     amount: AmountText
@@ -61,7 +53,7 @@ class PriceSnapshot(_Part):
     currency: CurrencySnapshot
 
 
-class PurchaseTarget(_Part):
+class PurchaseTarget(ContractPart):
     """One promoted target {TargetKind, TargetId}."""
 
     target_kind: TargetKind

@@ -1,9 +1,7 @@
-"""The promotion purchase aggregate (SPEC section 3, seed 002): its states, transitions and invariants. No IO.
+"""The promotion purchase aggregate (SPEC section 3): its states, transitions and invariants. No IO.
 
-A purchase is created Active (decision No. 10: activation is immediate and free), and ends exactly once:
-Expired by the worker expire-promotions when ``EndsAt <= AsOf``, or Cancelled by its company's manager.
-INV-6 TerminalFrozen: nothing leaves Expired or Cancelled (enforced here and by a trigger in the database).
-Every transition increments Version and records a :class:`PurchaseChanged` event.
+A purchase is created Active and ends once, Expired by expire-promotions or Cancelled by its company's manager;
+INV-6 TerminalFrozen: nothing leaves Expired or Cancelled. Every transition bumps Version and records PurchaseChanged.
 """
 
 from __future__ import annotations
@@ -14,6 +12,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
+
+from pin.domain_kit import DocumentedError
 
 # A request may promote at most this many targets at once.
 MAX_TARGETS = 100
@@ -46,11 +46,8 @@ class TargetKind(StrEnum):
     POST = "Post"
 
 
-class DomainError(Exception):
+class DomainError(DocumentedError):
     """A rule of the promotion context was broken; the docstring of each subclass is its message."""
-
-    def __init__(self, message: str | None = None) -> None:
-        super().__init__(message or (self.__doc__ or "").strip())
 
 
 class PurchaseTerminalError(DomainError):
