@@ -119,6 +119,31 @@ def _promotion(t: Transcript) -> None:
     t.call("POST", f"/promotions/{purchase['id']}/cancel", MANAGER, "manager")
 
 
+_LEAD_ENTRIES = """
+INSERT INTO crm.lead_feed_entry (tenant_id, investor_user_id, agent_user_id, appointment_id, entry_kind, reason,
+    text, appointment_kind, start_at, time_zone, rescheduled_to_appointment_id, rescheduled_start_at, message_id,
+    occurred_at, recorded_at)
+VALUES (%(tenant)s, %(investor)s, %(agent)s, gen_random_uuid(), 'Rescheduled', 'Rescheduled', 'moved',
+        'Showing', '2031-01-01 10:00+03', 'Europe/Moscow', gen_random_uuid(), '2031-01-02 10:00:00.5+03',
+        gen_random_uuid(), '2030-12-01 09:00Z', '2030-12-01 09:00:01.25Z'),
+       (%(tenant)s, %(investor)s, %(agent)s, gen_random_uuid(), 'Expired', NULL, 'expired', NULL, NULL, NULL,
+        NULL, NULL, gen_random_uuid(), '2030-11-01 09:00Z', '2030-11-01 09:00Z')
+"""
+_NOTIFICATION = """
+INSERT INTO notifications.notification (tenant_id, recipient_user_id, kind, template_key, text, subject_id,
+    message_id, created_at)
+VALUES (%(tenant)s, %(investor)s, 'AppointmentCancelled', 'appointment-cancelled', 'cancelled', gen_random_uuid(),
+        gen_random_uuid(), '2030-12-01 09:00:00.000001Z')
+"""
+
+
+def _read_models(pool: ConnectionPool[Conn]) -> None:
+    """Rows the consumers would have written: the feeds' bodies are then not empty."""
+    with pool.connection() as conn:
+        for statement in (_LEAD_ENTRIES, _NOTIFICATION):
+            conn.execute(statement, {"tenant": TENANT, "investor": INVESTOR, "agent": AGENT})
+
+
 def _consumers(t: Transcript) -> None:
     t.call("PUT", f"/catalog/cards/Project/{CARD}", ADMIN, "admin", {"published": True})
     t.call("PUT", f"/catalog/cards/Project/{CARD}", ADMIN, "admin", {"published": False})
@@ -129,8 +154,9 @@ def _consumers(t: Transcript) -> None:
     t.call("GET", "/notifications", INVESTOR, "investor")
 
 
-def test_every_route_answers_the_recorded_bytes(transcript: Transcript) -> None:
+def test_every_route_answers_the_recorded_bytes(transcript: Transcript, pool: ConnectionPool[Conn]) -> None:
     """A change of a field's name, order, format or presence in any success body fails here."""
+    _read_models(pool)
     _calendar(transcript)
     _promotion(transcript)
     _consumers(transcript)
