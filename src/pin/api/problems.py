@@ -129,9 +129,17 @@ PROBLEM_SCHEMA: dict[str, Any] = {
 
 def problem_openapi_responses() -> dict[int | str, dict[str, Any]]:
     """The error responses every route may answer, documented as problem+json (not FastAPI's default 422)."""
-    described = {400: "Malformed request", 401: "Missing or invalid token", 403: "Role not allowed",
-                 404: "Not found (or another tenant's)", 409: "State conflict", 412: "If-Match mismatch",
-                 422: "Validation error", 431: "Header too large", 503: "Database unavailable (retry)"}  # fmt: skip
+    described = {
+        400: "Malformed request",
+        401: "Missing or invalid token",
+        403: "Role not allowed",
+        404: "Not found (or another tenant's)",
+        409: "State conflict",
+        412: "If-Match mismatch",
+        422: "Validation error",
+        431: "Header too large",
+        503: "Database unavailable (retry)",
+    }
     return {
         status: {"description": text, "content": {PROBLEM_JSON: {"schema": PROBLEM_SCHEMA}}}
         for status, text in described.items()
