@@ -44,7 +44,7 @@ class Caller:
                 "SELECT headers->>'correlation-id' AS id FROM outbox.message WHERE id > %s", (row["last"],)
             ).fetchall()
         assert rows, f"{path} wrote no outbox row"
-        return response.json(), {r["id"] for r in rows}
+        return response.json(), {str(r["id"]) for r in rows}
 
     def slot(self, hour: int) -> str:
         """A new slot of the agent (its own rows are not looked at here)."""
