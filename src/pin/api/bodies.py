@@ -1,10 +1,5 @@
-"""The one base of every JSON request body: strict types, RFC 3339 times, camelCase, no unknown fields, no NUL.
-
-FastAPI decodes the JSON itself and validates the resulting Python values, so pydantic's strict mode sees a
-``str`` where JSON has no type of its own (UUIDs, times, enum values). Those few types are declared here, each
-parsed from a string and from nothing else; every other field is strict: no ``true`` for 1, no ``"60"`` for 60,
-no ``0`` for false.
-"""
+"""The bases of every JSON body: requests strict (RFC 3339 times, camelCase, no unknown fields, no NUL),
+responses camelCase with times in UTC and a Z suffix."""
 
 from __future__ import annotations
 
@@ -14,10 +9,13 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Strict, model_validator
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, Strict, model_validator
 from pydantic.alias_generators import to_camel
 
-# JSON carries these as strings: parse the string (lax mode); their lax modes accept no other JSON value.
+from pin.messaging.contracts import UtcDateTime
+
+# FastAPI decodes the JSON and pydantic's strict mode then sees a str where JSON has no type of its own (UUIDs,
+# times, enum values): those few types parse a string (lax mode), and their lax modes accept no other JSON value.
 FromString = Strict(False)
 
 # RFC 3339 section 5.6: full date, "T", full time with seconds, and a "Z" or numeric offset.
@@ -77,3 +75,13 @@ class RequestBody(BaseModel):
                 where = ".".join(part if _storable(part) else repr(part)[1:-1] for part in path) or "the body"
                 raise ValueError(f"{where}: text must not contain NUL (U+0000) or an unpaired surrogate")
         return data
+
+
+# A time in a response: ISO 8601 in UTC with a Z suffix, as in every contract.
+UtcTime = Annotated[UtcDateTime, Field(json_schema_extra={"format": "date-time"})]
+
+
+class ResponseBody(BaseModel):
+    """Base of every response body: camelCase names, built from the domain's objects by field name."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, from_attributes=True)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import psycopg
 import structlog
@@ -11,6 +12,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from pin.calendar import domain as calendar
+from pin.catalog.cards import CardVersionMismatchError
+from pin.news.posts import PostVersionMismatchError
+from pin.promotion import domain as promotion
+from pin.promotion import repository as promotion_repository
+from pin.promotion import service as promotion_service
 
 PROBLEM_JSON = "application/problem+json"
 
@@ -38,6 +46,65 @@ def problem_body(status: int, code: str, detail: str, **extensions: Any) -> dict
     }
 
 
+class DomainProblem(NamedTuple):
+    """How one domain error answers: its status and stable code (the title is derived from the code)."""
+
+    status: int
+    code: str
+    # None: the error's own message
+    detail: str | None = None
+
+
+# The one place domain errors become problem documents. The error's class is looked up along its MRO, so a
+# context's root error (last in its group) answers every rule that has no entry of its own.
+DOMAIN_PROBLEMS: Mapping[type[Exception], DomainProblem] = {
+    calendar.SlotNotFoundError: DomainProblem(404, "slot-not-found"),
+    calendar.AppointmentNotFoundError: DomainProblem(404, "appointment-not-found"),
+    calendar.CalendarEventNotFoundError: DomainProblem(404, "calendar-event-not-found"),
+    calendar.InvalidTimeZoneError: DomainProblem(422, "invalid-time-zone"),
+    calendar.EndNotAfterStartError: DomainProblem(422, "end-before-start"),
+    calendar.StartInPastError: DomainProblem(422, "start-in-past"),
+    calendar.InvalidLeadTimeError: DomainProblem(422, "invalid-lead-time"),
+    calendar.ReasonRequiredError: DomainProblem(422, "reason-required"),
+    calendar.SameSlotError: DomainProblem(422, "same-slot"),
+    calendar.SlotNotAvailableError: DomainProblem(409, "slot-not-available"),
+    calendar.LeadTimePassedError: DomainProblem(409, "lead-time-passed"),
+    calendar.AppointmentNotPendingError: DomainProblem(409, "appointment-not-pending"),
+    calendar.AppointmentNotActiveError: DomainProblem(409, "appointment-not-active"),
+    calendar.InvalidTransitionError: DomainProblem(409, "invalid-transition"),
+    calendar.CancelCutoffPassedError: DomainProblem(409, "cancel-cutoff-passed"),
+    calendar.ConflictError: DomainProblem(409, "concurrent-modification"),
+    calendar.VersionMismatchError: DomainProblem(412, "version-mismatch"),
+    calendar.CascadeInconsistentError: DomainProblem(409, "inconsistent-state"),
+    calendar.NotDueYetError: DomainProblem(409, "not-due"),
+    calendar.DomainError: DomainProblem(409, "calendar-rule"),
+    promotion_service.UnknownPackageError: DomainProblem(422, "unknown-package"),
+    promotion.PackageNotOnOfferError: DomainProblem(422, "package-not-on-offer"),
+    promotion.NoTargetsError: DomainProblem(422, "no-targets"),
+    promotion.TooManyTargetsError: DomainProblem(422, "too-many-targets"),
+    promotion.DuplicateTargetError: DomainProblem(422, "duplicate-target"),
+    promotion.UnknownTargetKindError: DomainProblem(422, "unknown-target-kind"),
+    promotion.EndsAtNotInFutureError: DomainProblem(422, "ends-at-not-in-future"),
+    promotion.EndsAtBeyondPackageError: DomainProblem(422, "ends-at-beyond-package"),
+    promotion_service.PurchaseNotFoundError: DomainProblem(404, "purchase-not-found"),
+    promotion.PurchaseTerminalError: DomainProblem(409, "purchase-terminal"),
+    promotion_service.VersionMismatchError: DomainProblem(412, "version-mismatch"),
+    promotion_repository.VersionConflictError: DomainProblem(409, "version-conflict"),
+    promotion.DomainError: DomainProblem(409, "conflict"),
+    CardVersionMismatchError: DomainProblem(412, "precondition-failed", "the card changed since the given ETag"),
+    PostVersionMismatchError: DomainProblem(412, "precondition-failed", "the post changed since the given ETag"),
+}
+
+# the classes a handler is installed for: those whose ancestors have no entry
+_ROOTS = tuple(kind for kind in DOMAIN_PROBLEMS if not any(base in DOMAIN_PROBLEMS for base in kind.__mro__[1:]))
+
+
+def domain_problem(error: Exception) -> ApiProblem:
+    """The problem document of a domain error (its nearest class in the table)."""
+    found = next(DOMAIN_PROBLEMS[kind] for kind in type(error).__mro__ if kind in DOMAIN_PROBLEMS)
+    return ApiProblem(found.status, found.code, str(error) if found.detail is None else found.detail)
+
+
 def problem_response(status: int, code: str, detail: str, **extensions: Any) -> JSONResponse:
     """A problem+json response."""
     body = problem_body(status, code, detail, **extensions)
@@ -62,9 +129,17 @@ PROBLEM_SCHEMA: dict[str, Any] = {
 
 def problem_openapi_responses() -> dict[int | str, dict[str, Any]]:
     """The error responses every route may answer, documented as problem+json (not FastAPI's default 422)."""
-    described = {400: "Malformed request", 401: "Missing or invalid token", 403: "Role not allowed",
-                 404: "Not found (or another tenant's)", 409: "State conflict", 412: "If-Match mismatch",
-                 422: "Validation error", 431: "Header too large", 503: "Database unavailable (retry)"}  # fmt: skip
+    described = {
+        400: "Malformed request",
+        401: "Missing or invalid token",
+        403: "Role not allowed",
+        404: "Not found (or another tenant's)",
+        409: "State conflict",
+        412: "If-Match mismatch",
+        422: "Validation error",
+        431: "Header too large",
+        503: "Database unavailable (retry)",
+    }
     return {
         status: {"description": text, "content": {PROBLEM_JSON: {"schema": PROBLEM_SCHEMA}}}
         for status, text in described.items()
@@ -91,6 +166,13 @@ def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiProblem)
     async def _api_problem(_: Request, exc: ApiProblem) -> JSONResponse:
         return problem_response(exc.status, exc.code, exc.detail, **exc.extensions)
+
+    async def _domain_error(_: Request, exc: Exception) -> JSONResponse:
+        problem = domain_problem(exc)
+        return problem_response(problem.status, problem.code, problem.detail)
+
+    for root in _ROOTS:
+        app.add_exception_handler(root, _domain_error)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:

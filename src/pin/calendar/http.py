@@ -1,29 +1,20 @@
-"""The calendar's HTTP routes (SPEC section 9): parse, call one use case, map the result or the domain error.
-
-JSON is camelCase; every resource carries ``ETag: "<Version>"``; a state-changing request may send
-``If-Match`` (a mismatch answers 412). Domain errors become RFC 9457 problem documents in :func:`_problem_of`.
-"""
+"""The calendar's HTTP routes (SPEC section 9): parse, call one use case, answer the resource with its ETag."""
 
 from __future__ import annotations
 
-import re
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Body, Request, Response, status
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-from pydantic.alias_generators import to_camel
+from fastapi import APIRouter, Body, Depends, Response, status
+from pydantic import Field, field_validator
 
 from pin.api.auth import Principal, Role, require_roles
-from pin.api.bodies import FromString, RequestBody, Rfc3339, Uuid
-from pin.api.deps import AppSettings, IfMatch, Pool, etag
-from pin.api.problems import ApiProblem
+from pin.api.bodies import FromString, RequestBody, ResponseBody, Rfc3339, UtcTime, Uuid
+from pin.api.deps import AppSettings, CorrelationId, IfMatch, Pool, tagged
 from pin.calendar import domain, service
-from pin.calendar.domain import Appointment, AvailabilitySlot, CalendarEvent, Kind
-from pin.messaging.contracts import utc_iso
+from pin.calendar.domain import Appointment, Kind
 from pin.outbox.writer import MessageContext
 
 router = APIRouter(prefix="/calendar", tags=["calendar"])
@@ -71,379 +62,196 @@ class RescheduleBody(RequestBody):
 
 # ------------------------------------------------------------------------------------------ response models
 
-# Times are ISO 8601 in UTC with a Z suffix; ids are UUID strings.
-_Time = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
-_Uuid = Annotated[str, Field(json_schema_extra={"format": "uuid"})]
 
-
-class _Out(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-
-class SlotOut(_Out):
+class SlotOut(ResponseBody):
     """An availability slot."""
 
-    id: _Uuid
-    tenant_id: _Uuid
-    agent_user_id: _Uuid
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    agent_user_id: uuid.UUID
     kind: Kind
-    start_at: _Time
-    end_at: _Time
+    start_at: UtcTime
+    end_at: UtcTime
     time_zone: str
     min_lead_time_minutes: int
     auto_confirm: bool
     status: domain.SlotStatus
     version: int
-    created_at: _Time
-    updated_at: _Time
+    created_at: UtcTime
+    updated_at: UtcTime
 
 
-class AppointmentOut(_Out):
+class AppointmentOut(ResponseBody):
     """An appointment (its free-text cancelReason is shown to its parties only, never published)."""
 
-    id: _Uuid
-    tenant_id: _Uuid
-    slot_id: _Uuid
-    agent_user_id: _Uuid
-    investor_user_id: _Uuid
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    slot_id: uuid.UUID
+    agent_user_id: uuid.UUID
+    investor_user_id: uuid.UUID
     kind: Kind
-    start_at: _Time
-    end_at: _Time
+    start_at: UtcTime
+    end_at: UtcTime
     time_zone: str
     status: domain.AppointmentStatus
-    pending_expires_at: _Time | None
-    calendar_event_id: _Uuid
+    pending_expires_at: UtcTime | None
+    calendar_event_id: uuid.UUID
     cancelled_by: domain.CancelledBy | None
     cancel_reason: str | None
-    rescheduled_to_appointment_id: _Uuid | None
-    rescheduled_from_appointment_id: _Uuid | None
+    rescheduled_to_appointment_id: uuid.UUID | None
+    rescheduled_from_appointment_id: uuid.UUID | None
     version: int
-    created_at: _Time
-    updated_at: _Time
+    created_at: UtcTime
+    updated_at: UtcTime
 
 
-class ReminderOut(_Out):
+class ReminderOut(ResponseBody):
     """A reminder of a calendar event."""
 
-    id: _Uuid
-    remind_at: _Time
+    id: uuid.UUID
+    remind_at: UtcTime
     status: domain.ReminderStatus
 
 
-class EventOut(_Out):
+class EventOut(ResponseBody):
     """A calendar event with its reminders."""
 
-    id: _Uuid
-    tenant_id: _Uuid
-    owner_user_id: _Uuid
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    owner_user_id: uuid.UUID
     origin: domain.Origin
-    appointment_id: _Uuid | None
-    start_at: _Time
-    end_at: _Time
+    appointment_id: uuid.UUID | None
+    start_at: UtcTime
+    end_at: UtcTime
     time_zone: str
     status: domain.EventStatus
     cancel_reason: str | None
     version: int
-    created_at: _Time
-    updated_at: _Time
+    created_at: UtcTime
+    updated_at: UtcTime
     reminders: list[ReminderOut]
 
 
-# --------------------------------------------------------------------------------------------- responses
-
-
-def _time(value: datetime | None) -> str | None:
-    return utc_iso(value) if value is not None else None
-
-
-def _id(value: uuid.UUID | None) -> str | None:
-    return str(value) if value is not None else None
-
-
-def slot_json(slot: AvailabilitySlot) -> dict[str, Any]:
-    """A slot as the API shows it."""
-    return {
-        "id": str(slot.id),
-        "tenantId": str(slot.tenant_id),
-        "agentUserId": str(slot.agent_user_id),
-        "kind": slot.kind.value,
-        "startAt": _time(slot.start_at),
-        "endAt": _time(slot.end_at),
-        "timeZone": slot.time_zone,
-        "minLeadTimeMinutes": slot.min_lead_time_minutes,
-        "autoConfirm": slot.auto_confirm,
-        "status": slot.status.value,
-        "version": slot.version,
-        "createdAt": _time(slot.created_at),
-        "updatedAt": _time(slot.updated_at),
-    }
-
-
-def appointment_json(appointment: Appointment) -> dict[str, Any]:
-    """An appointment as the API shows it (to its agent and investor)."""
-    return {
-        "id": str(appointment.id),
-        "tenantId": str(appointment.tenant_id),
-        "slotId": str(appointment.slot_id),
-        "agentUserId": str(appointment.agent_user_id),
-        "investorUserId": str(appointment.investor_user_id),
-        "kind": appointment.kind.value,
-        "startAt": _time(appointment.start_at),
-        "endAt": _time(appointment.end_at),
-        "timeZone": appointment.time_zone,
-        "status": appointment.status.value,
-        "pendingExpiresAt": _time(appointment.pending_expires_at),
-        "calendarEventId": str(appointment.calendar_event_id),
-        "cancelledBy": appointment.cancelled_by.value if appointment.cancelled_by else None,
-        "cancelReason": appointment.cancel_reason,
-        "rescheduledToAppointmentId": _id(appointment.rescheduled_to_appointment_id),
-        "rescheduledFromAppointmentId": _id(appointment.rescheduled_from_appointment_id),
-        "version": appointment.version,
-        "createdAt": _time(appointment.created_at),
-        "updatedAt": _time(appointment.updated_at),
-    }
-
-
-def event_json(event: CalendarEvent) -> dict[str, Any]:
-    """A calendar event with its reminders."""
-    return {
-        "id": str(event.id),
-        "tenantId": str(event.tenant_id),
-        "ownerUserId": str(event.owner_user_id),
-        "origin": event.origin.value,
-        "appointmentId": _id(event.appointment_id),
-        "startAt": _time(event.start_at),
-        "endAt": _time(event.end_at),
-        "timeZone": event.time_zone,
-        "status": event.status.value,
-        "cancelReason": event.cancel_reason,
-        "version": event.version,
-        "createdAt": _time(event.created_at),
-        "updatedAt": _time(event.updated_at),
-        "reminders": [
-            {"id": str(r.id), "remindAt": _time(r.remind_at), "status": r.status.value} for r in event.reminders
-        ],
-    }
-
-
-def _respond(response: Response, body: dict[str, Any], version: int) -> dict[str, Any]:
-    response.headers["ETag"] = etag(version)
-    return body
-
-
-# ------------------------------------------------------------------------------------------------ errors
-
-# One place where domain errors become problem documents; the most specific class is matched first.
-_PROBLEMS: tuple[tuple[type[domain.DomainError], int, str], ...] = (
-    (domain.SlotNotFoundError, 404, "slot-not-found"),
-    (domain.AppointmentNotFoundError, 404, "appointment-not-found"),
-    (domain.CalendarEventNotFoundError, 404, "calendar-event-not-found"),
-    (domain.InvalidTimeZoneError, 422, "invalid-time-zone"),
-    (domain.EndNotAfterStartError, 422, "end-before-start"),
-    (domain.StartInPastError, 422, "start-in-past"),
-    (domain.InvalidLeadTimeError, 422, "invalid-lead-time"),
-    (domain.ReasonRequiredError, 422, "reason-required"),
-    (domain.SameSlotError, 422, "same-slot"),
-    (domain.SlotNotAvailableError, 409, "slot-not-available"),
-    (domain.LeadTimePassedError, 409, "lead-time-passed"),
-    (domain.AppointmentNotPendingError, 409, "appointment-not-pending"),
-    (domain.AppointmentNotActiveError, 409, "appointment-not-active"),
-    (domain.InvalidTransitionError, 409, "invalid-transition"),
-    (domain.CancelCutoffPassedError, 409, "cancel-cutoff-passed"),
-    (domain.ConflictError, 409, "concurrent-modification"),
-    (domain.VersionMismatchError, 412, "version-mismatch"),
-    (domain.CascadeInconsistentError, 409, "inconsistent-state"),
-    (domain.NotDueYetError, 409, "not-due"),
-)
-
-
-def _problem_of(error: domain.DomainError) -> ApiProblem:
-    for error_type, http_status, code in _PROBLEMS:
-        if isinstance(error, error_type):
-            return ApiProblem(http_status, code, str(error))
-    return ApiProblem(409, "calendar-rule", str(error))
-
-
-@contextmanager
-def _domain_errors() -> Iterator[None]:
-    try:
-        yield
-    except domain.DomainError as exc:
-        raise _problem_of(exc) from exc
+def _appointment(response: Response, appointment: Appointment) -> AppointmentOut:
+    return tagged(response, AppointmentOut.model_validate(appointment), appointment.version)
 
 
 # ----------------------------------------------------------------------------------------------- context
 
-_CORRELATION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
-
-def _calendar(request: Request, pool: Pool, settings: AppSettings) -> service.Calendar:
-    """The use cases' dependencies for this request; the correlation id is the caller's or a new one."""
-    given = request.headers.get("x-correlation-id") or request.headers.get("x-request-id") or ""
-    correlation_id = given if _CORRELATION_ID.match(given) else str(uuid.uuid4())
+def _calendar(pool: Pool, settings: AppSettings, correlation_id: CorrelationId) -> service.Calendar:
+    """The use cases' dependencies for this request."""
     return service.Calendar(pool, service.CalendarPolicy.from_settings(settings), MessageContext(correlation_id))
+
+
+UseCases = Annotated[service.Calendar, Depends(_calendar)]
+# decline, cancel by the agent, cancel by the investor: (calendar, actor, id, reason, expected_version=)
+_EndingUseCase = Callable[..., Appointment]
 
 
 def _actor(principal: Principal) -> service.Actor:
     return service.Actor(principal.user_id, principal.tenant_id)
 
 
+class _Ending:
+    """A request that ends an appointment (decline, cancel by either side): its id, optional reason and If-Match."""
+
+    def __init__(
+        self,
+        *,
+        appointment_id: uuid.UUID,
+        response: Response,
+        calendar: UseCases,
+        if_match: IfMatch,
+        body: Annotated[ReasonBody | None, Body()] = None,
+    ) -> None:
+        self.appointment_id, self.response, self.calendar, self.if_match = appointment_id, response, calendar, if_match
+        self.reason = body.reason if body else None
+
+    def by(self, end: _EndingUseCase, principal: Principal) -> AppointmentOut:
+        """Run one of the ending use cases as ``principal`` and answer the appointment."""
+        ended = end(self.calendar, _actor(principal), self.appointment_id, self.reason, expected_version=self.if_match)
+        return _appointment(self.response, ended)
+
+
+Ending = Annotated[_Ending, Depends()]
+
+
 # ------------------------------------------------------------------------------------------------ routes
 
 
 @router.post("/slots", status_code=status.HTTP_201_CREATED, response_model=SlotOut)
-def create_slot(
-    *, body: CreateSlotBody, principal: Agent, request: Request, response: Response, pool: Pool, settings: AppSettings
-) -> dict[str, Any]:
+def create_slot(*, body: CreateSlotBody, principal: Agent, response: Response, calendar: UseCases) -> SlotOut:
     """An agent offers a slot."""
-    with _domain_errors():
-        slot = service.create_slot(
-            _calendar(request, pool, settings),
-            _actor(principal),
-            kind=body.kind,
-            start_at=body.start_at,
-            end_at=body.end_at,
-            time_zone=body.time_zone,
-            min_lead_time_minutes=body.min_lead_time_minutes,
-            auto_confirm=body.auto_confirm,
-        )
+    slot = service.create_slot(
+        calendar,
+        _actor(principal),
+        kind=body.kind,
+        start_at=body.start_at,
+        end_at=body.end_at,
+        time_zone=body.time_zone,
+        min_lead_time_minutes=body.min_lead_time_minutes,
+        auto_confirm=body.auto_confirm,
+    )
     response.headers["Location"] = f"/calendar/slots/{slot.id}"
-    return _respond(response, slot_json(slot), slot.version)
+    return tagged(response, SlotOut.model_validate(slot), slot.version)
 
 
 @router.get("/slots/{slot_id}", response_model=SlotOut)
-def get_slot(slot_id: uuid.UUID, principal: AgentOrInvestor, response: Response, pool: Pool) -> dict[str, Any]:
+def get_slot(slot_id: uuid.UUID, principal: AgentOrInvestor, response: Response, pool: Pool) -> SlotOut:
     """A slot: any of the tenant's for an investor, only their own for an agent."""
-    with _domain_errors():
-        slot = service.get_slot(pool, _actor(principal), slot_id, any_of_tenant=principal.has(Role.INVESTOR))
-    return _respond(response, slot_json(slot), slot.version)
+    slot = service.get_slot(pool, _actor(principal), slot_id, any_of_tenant=principal.has(Role.INVESTOR))
+    return tagged(response, SlotOut.model_validate(slot), slot.version)
 
 
 @router.post("/slots/{slot_id}/book", status_code=status.HTTP_201_CREATED, response_model=AppointmentOut)
 def book_slot(
-    *,
-    slot_id: uuid.UUID,
-    principal: Investor,
-    request: Request,
-    response: Response,
-    pool: Pool,
-    settings: AppSettings,
-    if_match: IfMatch,
-) -> dict[str, Any]:
+    *, slot_id: uuid.UUID, principal: Investor, response: Response, calendar: UseCases, if_match: IfMatch
+) -> AppointmentOut:
     """An investor books a slot (If-Match refers to the slot's Version)."""
-    with _domain_errors():
-        cluster = service.book_slot(
-            _calendar(request, pool, settings), _actor(principal), slot_id, expected_version=if_match
-        )
-    appointment = cluster.appointment
-    response.headers["Location"] = f"/calendar/appointments/{appointment.id}"
-    return _respond(response, appointment_json(appointment), appointment.version)
+    cluster = service.book_slot(calendar, _actor(principal), slot_id, expected_version=if_match)
+    response.headers["Location"] = f"/calendar/appointments/{cluster.appointment.id}"
+    return _appointment(response, cluster.appointment)
 
 
 @router.get("/appointments/{appointment_id}", response_model=AppointmentOut)
 def get_appointment(
     *, appointment_id: uuid.UUID, principal: AgentOrInvestor, response: Response, pool: Pool
-) -> dict[str, Any]:
+) -> AppointmentOut:
     """An appointment, to its agent or its investor."""
     sides = frozenset(
         side
         for side, role in ((service.Side.AGENT, Role.AGENT), (service.Side.INVESTOR, Role.INVESTOR))
         if principal.has(role)
     )
-    with _domain_errors():
-        appointment = service.get_appointment(pool, _actor(principal), appointment_id, sides=sides)
-    return _respond(response, appointment_json(appointment), appointment.version)
+    return _appointment(response, service.get_appointment(pool, _actor(principal), appointment_id, sides=sides))
 
 
 @router.post("/appointments/{appointment_id}/confirm", response_model=AppointmentOut)
 def confirm_appointment(
-    *,
-    appointment_id: uuid.UUID,
-    principal: Agent,
-    request: Request,
-    response: Response,
-    pool: Pool,
-    settings: AppSettings,
-    if_match: IfMatch,
-) -> dict[str, Any]:
+    *, appointment_id: uuid.UUID, principal: Agent, response: Response, calendar: UseCases, if_match: IfMatch
+) -> AppointmentOut:
     """Its agent confirms a Pending appointment."""
-    with _domain_errors():
-        appointment = service.confirm_appointment(
-            _calendar(request, pool, settings), _actor(principal), appointment_id, expected_version=if_match
-        )
-    return _respond(response, appointment_json(appointment), appointment.version)
+    appointment = service.confirm_appointment(calendar, _actor(principal), appointment_id, expected_version=if_match)
+    return _appointment(response, appointment)
 
 
 @router.post("/appointments/{appointment_id}/decline", response_model=AppointmentOut)
-def decline_appointment(
-    *,
-    appointment_id: uuid.UUID,
-    principal: Agent,
-    request: Request,
-    response: Response,
-    pool: Pool,
-    settings: AppSettings,
-    if_match: IfMatch,
-    body: Annotated[ReasonBody | None, Body()] = None,
-) -> dict[str, Any]:
+def decline_appointment(principal: Agent, request: Ending) -> AppointmentOut:
     """Its agent declines a Pending appointment; the reason is required."""
-    with _domain_errors():
-        appointment = service.decline_appointment(
-            _calendar(request, pool, settings),
-            _actor(principal),
-            appointment_id,
-            body.reason if body else None,
-            expected_version=if_match,
-        )
-    return _respond(response, appointment_json(appointment), appointment.version)
+    return request.by(service.decline_appointment, principal)
 
 
 @router.post("/appointments/{appointment_id}/cancel", response_model=AppointmentOut)
-def cancel_appointment(
-    *,
-    appointment_id: uuid.UUID,
-    principal: Agent,
-    request: Request,
-    response: Response,
-    pool: Pool,
-    settings: AppSettings,
-    if_match: IfMatch,
-    body: Annotated[ReasonBody | None, Body()] = None,
-) -> dict[str, Any]:
+def cancel_appointment(principal: Agent, request: Ending) -> AppointmentOut:
     """Its agent cancels a Pending or Confirmed appointment; the reason is required."""
-    with _domain_errors():
-        appointment = service.cancel_appointment_by_agent(
-            _calendar(request, pool, settings),
-            _actor(principal),
-            appointment_id,
-            body.reason if body else None,
-            expected_version=if_match,
-        )
-    return _respond(response, appointment_json(appointment), appointment.version)
+    return request.by(service.cancel_appointment_by_agent, principal)
 
 
 @router.post("/my/appointments/{appointment_id}/cancel", response_model=AppointmentOut)
-def cancel_my_appointment(
-    *,
-    appointment_id: uuid.UUID,
-    principal: Investor,
-    request: Request,
-    response: Response,
-    pool: Pool,
-    settings: AppSettings,
-    if_match: IfMatch,
-    body: Annotated[ReasonBody | None, Body()] = None,
-) -> dict[str, Any]:
+def cancel_my_appointment(principal: Investor, request: Ending) -> AppointmentOut:
     """Its investor cancels until the cutoff; the reason is optional."""
-    with _domain_errors():
-        appointment = service.cancel_my_appointment(
-            _calendar(request, pool, settings),
-            _actor(principal),
-            appointment_id,
-            body.reason if body else None,
-            expected_version=if_match,
-        )
-    return _respond(response, appointment_json(appointment), appointment.version)
+    return request.by(service.cancel_my_appointment, principal)
 
 
 @router.post(
@@ -454,29 +262,20 @@ def reschedule_my_appointment(
     appointment_id: uuid.UUID,
     body: RescheduleBody,
     principal: Investor,
-    request: Request,
     response: Response,
-    pool: Pool,
-    settings: AppSettings,
+    calendar: UseCases,
     if_match: IfMatch,
-) -> dict[str, Any]:
+) -> AppointmentOut:
     """Its investor moves the appointment to another slot: the new appointment (If-Match: the old one's Version)."""
-    with _domain_errors():
-        cluster = service.reschedule_my_appointment(
-            _calendar(request, pool, settings),
-            _actor(principal),
-            appointment_id,
-            body.new_slot_id,
-            expected_version=if_match,
-        )
-    appointment = cluster.appointment
-    response.headers["Location"] = f"/calendar/appointments/{appointment.id}"
-    return _respond(response, appointment_json(appointment), appointment.version)
+    cluster = service.reschedule_my_appointment(
+        calendar, _actor(principal), appointment_id, body.new_slot_id, expected_version=if_match
+    )
+    response.headers["Location"] = f"/calendar/appointments/{cluster.appointment.id}"
+    return _appointment(response, cluster.appointment)
 
 
 @router.get("/events/{event_id}", response_model=EventOut)
-def get_event(event_id: uuid.UUID, principal: Agent, response: Response, pool: Pool) -> dict[str, Any]:
+def get_event(event_id: uuid.UUID, principal: Agent, response: Response, pool: Pool) -> EventOut:
     """A calendar event of its owner, with its reminders."""
-    with _domain_errors():
-        event = service.get_event(pool, _actor(principal), event_id)
-    return _respond(response, event_json(event), event.version)
+    event = service.get_event(pool, _actor(principal), event_id)
+    return tagged(response, EventOut.model_validate(event), event.version)

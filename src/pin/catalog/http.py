@@ -8,10 +8,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Response
 
 from pin.api.auth import Principal, Role, current_principal, require_roles
-from pin.api.bodies import RequestBody, Uuid
-from pin.api.deps import IfMatch, Pool, etag
+from pin.api.bodies import RequestBody, ResponseBody, UtcTime, Uuid
+from pin.api.deps import IfMatch, Pool, found, upserted
 from pin.api.problems import ApiProblem
-from pin.catalog.cards import CardInput, CardVersionMismatchError, card_with_boost, put_card
+from pin.catalog.cards import CardInput, card_with_boost, put_card
 from pin.catalog.domain import CardKind
 
 router = APIRouter(prefix="/catalog", tags=["catalog"])
@@ -24,7 +24,19 @@ class CardBody(RequestBody):
     published: bool
 
 
-@router.put("/cards/{kind}/{card_id}")
+class CardOut(ResponseBody):
+    """A card with the promotion boost of its target."""
+
+    kind: CardKind
+    id: uuid.UUID
+    project_id: uuid.UUID | None
+    published: bool
+    promotion_boost: int
+    version: int
+    updated_at: UtcTime
+
+
+@router.put("/cards/{kind}/{card_id}", response_model=CardOut)
 def put_card_route(
     *,
     kind: CardKind,
@@ -45,18 +57,11 @@ def put_card_route(
         raise ApiProblem(422, "validation-error", "a PropertyObject needs its projectId")
     card = CardInput(kind, card_id, principal.tenant_id, body.project_id, body.published)
     with pool.connection() as conn:
-        try:
-            created = put_card(conn, card, if_match=if_match)
-        except CardVersionMismatchError:
-            raise ApiProblem(412, "precondition-failed", "the card changed since the given ETag") from None
-        result = card_with_boost(conn, kind=kind, card_id=card_id, tenant_id=principal.tenant_id)
-    assert result is not None
-    response.status_code = 201 if created else 200
-    response.headers["ETag"] = etag(result["version"])
-    return result
+        created = put_card(conn, card, if_match=if_match)
+        return upserted(response, created, card_with_boost(conn, kind=kind, card_id=card_id, tenant_id=card.tenant_id))
 
 
-@router.get("/cards/{kind}/{card_id}")
+@router.get("/cards/{kind}/{card_id}", response_model=CardOut)
 def get_card_route(
     kind: CardKind,
     card_id: uuid.UUID,
@@ -67,7 +72,4 @@ def get_card_route(
     """A card of the caller's tenant with its promotionBoost."""
     with pool.connection() as conn:
         result = card_with_boost(conn, kind=kind, card_id=card_id, tenant_id=principal.tenant_id)
-    if result is None:
-        raise ApiProblem(404, "not-found", "no such card")
-    response.headers["ETag"] = etag(result["version"])
-    return result
+    return found(response, result, "no such card")

@@ -8,10 +8,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Response
 
 from pin.api.auth import Principal, Role, current_principal, require_roles
-from pin.api.bodies import RequestBody
-from pin.api.deps import IfMatch, Pool, etag
-from pin.api.problems import ApiProblem
-from pin.news.posts import PostVersionMismatchError, post_with_boost, put_post
+from pin.api.bodies import RequestBody, ResponseBody, UtcTime
+from pin.api.deps import IfMatch, Pool, found, upserted
+from pin.news.posts import post_with_boost, put_post
 
 router = APIRouter(prefix="/news", tags=["news"])
 
@@ -22,7 +21,17 @@ class PostBody(RequestBody):
     published: bool
 
 
-@router.put("/posts/{post_id}")
+class PostOut(ResponseBody):
+    """A post with its promotion boost."""
+
+    id: uuid.UUID
+    published: bool
+    promotion_boost: int
+    version: int
+    updated_at: UtcTime
+
+
+@router.put("/posts/{post_id}", response_model=PostOut)
 def put_post_route(
     *,
     post_id: uuid.UUID,
@@ -36,21 +45,13 @@ def put_post_route(
 
     Post ids are scoped by tenant: another tenant's post with the same id is neither seen nor changed.
     """
+    tenant_id = principal.tenant_id
     with pool.connection() as conn:
-        try:
-            created = put_post(
-                conn, post_id=post_id, tenant_id=principal.tenant_id, published=body.published, if_match=if_match
-            )
-        except PostVersionMismatchError:
-            raise ApiProblem(412, "precondition-failed", "the post changed since the given ETag") from None
-        result = post_with_boost(conn, post_id=post_id, tenant_id=principal.tenant_id)
-    assert result is not None
-    response.status_code = 201 if created else 200
-    response.headers["ETag"] = etag(result["version"])
-    return result
+        created = put_post(conn, post_id=post_id, tenant_id=tenant_id, published=body.published, if_match=if_match)
+        return upserted(response, created, post_with_boost(conn, post_id=post_id, tenant_id=tenant_id))
 
 
-@router.get("/posts/{post_id}")
+@router.get("/posts/{post_id}", response_model=PostOut)
 def get_post_route(
     post_id: uuid.UUID,
     response: Response,
@@ -60,7 +61,4 @@ def get_post_route(
     """A post of the caller's tenant with its promotionBoost."""
     with pool.connection() as conn:
         result = post_with_boost(conn, post_id=post_id, tenant_id=principal.tenant_id)
-    if result is None:
-        raise ApiProblem(404, "not-found", "no such post")
-    response.headers["ETag"] = etag(result["version"])
-    return result
+    return found(response, result, "no such post")

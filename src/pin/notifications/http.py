@@ -2,18 +2,37 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
 from pin.api.auth import Principal, current_principal
+from pin.api.bodies import ResponseBody, UtcTime
 from pin.api.deps import Pool
 from pin.notifications.queries import notifications_of
 
 router = APIRouter(tags=["notifications"])
 
 
-@router.get("/notifications")
+class NotificationOut(ResponseBody):
+    """A notification: what it is about (subjectId) and its text."""
+
+    id: uuid.UUID
+    kind: str
+    template_key: str
+    text: str
+    subject_id: uuid.UUID
+    created_at: UtcTime
+
+
+class NotificationsOut(ResponseBody):
+    """The caller's notifications, newest first."""
+
+    items: list[NotificationOut]
+
+
+@router.get("/notifications", response_model=NotificationsOut)
 def get_my_notifications(
     pool: Pool,
     principal: Annotated[Principal, Depends(current_principal)],

@@ -1,48 +1,24 @@
-"""HTTP routes of the promotion context (SPEC section 9): parse, call one use case, map the result or error.
-
-Every route needs the manager role; a purchase is visible to the managers of its own company only (another
-tenant's purchase answers 404, as a missing one does). Responses carry ``ETag`` = Version; cancel honours
-``If-Match`` (412 on a mismatch).
-"""
+"""The promotion's HTTP routes (SPEC section 9), for managers of the purchase's own company only (another
+tenant's purchase answers 404, as a missing one does)."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import datetime
-from typing import Annotated, Any
+from decimal import Decimal
+from typing import Annotated
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
+from pydantic import PlainSerializer
 
 from pin.api.auth import Principal, Role, require_roles
-from pin.api.bodies import RequestBody, Rfc3339, Uuid
-from pin.api.deps import IfMatch, Pool, etag
-from pin.api.problems import ApiProblem
-from pin.messaging.contracts import utc_iso
-from pin.promotion import domain, repository, service
-from pin.promotion.domain import Package, PromotionPurchase
+from pin.api.bodies import RequestBody, ResponseBody, Rfc3339, UtcTime, Uuid
+from pin.api.deps import CorrelationId, IfMatch, Pool, tagged
+from pin.promotion import domain, service
+from pin.promotion.domain import Money, Package, PromotionPurchase
 
 router = APIRouter(prefix="/promotions", tags=["promotion"])
 
 Manager = Annotated[Principal, require_roles(Role.MANAGER)]
-
-# The one place promotion errors become problem documents: (status, stable code).
-_PROBLEMS: dict[type, tuple[int, str]] = {
-    service.UnknownPackageError: (422, "unknown-package"),
-    domain.PackageNotOnOfferError: (422, "package-not-on-offer"),
-    domain.NoTargetsError: (422, "no-targets"),
-    domain.TooManyTargetsError: (422, "too-many-targets"),
-    domain.DuplicateTargetError: (422, "duplicate-target"),
-    domain.UnknownTargetKindError: (422, "unknown-target-kind"),
-    domain.EndsAtNotInFutureError: (422, "ends-at-not-in-future"),
-    domain.EndsAtBeyondPackageError: (422, "ends-at-beyond-package"),
-    service.PurchaseNotFoundError: (404, "purchase-not-found"),
-    domain.PurchaseTerminalError: (409, "purchase-terminal"),
-    service.VersionMismatchError: (412, "version-mismatch"),
-    repository.VersionConflictError: (409, "version-conflict"),
-    domain.DomainError: (409, "conflict"),  # any other rule of the aggregate: a state conflict
-}
 
 
 class TargetBody(RequestBody):
@@ -60,116 +36,135 @@ class ActivateBody(RequestBody):
     ends_at: Rfc3339 | None = None
 
 
-@router.get("/packages")
-def list_packages(pool: Pool, _: Manager) -> list[dict[str, Any]]:
+# An amount of money is a decimal string with two places ("1500.00"), never a JSON number.
+Amount = Annotated[Decimal, PlainSerializer(lambda amount: f"{amount:.2f}", return_type=str)]
+
+
+class CurrencyOut(ResponseBody):
+    """The currency snapshot of a price."""
+
+    code: str
+    symbol: str
+
+
+class PriceOut(ResponseBody):
+    """A price: Price {Amount, CurrencyId, Currency {Code, Symbol}}."""
+
+    amount: Amount
+    currency_id: uuid.UUID
+    currency: CurrencyOut
+
+    @classmethod
+    def of(cls, price: Money) -> PriceOut:
+        """The price as the API shows it."""
+        currency = CurrencyOut(code=price.currency_code, symbol=price.currency_symbol)
+        return cls(amount=price.amount, currency_id=price.currency_id, currency=currency)
+
+
+class PackageOut(ResponseBody):
+    """A package on offer."""
+
+    id: uuid.UUID
+    code: str
+    kind: str
+    boost_weight: int
+    duration_seconds: int
+    price: PriceOut
+
+    @classmethod
+    def of(cls, package: Package) -> PackageOut:
+        """The package as the API shows it."""
+        seconds = int(package.duration.total_seconds())
+        return cls(
+            id=package.id,
+            code=package.code,
+            kind=package.kind,
+            boost_weight=package.boost_weight,
+            duration_seconds=seconds,
+            price=PriceOut.of(package.price),
+        )
+
+
+class TargetOut(ResponseBody):
+    """A promoted target."""
+
+    target_kind: domain.TargetKind
+    target_id: uuid.UUID
+
+
+class PurchaseOut(ResponseBody):
+    """A promotion purchase."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    buyer_user_id: uuid.UUID
+    package_id: uuid.UUID
+    package_code: str
+    package_kind: str
+    boost_weight: int
+    price: PriceOut
+    targets: list[TargetOut]
+    starts_at: UtcTime
+    ends_at: UtcTime
+    status: domain.PurchaseStatus
+    payment_status: domain.PaymentStatus
+    version: int
+    created_at: UtcTime
+    updated_at: UtcTime
+
+    @classmethod
+    def of(cls, purchase: PromotionPurchase) -> PurchaseOut:
+        """The purchase as the API shows it."""
+        same = {name: getattr(purchase, name) for name in cls.model_fields if name not in {"price", "targets"}}
+        targets = [TargetOut(target_kind=target.kind, target_id=target.id) for target in purchase.targets]
+        return cls(**same, price=PriceOut.of(purchase.price), targets=targets)
+
+
+def _purchase(response: Response, purchase: PromotionPurchase) -> PurchaseOut:
+    return tagged(response, PurchaseOut.of(purchase), purchase.version)
+
+
+@router.get("/packages", response_model=list[PackageOut])
+def list_packages(pool: Pool, _: Manager) -> list[PackageOut]:
     """The packages on offer."""
-    return [_package_json(package) for package in service.list_packages(pool)]
+    return [PackageOut.of(package) for package in service.list_packages(pool)]
 
 
-@router.post("", status_code=201)
-def activate(body: ActivateBody, request: Request, response: Response, pool: Pool, caller: Manager) -> dict[str, Any]:
+@router.post("", status_code=201, response_model=PurchaseOut)
+def activate(
+    body: ActivateBody, response: Response, pool: Pool, caller: Manager, correlation_id: CorrelationId
+) -> PurchaseOut:
     """Activate a package: the purchase is Active at once (decision No. 10)."""
-    with _problems():
-        purchase = service.activate_purchase(
-            pool,
-            tenant_id=caller.tenant_id,
-            buyer_user_id=caller.user_id,
-            package_id=body.package_id,
-            targets=[service.TargetInput(t.target_kind, t.target_id) for t in body.targets],
-            ends_at=body.ends_at,
-            correlation_id=_correlation_id(request),
-        )
+    purchase = service.activate_purchase(
+        pool,
+        tenant_id=caller.tenant_id,
+        buyer_user_id=caller.user_id,
+        package_id=body.package_id,
+        targets=[service.TargetInput(t.target_kind, t.target_id) for t in body.targets],
+        ends_at=body.ends_at,
+        correlation_id=correlation_id,
+    )
     response.headers["Location"] = f"/promotions/{purchase.id}"
-    return _purchase_response(purchase, response)
+    return _purchase(response, purchase)
 
 
-@router.get("/{purchase_id}")
-def read(purchase_id: uuid.UUID, response: Response, pool: Pool, caller: Manager) -> dict[str, Any]:
-    """A purchase of the caller's company."""
-    with _problems():
-        purchase = service.get_purchase(pool, purchase_id=purchase_id, tenant_id=caller.tenant_id)
-    return _purchase_response(purchase, response)
+@router.get("/{purchase_id}", response_model=PurchaseOut)
+def read(purchase_id: uuid.UUID, response: Response, pool: Pool, caller: Manager) -> PurchaseOut:
+    """A purchase of the caller's company (ETag = its Version)."""
+    return _purchase(response, service.get_purchase(pool, purchase_id=purchase_id, tenant_id=caller.tenant_id))
 
 
-@router.post("/{purchase_id}/cancel")
+@router.post("/{purchase_id}/cancel", response_model=PurchaseOut)
 def cancel(  # noqa: PLR0917 - FastAPI injects each dependency as a parameter
-    purchase_id: uuid.UUID, request: Request, response: Response, pool: Pool, caller: Manager, if_match: IfMatch
-) -> dict[str, Any]:
-    """Active -> Cancelled; a purchase already Expired or Cancelled answers 409."""
-    with _problems():
-        purchase = service.cancel_purchase(
-            pool,
-            purchase_id=purchase_id,
-            tenant_id=caller.tenant_id,
-            if_match=if_match,
-            correlation_id=_correlation_id(request),
-        )
-    return _purchase_response(purchase, response)
-
-
-@contextmanager
-def _problems() -> Iterator[None]:
-    """Map a promotion domain error to its problem document."""
-    try:
-        yield
-    except domain.DomainError as exc:
-        status, code = next(_PROBLEMS[t] for t in type(exc).__mro__ if t in _PROBLEMS)
-        raise ApiProblem(status, code, str(exc)) from exc
-
-
-def _correlation_id(request: Request) -> str:
-    """The caller's X-Request-Id when it is a UUID (so it cannot carry free text), else a new one."""
-    header = request.headers.get("x-request-id", "")
-    try:
-        return str(uuid.UUID(header))
-    except ValueError:
-        return str(uuid.uuid4())
-
-
-def _purchase_response(purchase: PromotionPurchase, response: Response) -> dict[str, Any]:
-    response.headers["ETag"] = etag(purchase.version)
-    return _purchase_json(purchase)
-
-
-def _purchase_json(purchase: PromotionPurchase) -> dict[str, Any]:
-    return {
-        "id": str(purchase.id),
-        "tenantId": str(purchase.tenant_id),
-        "buyerUserId": str(purchase.buyer_user_id),
-        "packageId": str(purchase.package_id),
-        "packageCode": purchase.package_code,
-        "packageKind": purchase.package_kind,
-        "boostWeight": purchase.boost_weight,
-        "price": _price_json(purchase.price),
-        "targets": [{"targetKind": t.kind.value, "targetId": str(t.id)} for t in purchase.targets],
-        "startsAt": _time(purchase.starts_at),
-        "endsAt": _time(purchase.ends_at),
-        "status": purchase.status.value,
-        "paymentStatus": purchase.payment_status.value,
-        "version": purchase.version,
-        "createdAt": _time(purchase.created_at),
-        "updatedAt": _time(purchase.updated_at),
-    }
-
-
-def _package_json(package: Package) -> dict[str, Any]:
-    return {
-        "id": str(package.id),
-        "code": package.code,
-        "kind": package.kind,
-        "boostWeight": package.boost_weight,
-        "durationSeconds": int(package.duration.total_seconds()),
-        "price": _price_json(package.price),
-    }
-
-
-def _price_json(price: domain.Money) -> dict[str, Any]:
-    return {
-        "amount": f"{price.amount:.2f}",
-        "currencyId": str(price.currency_id),
-        "currency": {"code": price.currency_code, "symbol": price.currency_symbol},
-    }
-
-
-def _time(value: datetime) -> str:
-    return utc_iso(value)
+    purchase_id: uuid.UUID,
+    response: Response,
+    pool: Pool,
+    caller: Manager,
+    if_match: IfMatch,
+    correlation_id: CorrelationId,
+) -> PurchaseOut:
+    """Active -> Cancelled (If-Match: its Version, 412 on a mismatch); an Expired or Cancelled one answers 409."""
+    purchase = service.cancel_purchase(
+        pool, purchase_id=purchase_id, tenant_id=caller.tenant_id, if_match=if_match, correlation_id=correlation_id
+    )
+    return _purchase(response, purchase)

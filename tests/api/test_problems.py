@@ -1,0 +1,33 @@
+"""The one table of domain errors: each error answers its nearest class's status and code."""
+
+from __future__ import annotations
+
+import pytest
+
+from pin.api.problems import domain_problem
+from pin.calendar import domain as calendar
+from pin.catalog.cards import CardVersionMismatchError
+from pin.promotion import domain as promotion
+from pin.promotion import service as promotion_service
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "code", "detail"),
+    [
+        # a subclass with an entry of its own wins over its listed base
+        (calendar.AppointmentNotPendingError("not pending"), 409, "appointment-not-pending", "not pending"),
+        # a subclass without one answers its nearest listed base
+        (calendar.SlotNotBookedError("x"), 409, "inconsistent-state", "x"),
+        # a rule without an entry answers its context's root
+        (promotion.PurchaseNotDueError("y"), 409, "conflict", "y"),
+        (promotion_service.VersionMismatchError("z"), 412, "version-mismatch", "z"),
+        # an entry with its own detail does not show the error's message
+        (CardVersionMismatchError(), 412, "precondition-failed", "the card changed since the given ETag"),
+    ],
+)
+def test_a_domain_error_answers_its_nearest_entry(error: Exception, status: int, code: str, detail: str) -> None:
+    problem = domain_problem(error)
+
+    assert (problem.status, problem.code, problem.detail) == (status, code, detail)
