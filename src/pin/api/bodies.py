@@ -8,7 +8,6 @@ no ``0`` for false.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
@@ -17,18 +16,17 @@ from typing import Annotated, Any
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Strict, model_validator
 from pydantic.alias_generators import to_camel
 
+from pin.rfc3339 import is_rfc3339
+
 # JSON carries these as strings: parse the string (lax mode); their lax modes accept no other JSON value.
 FromString = Strict(False)
-
-# RFC 3339 section 5.6: full date, "T", full time with seconds, and a "Z" or numeric offset.
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})", re.ASCII)
 
 
 def _rfc3339_text(value: Any) -> Any:
     """Let only an RFC 3339 string through (pydantic would also read a number, or digits, as a Unix time)."""
     if isinstance(value, datetime):
         return value  # built in Python (tests, internal callers), not decoded from JSON
-    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+    if not isinstance(value, str) or not is_rfc3339(value):
         raise ValueError("must be an RFC 3339 date-time with a time zone offset, e.g. 2030-01-01T10:00:00Z")
     return value
 
