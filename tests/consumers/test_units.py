@@ -12,9 +12,9 @@ from confluent_kafka import TopicPartition
 from psycopg_pool import PoolTimeout
 
 from pin.crm.domain import FEED_TEXTS, FeedEntryKind, entry_kind_for
-from pin.crm.domain import AppointmentCancelReason as R
 from pin.crm.handler import routes as crm_routes
 from pin.messaging import topics
+from pin.messaging.appointment_events import AppointmentCancelReason as R
 from pin.messaging.consumer import ConsumerRuntime
 from pin.messaging.consumer.lag import partition_lag
 from pin.messaging.consumer.retry import backoff_delay, is_database_unavailable
