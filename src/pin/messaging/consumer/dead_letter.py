@@ -7,6 +7,7 @@ and docs/runbooks/consumers.md; the rows are :mod:`pin.messaging.dead_letter_sto
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,30 +48,25 @@ _MAX_ERROR_TEXT = 1000
 _Where = tuple[str, int, int]
 
 
+@dataclass
 class DeadLetters:
     """A group's dead-letter sender: publishes, cuts, counts the failed publishes, parks."""
 
-    def __init__(
-        self,
-        *,
-        group: str,
-        pool: ConnectionPool[Conn],
-        log: Any,
-        max_message_bytes: int,
-        dlq_timeout: float,
-        attempts: int,
-        db_timeout: float,
-    ) -> None:
-        self._group = group
-        self._pool = pool
-        self._log = log
-        self._max_message_bytes = max_message_bytes
-        self._dlq_timeout = dlq_timeout
-        self._attempts = attempts
-        self._db_timeout = db_timeout
-        # failed dead-letter publishes per message, until it is kept somewhere
-        self._failures: dict[_Where, int] = {}
-        self.producer: Producer | None = None
+    group: str
+    pool: ConnectionPool[Conn]
+    log: Any
+    # the dead-letter producer's bound (a larger letter is cut, its full bytes stored)
+    max_message_bytes: int
+    # seconds to wait for the broker's acknowledgement of one letter
+    dlq_timeout: float
+    # publishes the broker did not acknowledge before the letter is parked in the database
+    attempts: int
+    # seconds to wait for a database connection
+    db_timeout: float
+    # the dead-letter producer, while the runtime runs
+    producer: Producer | None = None
+    # failed dead-letter publishes per message, until it is kept somewhere
+    _failures: dict[_Where, int] = field(default_factory=dict, init=False)
 
     def settled(self, message: Received) -> None:
         """``message`` is handled after all (e.g. on a retry after a failed dead letter): forget its failures."""
@@ -90,14 +86,14 @@ class DeadLetters:
         not acknowledge, parked in ``messaging.dead_letter`` alone (:meth:`_failed`).
         """
         origin = Origin(
-            group=self._group, topic=message.topic, partition=message.partition, offset=message.offset,
+            group=self.group, topic=message.topic, partition=message.partition, offset=message.offset,
             timestamp_ms=message.timestamp_ms, error_type=type(exc).__name__, error=error_line(exc),
             attempts=attempts,
         )  # fmt: skip
         original = [(name, value) for name, value in message.headers if not name.startswith(DLT_PREFIX)]
         provenance = provenance_headers(origin, datetime.now(UTC))
         whole = [*original, *provenance]
-        if dead_letter_store.record_size(message.key, message.value, whole) <= self._max_message_bytes:
+        if dead_letter_store.record_size(message.key, message.value, whole) <= self.max_message_bytes:
             error = self._publish(message.key, message.value, whole)
             if error is None:
                 return self._sent(message, origin, stored_id=None)
@@ -119,12 +115,12 @@ class DeadLetters:
             (DLT_STORED_ID, str(stored_id).encode()),
         ]
         key, value, headers = dead_letter_store.cut_letter(
-            message.key, message.value, original, [*provenance, *truncation], self._max_message_bytes
+            message.key, message.value, original, [*provenance, *truncation], self.max_message_bytes
         )
         error = self._publish(key, value, headers)
         if error is not None:
             return self._failed(message, origin, str(error))
-        DEAD_LETTERS_TRUNCATED.labels(self._group, message.topic).inc()
+        DEAD_LETTERS_TRUNCATED.labels(self.group, message.topic).inc()
         return self._sent(message, origin, stored_id=stored_id)
 
     def _publish(self, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]) -> KafkaError | None:
@@ -135,33 +131,33 @@ class DeadLetters:
         record_headers: list[tuple[str, str | bytes | None]] = [*headers]
         try:
             producer.produce(
-                dead_letter_topic(self._group),
+                dead_letter_topic(self.group),
                 key=key,
                 value=value,
                 headers=record_headers,
                 on_delivery=lambda err, _msg: outcome.append(err),
             )
-            producer.flush(self._dlq_timeout)
+            producer.flush(self.dlq_timeout)
         except KafkaException as exc:  # refused before sending (e.g. larger than message.max.bytes)
             error = exc.args[0]
             return error if isinstance(error, KafkaError) else KafkaError(KafkaError._FAIL, str(exc))
         except BufferError as exc:
             return KafkaError(KafkaError._FAIL, str(exc))
         if not outcome:
-            return KafkaError(KafkaError._MSG_TIMED_OUT, f"no acknowledgement within {self._dlq_timeout:g} s")
+            return KafkaError(KafkaError._MSG_TIMED_OUT, f"no acknowledgement within {self.dlq_timeout:g} s")
         return outcome[0]
 
     def _sent(self, message: Received, origin: Origin, *, stored_id: uuid.UUID | None) -> bool:
         self._failures.pop(_where(message), None)
-        DEAD_LETTERED.labels(self._group, message.topic).inc()
-        self._log.error(
+        DEAD_LETTERED.labels(self.group, message.topic).inc()
+        self.log.error(
             "message dead-lettered",
             topic=message.topic,
             partition=message.partition,
             offset=message.offset,
             error_type=origin.error_type,
             attempts=origin.attempts,
-            dead_letter_topic=dead_letter_topic(self._group),
+            dead_letter_topic=dead_letter_topic(self.group),
             truncated=stored_id is not None,
             stored_id=str(stored_id) if stored_id is not None else None,
         )
@@ -179,10 +175,10 @@ class DeadLetters:
         where = _where(message)
         failures = self._failures.get(where, 0) + 1
         self._failures[where] = failures
-        DEAD_LETTER_FAILURES.labels(self._group, message.topic).inc()
-        failure_log = self._log.bind(topic=message.topic, partition=message.partition, offset=message.offset)
-        failure_log.error("dead-letter publish failed", error=error, failures=failures, of=self._attempts)
-        if failures < self._attempts:
+        DEAD_LETTER_FAILURES.labels(self.group, message.topic).inc()
+        failure_log = self.log.bind(topic=message.topic, partition=message.partition, offset=message.offset)
+        failure_log.error("dead-letter publish failed", error=error, failures=failures, of=self.attempts)
+        if failures < self.attempts:
             return False
         try:
             stored_id = self._store(message, origin, dead_letter_store.PARKED)
@@ -190,12 +186,12 @@ class DeadLetters:
             failure_log.error("dead letter could not be parked in the database; held", error_type=type(exc).__name__)
             return False
         self._failures.pop(where, None)
-        DEAD_LETTERS_PARKED.labels(self._group, message.topic).inc()
+        DEAD_LETTERS_PARKED.labels(self.group, message.topic).inc()
         failure_log.error("dead letter parked in the database", stored_id=str(stored_id), error_type=origin.error_type)
         return True
 
     def _store(self, message: Received, origin: Origin, disposition: str) -> uuid.UUID:
-        with self._pool.connection(timeout=self._db_timeout) as conn:
+        with self.pool.connection(timeout=self.db_timeout) as conn:
             return dead_letter_store.store(
                 conn, origin, message.key, message.value, message.headers, disposition=disposition
             )
