@@ -33,7 +33,7 @@ class Offsets:
         except KafkaException as exc:
             self._log.warning("offset commit failed", error=str(exc))
 
-    def commit_sync(self, consumer: Consumer, partitions: set[tuple[str, int]] | None) -> None:
+    def commit_sync(self, consumer: Consumer | None, partitions: set[tuple[str, int]] | None) -> None:
         """Commit, and wait for, the handled offsets of ``partitions`` (all when None): on revoke and on stop."""
         pending = {**self.unconfirmed, **self.to_commit}
         keys = set(pending) if partitions is None else set(pending) & partitions
@@ -42,6 +42,7 @@ class Offsets:
             self.to_commit.pop(key, None)
         if not keys:
             return
+        assert consumer is not None, "the runtime is not running"
         offsets = [TopicPartition(key[0], key[1], pending[key]) for key in sorted(keys)]
         try:
             consumer.commit(offsets=offsets, asynchronous=False)

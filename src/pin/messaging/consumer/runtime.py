@@ -422,7 +422,7 @@ class ConsumerRuntime:
         if lost:
             self._offsets.drop(gone)
         else:
-            self._offsets.commit_sync(self._consumer_or_fail(), gone)
+            self._offsets.commit_sync(self._consumer, gone)
         self._assigned = self._assigned - gone
         self._revoked_in_poll |= gone
         self._dead_letters.forget(gone)
