@@ -19,7 +19,7 @@ from pin.api.app import create_app
 from pin.api.auth import mint_token
 from pin.crm.queries import lead_feed
 from pin.messaging import topics
-from pin.messaging.dlq import DeadLetter, read_dead_letters
+from pin.messaging.dlq_command import DeadLetter, read_dead_letters
 from pin.settings import Settings
 from pin.unit_of_work import Conn
 from tests.conftest import JWT_SECRET

@@ -23,7 +23,7 @@ from pin.cli import app
 from pin.db import create_pool
 from pin.messaging import topics
 from pin.messaging.consumer import ConsumerRuntime
-from pin.messaging.dlq import read_dead_letters, replay
+from pin.messaging.dlq_command import read_dead_letters, replay
 from pin.unit_of_work import Conn
 from tests.consumers.conftest import FAST_SESSION_TIMEOUT_MS
 from tests.consumers.support import (

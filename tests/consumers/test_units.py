@@ -12,10 +12,12 @@ from confluent_kafka import TopicPartition
 from psycopg_pool import PoolTimeout
 
 from pin.crm.domain import FEED_TEXTS, FeedEntryKind, entry_kind_for
-from pin.crm.domain import AppointmentCancelReason as R
 from pin.crm.handler import routes as crm_routes
 from pin.messaging import topics
-from pin.messaging.consumer import ConsumerRuntime, backoff_delay, is_database_unavailable, partition_lag
+from pin.messaging.appointment_events import AppointmentCancelReason as R
+from pin.messaging.consumer import ConsumerRuntime
+from pin.messaging.consumer.lag import partition_lag
+from pin.messaging.consumer.retry import backoff_delay, is_database_unavailable
 from pin.messaging.dead_letter_store import cut_letter, record_size
 from pin.messaging.envelope import UnreadableMessageError, decode_envelope
 from pin.notifications import domain as n

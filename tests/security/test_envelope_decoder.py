@@ -99,6 +99,16 @@ def test_occurred_at_must_be_rfc_3339_with_an_offset(occurred_at, readable):
     assert (_decode(value, {}) is not None) is readable
 
 
+@pytest.mark.parametrize(
+    ("occurred_at", "readable"),
+    [("2026-12-01T07:00:00.123456789Z", True), ("2026-12-01T07:00:00.1234567890Z", False),
+     ("\u0662\u0660\u0662\u0666-12-01T07:00:00Z", False)],
+)  # fmt: skip
+def test_occurred_at_takes_the_api_bodies_rfc_3339_rule_at_most_nanoseconds_and_ascii_digits(occurred_at, readable):
+    value = json.dumps({"MessageId": str(uuid.uuid4()), "OccurredAt": occurred_at}).encode()
+    assert (_decode(value, {}) is not None) is readable
+
+
 def _valid_payloads() -> list[tuple[str, str, dict[str, Any]]]:
     people = {"tenant": uuid.uuid4(), "agent": uuid.uuid4(), "investor": uuid.uuid4()}
     events = {

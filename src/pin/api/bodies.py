@@ -3,7 +3,6 @@ responses camelCase with times in UTC and a Z suffix."""
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
@@ -13,20 +12,18 @@ from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Fiel
 from pydantic.alias_generators import to_camel
 
 from pin.messaging.contracts import UtcDateTime
+from pin.rfc3339 import is_rfc3339
 
 # FastAPI decodes the JSON and pydantic's strict mode then sees a str where JSON has no type of its own (UUIDs,
 # times, enum values): those few types parse a string (lax mode), and their lax modes accept no other JSON value.
 FromString = Strict(False)
-
-# RFC 3339 section 5.6: full date, "T", full time with seconds, and a "Z" or numeric offset.
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})", re.ASCII)
 
 
 def _rfc3339_text(value: Any) -> Any:
     """Let only an RFC 3339 string through (pydantic would also read a number, or digits, as a Unix time)."""
     if isinstance(value, datetime):
         return value  # built in Python (tests, internal callers), not decoded from JSON
-    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+    if not isinstance(value, str) or not is_rfc3339(value):
         raise ValueError("must be an RFC 3339 date-time with a time zone offset, e.g. 2030-01-01T10:00:00Z")
     return value
 

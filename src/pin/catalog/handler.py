@@ -2,28 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import uuid
 from typing import Any
 
 import structlog
 
-from pin.catalog.domain import CardKind, PurchaseStatus, TargetKind, card_kind_of, contributes
-from pin.catalog.messages import PurchaseChanged
+from pin.boost.contributions import BoostTables, purchase_route
+from pin.boost.domain import TargetKind
+from pin.catalog.domain import card_kind_of
 from pin.messaging import topics
-from pin.messaging.consumer import Conn, HandlingContext, Route
-from pin.messaging.tolerant import known
+from pin.messaging.consumer import Route
 
 log = structlog.get_logger(__name__)
-
-# Seed 002 «Guard монотонности»: an event applies only if its Version >= the stored one (replay and reorder
-# safe); the row lock also serializes two deliveries of the same purchase (e.g. a DLQ replay beside the stream).
-_UPSERT_PURCHASE = """
-INSERT INTO catalog.purchase AS p (purchase_id, tenant_id, status, version) VALUES (%s, %s, %s, %s)
-ON CONFLICT (purchase_id) DO UPDATE
-SET status = EXCLUDED.status, version = EXCLUDED.version, updated_at = now()
-WHERE p.version <= EXCLUDED.version
-RETURNING p.purchase_id
-"""
 
 _UPSERT_CONTRIBUTION = """
 INSERT INTO catalog.boost_contribution AS c
@@ -44,40 +34,21 @@ WHERE purchase_id = %s AND active
 """
 
 
-def apply_purchase(conn: Conn, event: PurchaseChanged, context: HandlingContext) -> None:
-    """Record the purchase's contributions to its Project and PropertyObject targets, if the Version is not older."""
-    status = known(PurchaseStatus, event.status)
-    if status is None:
-        context.unknown_value("Status", event.status)
-    applied = conn.execute(_UPSERT_PURCHASE, (event.purchase_id, event.tenant_id, event.status, event.version))
-    if applied.fetchone() is None:
-        log.info("older purchase version ignored", purchase_id=str(event.purchase_id), version=event.version)
-        return
-    active = contributes(status)
-    kinds: list[str] = []
-    ids: list[Any] = []
-    for target in event.targets:
-        target_kind = known(TargetKind, target.target_kind)
-        if target_kind is None:
-            context.unknown_value("TargetKind", target.target_kind)
-            continue
-        card_kind: CardKind | None = card_kind_of(target_kind)
-        if card_kind is None:
-            continue  # a Post: news keeps its boost
-        conn.execute(
-            _UPSERT_CONTRIBUTION,
-            (event.purchase_id, card_kind.value, target.target_id, event.tenant_id, event.boost_weight, active,
-             event.version),
-        )  # fmt: skip
-        kinds.append(card_kind.value)
-        ids.append(target.target_id)
-    conn.execute(_DEACTIVATE_DROPPED, (event.version, event.purchase_id, kinds, ids))
+def _card_key(target_kind: TargetKind, target_id: uuid.UUID) -> tuple[str, uuid.UUID] | None:
+    """(card kind, id) of a Project or PropertyObject; None for a Post (news keeps its boost)."""
+    card_kind = card_kind_of(target_kind)
+    return (card_kind.value, target_id) if card_kind is not None else None
 
 
-def _parse(payload: Mapping[str, Any]) -> PurchaseChanged:
-    return PurchaseChanged.model_validate(payload)
+CARD_BOOST = BoostTables(
+    schema="catalog",
+    upsert_contribution=_UPSERT_CONTRIBUTION,
+    deactivate_dropped=_DEACTIVATE_DROPPED,
+    key_of=_card_key,
+    key_columns=2,
+)
 
 
 def routes() -> dict[str, Route[Any]]:
     """The topics catalog reads and how it handles each."""
-    return {topics.PURCHASE_CHANGED: Route(_parse, apply_purchase)}
+    return {topics.PURCHASE_CHANGED: purchase_route(CARD_BOOST, log)}

@@ -4,29 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-
-class AppointmentCancelReason(StrEnum):
-    """Reason of appointment-cancelled as crm knows it (additive: a newer producer may send others)."""
-
-    DECLINED_BY_AGENT = "DeclinedByAgent"
-    CANCELLED_BY_INVESTOR = "CancelledByInvestor"
-    CANCELLED_BY_AGENT = "CancelledByAgent"
-    EXPIRED = "Expired"
-
-
-class AppointmentCancelledBy(StrEnum):
-    """CancelledBy of appointment-cancelled (additive upstream; crm only records it)."""
-
-    INVESTOR = "Investor"
-    AGENT = "Agent"
-    SYSTEM = "System"
-
-
-class EventKind(StrEnum):
-    """Kind of a meeting (additive upstream; crm keeps the raw value in the entry)."""
-
-    SHOWING = "Showing"
-    CONSULTATION = "Consultation"
+from pin.messaging.appointment_events import AppointmentCancelReason
 
 
 class FeedEntryKind(StrEnum):

@@ -7,16 +7,10 @@ from typing import Any
 
 import structlog
 
-from pin.crm.domain import (
-    FEED_TEXTS,
-    AppointmentCancelledBy,
-    AppointmentCancelReason,
-    EventKind,
-    FeedEntryKind,
-    entry_kind_for,
-)
+from pin.crm.domain import FEED_TEXTS, FeedEntryKind, entry_kind_for
 from pin.crm.messages import AppointmentCancelled, AppointmentCreated
 from pin.messaging import topics
+from pin.messaging.appointment_events import AppointmentCancelledBy, AppointmentCancelReason, EventKind
 from pin.messaging.consumer import Conn, HandlingContext, Route
 from pin.messaging.tolerant import known
 

@@ -16,7 +16,6 @@ An unreadable message is never retried: it goes to the group's dead-letter topic
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,9 +25,9 @@ from typing import Annotated, Any
 import orjson
 from pydantic import BeforeValidator
 
+from pin.rfc3339 import is_rfc3339
+
 NUL = "\x00"
-# RFC 3339 date-time (section 5.6): full date, 'T', full time with optional fraction, and 'Z' or a numeric offset.
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 # A time this close to the ends of Python's range cannot be moved to another zone (OverflowError in a handler).
 _MARGIN = timedelta(days=2)
 _MAX_HEADER_TEXT = 200
@@ -140,7 +139,7 @@ def _contract_version(payload: Mapping[str, Any], headers: Mapping[str, str]) ->
 
 def parse_rfc3339(raw: object) -> datetime:
     """An RFC 3339 time with an offset, as an aware datetime in UTC; ValueError for anything else."""
-    if not isinstance(raw, str) or len(raw) > 64 or _RFC3339.fullmatch(raw) is None:
+    if not isinstance(raw, str) or len(raw) > 64 or not is_rfc3339(raw):
         raise ValueError("not an RFC 3339 time with an offset (e.g. 2026-12-01T07:00:00Z)")
     try:
         value = datetime.fromisoformat(raw.upper()).astimezone(UTC)

@@ -13,6 +13,8 @@ from datetime import datetime
 from enum import StrEnum
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from pin.messaging.appointment_events import AppointmentCancelReason, EventKind
+
 
 class NotificationKind(StrEnum):
     """What a notification is about."""
@@ -21,30 +23,6 @@ class NotificationKind(StrEnum):
     APPOINTMENT_CONFIRMED = "AppointmentConfirmed"
     APPOINTMENT_CREATED = "AppointmentCreated"
     PROMOTION_EXPIRED = "PromotionExpired"
-
-
-class AppointmentCancelReason(StrEnum):
-    """Reason of appointment-cancelled as notifications knows it (additive upstream)."""
-
-    DECLINED_BY_AGENT = "DeclinedByAgent"
-    CANCELLED_BY_INVESTOR = "CancelledByInvestor"
-    CANCELLED_BY_AGENT = "CancelledByAgent"
-    EXPIRED = "Expired"
-
-
-class AppointmentCancelledBy(StrEnum):
-    """CancelledBy of appointment-cancelled (additive upstream; recipients follow Reason, not this field)."""
-
-    INVESTOR = "Investor"
-    AGENT = "Agent"
-    SYSTEM = "System"
-
-
-class EventKind(StrEnum):
-    """Kind of a meeting (additive upstream: an unknown one reads as «встреча»)."""
-
-    SHOWING = "Showing"
-    CONSULTATION = "Consultation"
 
 
 class PurchaseStatus(StrEnum):

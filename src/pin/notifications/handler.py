@@ -10,13 +10,11 @@ import structlog
 from prometheus_client import Counter
 
 from pin.messaging import topics
+from pin.messaging.appointment_events import AppointmentCancelledBy, AppointmentCancelReason, EventKind
 from pin.messaging.consumer import Conn, HandlingContext, Route
 from pin.messaging.tolerant import known
 from pin.notifications.delivery import DatabaseDelivery, Notification, NotificationDelivery
 from pin.notifications.domain import (
-    AppointmentCancelledBy,
-    AppointmentCancelReason,
-    EventKind,
     Meeting,
     Notice,
     PurchaseStatus,

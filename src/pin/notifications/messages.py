@@ -4,46 +4,25 @@ from __future__ import annotations
 
 import uuid
 
+from pin.messaging.appointment_events import AppointmentEvent
 from pin.messaging.tolerant import Rfc3339Time, TolerantModel
 
 
-class AppointmentCancelled(TolerantModel):
+class AppointmentCancelled(AppointmentEvent):
     """pin.calendar.appointment-cancelled: who is told, and the time for the text."""
 
-    appointment_id: uuid.UUID
-    tenant_id: uuid.UUID
-    agent_user_id: uuid.UUID
-    investor_user_id: uuid.UUID
-    kind: str
-    start_at: Rfc3339Time
-    time_zone: str
     reason: str
     cancelled_by: str | None = None
     rescheduled_to_appointment_id: uuid.UUID | None = None
 
 
-class AppointmentConfirmed(TolerantModel):
+class AppointmentConfirmed(AppointmentEvent):
     """pin.calendar.appointment-confirmed."""
 
-    appointment_id: uuid.UUID
-    tenant_id: uuid.UUID
-    agent_user_id: uuid.UUID
-    investor_user_id: uuid.UUID
-    kind: str
-    start_at: Rfc3339Time
-    time_zone: str
 
-
-class AppointmentCreated(TolerantModel):
+class AppointmentCreated(AppointmentEvent):
     """pin.calendar.appointment-created (a booking, or the new half of a reschedule)."""
 
-    appointment_id: uuid.UUID
-    tenant_id: uuid.UUID
-    agent_user_id: uuid.UUID
-    investor_user_id: uuid.UUID
-    kind: str
-    start_at: Rfc3339Time
-    time_zone: str
     status: str
     rescheduled_from_appointment_id: uuid.UUID | None = None
 

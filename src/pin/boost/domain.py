@@ -1,4 +1,4 @@
-"""news' boost rules (seed 002; SPEC section 7). No IO."""
+"""Which purchases boost, and the targets they name (seed 002; SPEC section 7). No IO."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from enum import StrEnum
 
 
 class TargetKind(StrEnum):
-    """TargetKind of a purchase as news knows it (Project and PropertyObject belong to catalog)."""
+    """TargetKind of a purchase (Project and PropertyObject are catalog's cards, Post is news')."""
 
     PROJECT = "Project"
     PROPERTY_OBJECT = "PropertyObject"
@@ -22,5 +22,5 @@ class PurchaseStatus(StrEnum):
 
 
 def contributes(status: PurchaseStatus | None) -> bool:
-    """Only an Active purchase boosts; Expired, Cancelled and a status news does not know do not (fail safe)."""
+    """Only an Active purchase boosts; Expired, Cancelled and a status the consumer does not know do not (fail safe)."""
     return status is PurchaseStatus.ACTIVE

@@ -1,4 +1,4 @@
-"""news' tolerant-reader view of pin.promotion.purchase-changed (seed 002, «Межсервисные последовательности»)."""
+"""The boost's tolerant-reader view of pin.promotion.purchase-changed (seed 002, «Межсервисные последовательности»)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class PurchaseTarget(TolerantModel):
 
 
 class PurchaseChanged(TolerantModel):
-    """The fields the boost of posts needs."""
+    """The fields the boost needs."""
 
     purchase_id: uuid.UUID
     tenant_id: uuid.UUID

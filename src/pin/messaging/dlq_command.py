@@ -26,7 +26,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from psycopg.rows import dict_row
 
 from pin.messaging import dead_letter_store
-from pin.messaging.consumer import DLT_PREFIX, Received, provenance_headers
+from pin.messaging.consumer.dead_letter import DLT_PREFIX, provenance_headers
+from pin.messaging.consumer.received import Received
 from pin.messaging.dead_letter_store import DLT_ORIGINAL_SHA256, DLT_ORIGINAL_SIZE, DLT_STORED_ID, StoredLetter
 from pin.messaging.envelope import UnreadableMessageError, decode_envelope
 from pin.messaging.kafka import client_config, producer_config, silent_client_logger

@@ -1,0 +1,119 @@
+"""One way to trace and log a message, shared by the single-message path and the batch path of the runtime."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.trace import Span, SpanKind
+
+from pin.messaging.consumer.metrics import DUPLICATES, PROCESSED, UNKNOWN_VALUES
+from pin.messaging.consumer.received import Received, header_map
+from pin.messaging.consumer.routes import HandlingContext, Route
+from pin.messaging.envelope import Envelope, decode_envelope
+from pin.observability.tracing import context_from_headers, tracer
+
+SUPPORTED_CONTRACT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A readable message of a batch: its envelope, the handler's model of its payload, and the route."""
+
+    message: Received
+    headers: dict[str, str]
+    envelope: Envelope
+    route: Route[Any]
+    event: Any
+
+
+def read(message: Received, route: Route[Any], max_bytes: int) -> Decoded:
+    """A message decoded within the bounds and parsed by its route (else :class:`UnreadableMessageError`)."""
+    headers = header_map(message.headers)
+    envelope = decode_envelope(message.value, headers, max_bytes=max_bytes)
+    return Decoded(message, headers, envelope, route, route.parse_or_unreadable(envelope.payload))
+
+
+def message_span(group: str, message: Received, headers: Mapping[str, str]) -> AbstractContextManager[Span]:
+    """The span of one message's handling, a child of the producer's trace context."""
+    return tracer().start_as_current_span(
+        f"{message.topic} process",
+        context=context_from_headers(headers),
+        kind=SpanKind.CONSUMER,
+        attributes={"messaging.consumer.group.name": group, "messaging.kafka.offset": message.offset},
+    )
+
+
+def message_log(log: Any, message: Received, envelope: Envelope | None = None) -> Any:
+    """``log`` bound to where the message was read and, once it is decoded, its MessageId and CorrelationId."""
+    bound = log.bind(topic=message.topic, partition=message.partition, offset=message.offset)
+    return with_envelope(bound, envelope) if envelope is not None else bound
+
+
+def with_envelope(log: Any, envelope: Envelope) -> Any:
+    """A message's log bound to its MessageId and CorrelationId."""
+    return log.bind(message_id=str(envelope.message_id), correlation_id=envelope.correlation_id)
+
+
+def warn_if_unknown_contract(log: Any, envelope: Envelope) -> None:
+    """An unknown ContractVersion is a warning; processing continues (tolerant reader)."""
+    if envelope.contract_version != SUPPORTED_CONTRACT_VERSION:
+        log.warning("unknown contract version", contract_version=envelope.contract_version)
+
+
+def report_unknown_values(group: str, context: HandlingContext, log: Any) -> None:
+    """Count and log the enum values the handler did not know (it took the neutral path)."""
+    for field_name, raw in context.unknown:
+        UNKNOWN_VALUES.labels(group, field_name).inc()
+        log.warning("unknown enum value; neutral path taken", field=field_name, value=raw)
+
+
+def log_duplicate(log: Any, envelope: Envelope) -> None:
+    """A message whose MessageId was in the inbox: skipped."""
+    log.info("duplicate message skipped", event_type=envelope.event_type)
+
+
+def report_message(
+    group: str, log: Any, message: Received, envelope: Envelope, applied: HandlingContext | None, *, attempts: int
+) -> None:
+    """Metrics and logs of one message handled on its own: ``applied`` is its context, None for a duplicate."""
+    if applied is None:
+        DUPLICATES.labels(group, message.topic).inc()
+        log_duplicate(log, envelope)
+        return
+    report_unknown_values(group, applied, log)
+    PROCESSED.labels(group, message.topic).inc()
+    log.info("message handled", event_type=envelope.event_type, attempts=attempts)
+
+
+def report_batch(
+    group: str, log: Any, decoded: list[Decoded], applied: list[tuple[Decoded, HandlingContext]], *, debug: bool
+) -> None:
+    """Metrics and logs of a committed batch: per message only what is unusual (or on debug), then one summary."""
+    first = decoded[0].message
+    applied_ids = {id(item) for item, _ in applied}
+    for item, context in applied:
+        if context.unknown or debug:
+            item_log = message_log(log, item.message, item.envelope)
+            report_unknown_values(group, context, item_log)
+            if debug:
+                item_log.debug("message handled", event_type=item.envelope.event_type, attempts=1)
+    for item in decoded:
+        warn_if_unknown_contract(message_log(log, item.message, item.envelope), item.envelope)
+        if id(item) not in applied_ids:
+            log_duplicate(message_log(log, item.message, item.envelope), item.envelope)
+    if applied:
+        PROCESSED.labels(group, first.topic).inc(len(applied))
+    if len(decoded) > len(applied):
+        DUPLICATES.labels(group, first.topic).inc(len(decoded) - len(applied))
+    log.info(
+        "messages handled",
+        topic=first.topic,
+        partition=first.partition,
+        first_offset=first.offset,
+        last_offset=decoded[-1].message.offset,
+        handled=len(applied),
+        duplicates=len(decoded) - len(applied),
+    )

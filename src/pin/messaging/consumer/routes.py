@@ -1,0 +1,51 @@
+"""What a consumer group supplies per topic: a parse of the payload and the effect (a :class:`Route`)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import psycopg
+from pydantic import ValidationError
+
+from pin.messaging.envelope import UnreadableMessageError
+
+Conn = psycopg.Connection[dict[str, object]]
+T = TypeVar("T")
+
+
+@dataclass
+class HandlingContext:
+    """What a handler knows about the message it handles, and how it reports unknown enum values."""
+
+    group: str
+    topic: str
+    message_id: uuid.UUID
+    unknown: list[tuple[str, str]] = field(default_factory=list)
+
+    def unknown_value(self, field_name: str, raw: str) -> None:
+        """Record an enum value this consumer does not know; logged and counted once the message is handled."""
+        self.unknown.append((field_name, raw))
+
+
+@dataclass(frozen=True)
+class Route(Generic[T]):
+    """How a group handles one topic: a pure parse of the payload, then the effect in the caller's transaction."""
+
+    parse: Callable[[Mapping[str, Any]], T]
+    apply: Callable[[Conn, T, HandlingContext], None]
+
+    def parse_or_unreadable(self, payload: Mapping[str, Any]) -> T:
+        """The handler's model of the payload; a validation error makes the message unreadable."""
+        try:
+            return self.parse(payload)
+        except ValidationError as exc:
+            raise UnreadableMessageError(_validation_summary(exc)) from exc
+
+
+def _validation_summary(exc: ValidationError) -> str:
+    """Which fields are wrong and why, without the input values."""
+    parts = [f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()]
+    return "invalid payload: " + "; ".join(parts)

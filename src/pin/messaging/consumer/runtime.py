@@ -1,0 +1,446 @@
+"""The consumer runtime every consumer group runs on (SPEC section 7): poll, handle, dedup, retry, dead-letter, commit.
+
+Why it is shaped so (the inbox, batches with a fall-back to one message per transaction, retries on a paused
+partition, dead letters, rebalances) is in docs/design/consumers.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import structlog
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from psycopg_pool import ConnectionPool
+
+from pin.messaging.consumer.dead_letter import DeadLetters
+from pin.messaging.consumer.inbox import inbox_insert, inbox_insert_many, prune_inbox
+from pin.messaging.consumer.lag import forget_lag, record_lag
+from pin.messaging.consumer.offsets import Offsets
+from pin.messaging.consumer.received import Received, header_map
+from pin.messaging.consumer.reporting import (
+    Decoded,
+    message_log,
+    message_span,
+    read,
+    report_batch,
+    report_message,
+    warn_if_unknown_contract,
+    with_envelope,
+)
+from pin.messaging.consumer.retry import Failure, Held, backoff_delay, classify
+from pin.messaging.consumer.routes import Conn, HandlingContext, Route
+from pin.messaging.envelope import UnreadableMessageError, decode_envelope
+from pin.observability.tracing import spans_exported
+from pin.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+# The dead-letter producer's message.max.bytes, and the largest value a consumer reads, unless told otherwise.
+DEFAULT_MAX_MESSAGE_BYTES: int = Settings.model_fields["kafka_max_message_bytes"].default
+
+
+class AfterEffectHook(Protocol):
+    """Called after a message's effect committed and before its offset is (a test-only fault hook)."""
+
+    def __call__(self, message: Received) -> None:
+        """Observe (or sabotage) the gap between effect and offset commit."""
+
+
+class ConsumerRuntime:
+    """One consumer instance of a group: poll, handle, dedup, retry, dead-letter, commit."""
+
+    def __init__(
+        self,
+        *,
+        group: str,
+        routes: Mapping[str, Route[Any]],
+        pool: ConnectionPool[Conn],
+        consumer_config: Mapping[str, Any],
+        producer_config: Mapping[str, Any],
+        max_attempts: int = 5,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 30.0,
+        poll_timeout: float = 0.5,
+        batch_size: int = 200,
+        db_timeout: float = 5.0,
+        dlq_timeout: float = 15.0,
+        dead_letter_attempts: int = 3,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        inbox_retention_seconds: float = 14 * 86_400,
+        inbox_prune_interval: float = 600.0,
+        statistics_interval_ms: int = 10_000,
+        after_effect: AfterEffectHook | None = None,
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        if dead_letter_attempts < 1:
+            raise ValueError("dead_letter_attempts must be at least 1")
+        self.group = group
+        self._routes = dict(routes)
+        self._pool = pool
+        # librdkafka's statistics feed the lag gauge (0 disables them)
+        self._consumer_config = {"statistics.interval.ms": statistics_interval_ms, **consumer_config}
+        # one bound for both: what a consumer reads and what its dead-letter producer may send
+        # a record not acknowledged within dlq_timeout fails then, instead of lingering in the queue for minutes
+        self._producer_config = {
+            **producer_config,
+            "message.max.bytes": max_message_bytes,
+            "message.timeout.ms": max(1, int(dlq_timeout * 1000)),
+        }
+        self._max_message_bytes = max_message_bytes
+        self._max_attempts = max_attempts
+        self._backoff_base = backoff_base
+        self._backoff_cap = backoff_cap
+        self._poll_timeout = poll_timeout
+        self._batch_size = batch_size
+        self._db_timeout = db_timeout
+        self._inbox_retention = inbox_retention_seconds
+        self._prune_interval = inbox_prune_interval
+        self._after_effect = after_effect
+        self._held: dict[tuple[str, int], Held] = {}
+        self._paused: set[tuple[str, int]] = set()
+        self._assigned: frozenset[tuple[str, int]] = frozenset()
+        self._revoked_in_poll: set[tuple[str, int]] = set()
+        self._consumer: Consumer | None = None
+        self._log = log.bind(group=group)
+        self._offsets = Offsets(self._log)
+        self._dead_letters = DeadLetters(
+            group=group, pool=pool, log=self._log, max_message_bytes=max_message_bytes, dlq_timeout=dlq_timeout,
+            attempts=dead_letter_attempts, db_timeout=db_timeout,
+        )  # fmt: skip
+        self._debug = False
+        self._next_prune = 0.0
+
+    @property
+    def assigned_partitions(self) -> frozenset[tuple[str, int]]:
+        """The (topic, partition) pairs this instance owns now (empty while joining or rebalancing)."""
+        return self._assigned
+
+    @property
+    def topics(self) -> list[str]:
+        """The topics this group reads."""
+        return sorted(self._routes)
+
+    @property
+    def _to_commit(self) -> dict[tuple[str, int], int]:
+        """The offsets handled and not yet sent (the unit tests look at them)."""
+        return self._offsets.to_commit
+
+    def run(self, stop: threading.Event) -> None:
+        """Consume until ``stop`` is set; the batch in hand is finished, offsets committed, then the group left."""
+        on_commit = self._offsets.on_commit
+        consumer = Consumer({**self._consumer_config, "stats_cb": self._on_stats, "on_commit": on_commit})
+        self._consumer = consumer
+        producer = self._dead_letters.producer = Producer(self._producer_config)
+        self._debug = logging.getLogger(__name__).isEnabledFor(logging.DEBUG)
+        consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
+        self._log.info("consumer started", topics=self.topics, batch_size=self._batch_size)
+        try:
+            while not stop.is_set():
+                self._retry_due()
+                self._prune_inbox_if_due()
+                self._on_batch(self._poll())
+                self._offsets.commit_async(consumer)
+                producer.poll(0)  # the dead-letter producer's own log lines (librdkafka serves them on poll)
+        finally:
+            self._held.clear()
+            self._paused.clear()
+            with contextlib.suppress(Exception):  # a failed last commit only means a redelivery (deduplicated)
+                self._offsets.commit_sync(consumer, None)
+            consumer.close()  # leaves the group, so the partitions move at once
+            producer.flush(5)
+            producer.close()
+            self._consumer = self._dead_letters.producer = None
+            self._log.info("consumer stopped")
+
+    # -- the loop ------------------------------------------------------------------------------------------------
+
+    def _poll_wait(self) -> float:
+        """Poll no longer than until the next retry is due."""
+        if not self._held:
+            return self._poll_timeout
+        soonest = min(held.retry_at for held in self._held.values())
+        return max(0.0, min(self._poll_timeout, soonest - time.monotonic()))
+
+    def _poll(self) -> list[Message]:
+        """One message (waiting up to the poll wait), then whatever else is already fetched, up to the batch size.
+
+        ``consume(n, timeout)`` alone would wait for all n messages or the whole timeout, delaying a lone message.
+        Rebalance callbacks run inside poll and consume: a message returned after a revoke belongs to the new
+        assignment, but the first one was returned before the second call; if its partition was revoked during
+        that call it is dropped (its next owner, perhaps this instance again, reads it from the committed offset).
+        """
+        consumer = self._consumer_or_fail()
+        first = consumer.poll(self._poll_wait())
+        if first is None:
+            return []
+        if self._batch_size == 1:
+            return [first]
+        self._revoked_in_poll = set()
+        more = consumer.consume(num_messages=self._batch_size - 1, timeout=0)
+        if first.error() is None and (first.topic(), first.partition()) in self._revoked_in_poll:
+            return list(more)
+        return [first, *more]
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.code() == KafkaError._PARTITION_EOF:
+            return
+        self._log.warning("consumer error", error=str(error), fatal=error.fatal())
+        if error.fatal():
+            raise KafkaException(error)
+
+    def _on_batch(self, polled: list[Message]) -> None:
+        """The messages of one poll, each partition's in offset order."""
+        by_partition: dict[tuple[str, int], list[Received]] = {}
+        for item in polled:
+            error = item.error()
+            if error is not None:
+                self._on_error(error)
+                continue
+            message = Received.of(item)
+            by_partition.setdefault(message.partition_key, []).append(message)
+        for key, messages in by_partition.items():
+            if key in self._held:
+                # A paused partition delivers nothing; if buffered messages slip through, put them back for later.
+                self._log.warning("message of a paused partition put back", topic=key[0], partition=key[1])
+                try:
+                    self._consumer_or_fail().seek(TopicPartition(key[0], key[1], messages[0].offset))
+                except KafkaException as exc:
+                    # cannot put it back: stop here rather than skip it; the next owner reads from the committed offset
+                    raise RuntimeError(f"could not seek back {key[0]}[{key[1]}] to {messages[0].offset}") from exc
+                continue
+            self._process(messages, attempts=1)
+
+    def _retry_due(self) -> None:
+        now = time.monotonic()
+        for key, held in list(self._held.items()):
+            if held.retry_at <= now:
+                del self._held[key]
+                self._process([held.message, *held.behind], attempts=held.attempts + 1)
+                if key not in self._held and key in self._paused:
+                    self._paused.discard(key)
+                    self._consumer_or_fail().resume([TopicPartition(key[0], key[1])])
+
+    def _process(self, messages: list[Received], *, attempts: int) -> None:
+        """Messages of one partition, in order (the first has failed ``attempts - 1`` times before).
+
+        Fresh messages go in batches: the readable ones before an unreadable one in one transaction, then the
+        unreadable one alone (to the DLQ at once), then batch mode again. When a batch's transaction fails, its
+        messages go one per transaction, as lone messages. A loop, not recursion: a batch of any size with any
+        number of unreadable messages in it takes constant stack.
+        """
+        queue, tries, index = messages, attempts, 0
+        while index < len(queue):
+            if tries == 1 and len(queue) - index > 1:
+                rest, isolated = self._apply_batch(queue[index:])
+                queue, index = rest, 0
+                if isolated:
+                    self._one_by_one(queue)
+                    return
+                if not queue:
+                    return
+            message = queue[index]
+            failure = self._handle(message, attempts=tries)
+            if failure is not None:
+                self._hold(message, tries, behind=queue[index + 1 :])
+                return
+            index, tries = index + 1, 1
+
+    def _one_by_one(self, messages: list[Received]) -> None:
+        """Fresh messages of a failed batch, one per transaction: the failing one is found, held and retried alone."""
+        for index, message in enumerate(messages):
+            failure = self._handle(message, attempts=1)
+            if failure is not None:
+                self._hold(message, 1, behind=messages[index + 1 :])
+                return
+
+    def _done(self, message: Received) -> None:
+        """``message`` is handled (effect committed, skipped, or dead-lettered): its partition may commit past it."""
+        self._offsets.done(message)
+        self._dead_letters.settled(message)
+
+    # -- one message on its own -----------------------------------------------------------------------------------
+
+    def _handle(self, message: Received, *, attempts: int) -> Failure | None:
+        """One attempt at a message on its own; None once it is handled or dead-lettered (its offset to commit)."""
+        failure = self._attempt(message, attempts)
+        if failure is not None and failure.dead_letter and not self._dead_letters.send(message, failure.exc, attempts):
+            failure = Failure(failure.exc, dead_letter=False)  # keep it in hand; try the DLQ again later
+        if failure is not None and not failure.dead_letter:
+            return failure
+        self._done(message)
+        return None
+
+    def _attempt(self, message: Received, attempts: int) -> Failure | None:
+        """Handle once; None on success, else the failure and whether it goes to the DLQ now."""
+        topic = message.topic
+        headers = header_map(message.headers)
+        attempt_log = message_log(self._log, message)
+        with message_span(self.group, message, headers):
+            try:
+                route = self._routes.get(topic)
+                envelope = decode_envelope(message.value, headers, max_bytes=self._max_message_bytes)
+                attempt_log = with_envelope(attempt_log, envelope)
+                if route is None:
+                    attempt_log.warning("message of a topic this group does not handle skipped")
+                    return None
+                warn_if_unknown_contract(attempt_log, envelope)
+                event = route.parse_or_unreadable(envelope.payload)
+                context = HandlingContext(self.group, topic, envelope.message_id)
+                applied = self._apply(route, event, context, message)
+            except UnreadableMessageError as exc:
+                attempt_log.error("unreadable message", error=str(exc), attempts=attempts)
+                return Failure(exc, dead_letter=True)
+            except Exception as exc:  # noqa: BLE001 - every failure is classified, retried or dead-lettered
+                return classify(
+                    exc, self.group, topic, attempts=attempts, max_attempts=self._max_attempts, log=attempt_log
+                )
+        report_message(self.group, attempt_log, message, envelope, context if applied else None, attempts=attempts)
+        if applied and self._after_effect is not None:
+            self._after_effect(message)
+        return None
+
+    def _apply(self, route: Route[Any], event: Any, context: HandlingContext, message: Received) -> bool:
+        """The inbox row and the effect in one transaction; False when the message was handled before."""
+        with self._pool.connection(timeout=self._db_timeout) as conn, conn.transaction():
+            if not inbox_insert(conn, self.group, message, context.message_id):
+                return False
+            route.apply(conn, event, context)
+        return True
+
+    def _hold(self, message: Received, attempts: int, *, behind: list[Received]) -> None:
+        key = message.partition_key
+        delay = backoff_delay(attempts, base=self._backoff_base, cap=self._backoff_cap)
+        if key not in self._paused:
+            self._consumer_or_fail().pause([TopicPartition(key[0], key[1])])
+            self._paused.add(key)
+        self._held[key] = Held(message, attempts, time.monotonic() + delay, behind)
+        self._log.info("partition paused for a retry", topic=key[0], partition=key[1], retry_in_s=round(delay, 3))
+
+    # -- a batch of one partition ---------------------------------------------------------------------------------
+
+    def _apply_batch(self, messages: list[Received]) -> tuple[list[Received], bool]:
+        """Apply the longest readable prefix of fresh messages in one transaction.
+
+        Returns what is left, and whether it must go one per transaction (the prefix's transaction failed: nothing
+        of it was kept). Otherwise the first message left (if any) is one that cannot be read: it goes alone, and
+        the messages after it are a new batch. Reading is caught per message: whatever one message's bytes are,
+        they cannot fail the others.
+        """
+        route = self._routes.get(messages[0].topic)
+        if route is None:
+            return messages, True  # each is skipped, with its warning, on its own
+        decoded: list[Decoded] = []
+        for message in messages:
+            try:
+                decoded.append(read(message, route, self._max_message_bytes))
+            except Exception:  # noqa: BLE001 - unreadable (or a parse bug): that message goes alone and is classified
+                break
+        if not decoded:
+            return messages, False
+        if not self._apply_run(decoded):
+            return messages, True
+        return messages[len(decoded) :], False
+
+    def _apply_run(self, decoded: list[Decoded]) -> bool:
+        """Readable messages of one partition in one transaction: the inbox rows, then each new one's effect, in order.
+
+        False when anything fails: then nothing of them was kept.
+        """
+        first = decoded[0].message
+        # a span per message only when spans leave the process (without a processor the SDK records and drops them)
+        spans = spans_exported()
+        try:
+            with self._pool.connection(timeout=self._db_timeout) as conn, conn.transaction():
+                new = inbox_insert_many(
+                    conn, self.group, topic=first.topic, partition=first.partition,
+                    message_ids=[d.envelope.message_id for d in decoded], offsets=[d.message.offset for d in decoded],
+                )  # fmt: skip
+                applied: list[tuple[Decoded, HandlingContext]] = []
+                for item in decoded:
+                    message_id = item.envelope.message_id
+                    if message_id not in new:
+                        continue
+                    new.discard(message_id)  # a MessageId twice in one batch: the second is a duplicate
+                    context = HandlingContext(self.group, first.topic, message_id)
+                    span = message_span(self.group, item.message, item.headers) if spans else contextlib.nullcontext()
+                    with span:
+                        item.route.apply(conn, item.event, context)
+                    applied.append((item, context))
+        except Exception as exc:  # noqa: BLE001 - the batch is handled again one message per transaction
+            self._log.info(
+                "batch failed; handling its messages one by one",
+                topic=first.topic,
+                partition=first.partition,
+                first_offset=first.offset,
+                messages=len(decoded),
+                error_type=type(exc).__name__,
+            )
+            return False
+        self._after_batch(decoded, applied)
+        return True
+
+    def _after_batch(self, decoded: list[Decoded], applied: list[tuple[Decoded, HandlingContext]]) -> None:
+        """Metrics and logs of a committed batch, the test hook, and its offset to commit."""
+        report_batch(self.group, self._log, decoded, applied, debug=self._debug)
+        if self._after_effect is not None:
+            for item, _ in applied:
+                self._after_effect(item.message)
+        self._done(decoded[-1].message)
+
+    # -- rebalance, statistics, housekeeping ------------------------------------------------------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # A partition paused for a retry before it was revoked must not come back paused.
+        consumer.resume(partitions)
+        self._assigned = self._assigned | {(p.topic, p.partition) for p in partitions}
+        self._log.info("partitions assigned", partitions=[f"{p.topic}[{p.partition}]" for p in partitions])
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Called inside poll(): no message is being handled. The offsets of what was handled are committed (and
+        # waited for) before the partitions move; held messages are not committed: the next owner reads them
+        # again from the committed offset.
+        del consumer
+        self._revoke([(p.topic, p.partition) for p in partitions], lost=False)
+        self._log.info("partitions revoked", partitions=[f"{p.topic}[{p.partition}]" for p in partitions])
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # The partitions are already someone else's: their offsets can no longer be committed by this instance.
+        del consumer
+        self._revoke([(p.topic, p.partition) for p in partitions], lost=True)
+        self._log.info("partitions lost", partitions=[f"{p.topic}[{p.partition}]" for p in partitions])
+
+    def _revoke(self, keys: list[tuple[str, int]], *, lost: bool) -> None:
+        gone = set(keys)
+        if lost:
+            self._offsets.drop(gone)
+        else:
+            self._offsets.commit_sync(self._consumer, gone)
+        self._assigned = self._assigned - gone
+        self._revoked_in_poll |= gone
+        self._dead_letters.forget(gone)
+        for topic, partition in keys:
+            self._held.pop((topic, partition), None)
+            self._paused.discard((topic, partition))
+            forget_lag(self.group, topic, partition)
+
+    def _on_stats(self, stats_json: str) -> None:
+        record_lag(self.group, stats_json)
+
+    def _prune_inbox_if_due(self) -> None:
+        now = time.monotonic()
+        if now < self._next_prune:
+            return
+        self._next_prune = now + self._prune_interval
+        prune_inbox(self._pool, self.group, self._inbox_retention, db_timeout=self._db_timeout, log=self._log)
+
+    def _consumer_or_fail(self) -> Consumer:
+        assert self._consumer is not None, "the runtime is not running"
+        return self._consumer
