@@ -39,7 +39,6 @@ from __future__ import annotations
 import os
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -50,16 +49,16 @@ from typing import Any, LiteralString, cast
 import psycopg
 import structlog
 from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode
-from prometheus_client import Counter, Gauge, Histogram
 from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from pin.calendar import repository
+from pin.calendar import metrics, repository
 from pin.calendar.domain import ConflictError, DomainError, SlotOutcome
 from pin.calendar.service import ExpiryResult, ExpiryStatus, expire_appointment, expire_locked_cluster
 from pin.db import database_now
 from pin.jobs import bookkeeping
+from pin.jobs.cycle import Cycle, JobCycles, JobDefinition
 from pin.observability.tracing import current_traceparent, spans_exported, tracer
 from pin.outbox.writer import MessageContext
 from pin.unit_of_work import Conn, UnitOfWork
@@ -67,46 +66,6 @@ from pin.unit_of_work import Conn, UnitOfWork
 log = structlog.get_logger(__name__)
 
 JOB_NAME = "appointment-timeout"
-
-# ------------------------------------------------------------------------------------------------ metrics
-# The names of seed 000's observability table (prometheus-client adds ``_total`` to counters).
-
-CYCLE_DURATION = Histogram(
-    "calendar_appointment_timeout_cycle_duration_seconds",
-    "Duration of one appointment-timeout cycle.",
-    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
-)
-ITEMS = Counter(
-    "calendar_appointment_timeout_items",
-    "Appointments expired by appointment-timeout, by what happened to their slot (INV-SLT-5).",
-    ["slot_outcome"],
-)
-BACKLOG = Gauge(
-    "calendar_appointment_timeout_backlog",
-    "Pending appointments past PendingExpiresAt not processed yet, poison ones included, after the last cycle"
-    " (counted up to 10 001).",
-)
-SKIP_LOCKED = Counter(
-    "calendar_appointment_timeout_skip_locked",
-    "Due appointments a cycle skipped because another instance or an in-flight operation held them.",
-)
-ERRORS = Counter(
-    "calendar_appointment_timeout_errors",
-    "Failed attempts of poison appointments (rolled back; one per cycle while broken), and cycles ended by an"
-    " infrastructure error.",
-)
-POISON = Gauge(
-    "calendar_appointment_timeout_poison_items",
-    "Pending appointments whose expiry failed and is retried every cycle (jobs.item_failure), after the last cycle.",
-)
-LAST_SUCCESS = Gauge(
-    "calendar_appointment_timeout_last_success_timestamp_seconds",
-    "Unix time of the last appointment-timeout cycle that completed.",
-)
-
-# Pre-create the labelled series so that dashboards and rate() see 0 before the first expiry.
-for _outcome in SlotOutcome:
-    ITEMS.labels(slot_outcome=_outcome.value)
 
 # ---------------------------------------------------------------------------------------------------- SQL
 
@@ -295,6 +254,11 @@ class TimeoutResult:
     retried_count: int = 0  # of those, poison items claimed by the second pass (tried again)
 
     @property
+    def skipped_locked(self) -> int:
+        """SkippedLockedCount, under the name every job's result has."""
+        return self.skipped_locked_count
+
+    @property
     def is_full(self) -> bool:
         """The first pass alone claimed BatchSize items: more due appointments are probably waiting.
 
@@ -328,13 +292,13 @@ class _Tally:
     poison_pass: bool = False  # the second pass: poison items only
     retried: int = 0  # items the second pass claimed
 
-    def result(self, started: float, batch_size: int) -> TimeoutResult:
+    def result(self, duration_ms: int, batch_size: int) -> TimeoutResult:
         return TimeoutResult(
             expired_count=self.expired,
             slots_released_count=self.released,
             slots_expired_count=self.slots_expired,
             skipped_locked_count=len(self.skipped),
-            duration_ms=_elapsed_ms(started),
+            duration_ms=duration_ms,
             failed_count=len(self.failed),
             claimed_count=len(self.attempted),
             batch_size=batch_size,
@@ -346,14 +310,31 @@ class _Tally:
 class _Items:
     """What every item of a cycle shares."""
 
-    run_id: uuid.UUID
-    as_of: datetime
+    cycle: Cycle
     spans: bool  # one span per item (spans leave the process)
     traceparent: str | None  # the cycle span's, for the outbox rows when there is no item span
+
+    @property
+    def as_of(self) -> datetime:
+        """The cycle's AsOf."""
+        assert self.cycle.as_of is not None
+        return self.cycle.as_of
 
 
 class InfrastructureError(Exception):
     """The database could not be reached or the connection broke; the cycle ends and the next one retries."""
+
+
+DEFINITION = JobDefinition(
+    name=JOB_NAME,
+    metrics=metrics.JOB_METRICS,
+    due_sql=DUE_SQL,
+    next_deadline_sql=NEXT_DEADLINE_SQL,
+    still_waiting_sql=STILL_PENDING_SQL,
+    item_field="AppointmentId",
+    error_field="error",
+    traceback_on_cycle_failure=True,
+)
 
 
 class AppointmentTimeoutJob:
@@ -373,46 +354,27 @@ class AppointmentTimeoutJob:
         self._config = config or AppointmentTimeoutConfig()
         self._clock = clock  # AsOf: the database clock every instance shares (docs/design/claims.md)
         self._stop = stop or threading.Event()  # set by SIGTERM: finish the current item, then end the cycle
+        self._cycles = JobCycles(
+            DEFINITION, pool, instance=self._config.instance,
+            connection_wait_seconds=self._config.connection_wait_seconds,
+        )  # fmt: skip
 
     def run_once(self) -> TimeoutResult:
         """One cycle; an infrastructure failure is logged, counted and raised (the current item rolled back)."""
-        run_id = uuid.uuid4()
-        started = time.monotonic()
-        tally = _Tally()
-        as_of: datetime | None = None
-        with tracer().start_as_current_span("appointment-timeout cycle", attributes={"pin.run_id": str(run_id)}):
-            try:
-                with self._cycle_connection() as conn:
-                    as_of = self._clock(conn)
-                    log.info("cycle started", job=JOB_NAME, RunId=str(run_id), AsOf=as_of.isoformat())
-                    self._expire_due(conn, run_id, as_of, tally)
-            except Exception as exc:
-                ERRORS.inc()
-                result = tally.result(started, self._config.batch_size)
-                log.error(
-                    "cycle failed", job=JOB_NAME, RunId=str(run_id), **result.as_dict(),
-                    error=bookkeeping.describe_error(exc), exc_info=True,
-                )  # fmt: skip
-                self._after_cycle(run_id, as_of, result, succeeded=False)
-                raise
-        result = tally.result(started, self._config.batch_size)
-        self._observe(result)
-        log.info(
-            "cycle completed", job=JOB_NAME, RunId=str(run_id), **result.as_dict(),
-            SkippedLocked=result.skipped_locked_count, FailedCount=result.failed_count,
-        )  # fmt: skip
-        self._after_cycle(run_id, as_of, result, succeeded=True)
-        return result
+        return self._cycles.run(tracer(), self._cycle)
 
     def seconds_until_next_due(self) -> float | None:
         """Seconds until the earliest PendingExpiresAt of a Pending appointment that is not poison, DB clock."""
-        with self._connection() as conn:
-            return bookkeeping.seconds_until(conn, NEXT_DEADLINE_SQL, {"job": JOB_NAME})
+        return self._cycles.seconds_until_next_due()
 
-    def _connection(self) -> AbstractContextManager[Conn]:
-        return self._pool.connection(timeout=self._config.connection_wait_seconds)
-
-    # -- the cycle ---------------------------------------------------------------------------------------------
+    def _cycle(self, cycle: Cycle) -> TimeoutResult:
+        tally = _Tally()
+        batch_size = self._config.batch_size
+        cycle.partial = lambda: tally.result(cycle.elapsed_ms(), batch_size)  # items commit one by one
+        with self._cycle_connection() as conn:
+            cycle.begin(self._clock(conn))
+            self._expire_due(conn, cycle, tally)
+        return tally.result(cycle.elapsed_ms(), batch_size)
 
     @contextmanager
     def _cycle_connection(self) -> Iterator[Conn]:
@@ -422,28 +384,29 @@ class AppointmentTimeoutJob:
         back to the pool (a connection that cannot be reset is closed: the pool then discards it).
         """
         timeout_ms = max(1, int(self._config.item_lock_timeout_seconds * 1000))
-        with self._connection() as conn:
+        with self._cycles.connection() as conn:
             conn.execute(_SET_LOCK_TIMEOUT, {"lock_timeout": f"{timeout_ms}ms"})
             try:
                 yield conn
             finally:
                 _reset_session(conn)
 
-    def _expire_due(self, conn: Conn, run_id: uuid.UUID, as_of: datetime, tally: _Tally) -> None:
+    def _expire_due(self, conn: Conn, cycle: Cycle, tally: _Tally) -> None:
         """Claim and expire one item per transaction until none is free, BatchSize is reached, or a stop.
 
         Two passes over the due appointments, oldest first: those that are not poison, then the poison ones with
-        the room left (each once per cycle, after everything else).
+        the room left (each once per cycle, after everything else: docs/design/poison-items.md).
         """
+        assert cycle.as_of is not None
         batch_size = self._config.batch_size
-        selected = _count(conn, DUE_SQL, {"job": JOB_NAME, "as_of": as_of}, limit=batch_size)
+        selected = _count(conn, DUE_SQL, {"job": JOB_NAME, "as_of": cycle.as_of}, limit=batch_size)
         conn.commit()  # the session's lock_timeout with it
-        log.info("batch selected", job=JOB_NAME, RunId=str(run_id), Count=selected)
+        cycle.info("batch selected", Count=selected)
         if selected == 0:
             return  # empty batch: a no-op, no claim transaction at all
         # One span per item only when spans leave the process; otherwise the outbox rows carry the cycle span's
         # traceparent (the SDK records it either way), taken once here instead of once per item.
-        items = _Items(run_id, as_of, spans=spans_exported(tracer()), traceparent=current_traceparent())
+        items = _Items(cycle, spans=spans_exported(tracer()), traceparent=current_traceparent())
         for poison_pass in (False, True):
             tally.poison_pass, tally.cursor = poison_pass, None
             while len(tally.attempted) < batch_size and not self._stop.is_set():
@@ -461,7 +424,8 @@ class AppointmentTimeoutJob:
         """One item in one transaction; False when no due appointment was free to claim."""
         failure: Exception | None = None
         expiry: ExpiryResult | None = None
-        run_id, as_of = items.run_id, items.as_of
+        cycle = items.cycle
+        run_id, as_of = cycle.run_id, items.as_of
         context = MessageContext(str(run_id), items.traceparent)
         provider = current_traceparent if items.spans else None  # the item span's, when there is one
         with UnitOfWork(self._pool, context, traceparent_provider=provider, connection=conn) as uow:
@@ -500,13 +464,10 @@ class AppointmentTimeoutJob:
                     expiry = self._expire_claimed(uow, claim, as_of)
                 except ConflictError:
                     # Changed or held under us (guarded UPDATE matched nothing, lock timeout, deadlock): rolled back,
-                    # never overwritten; the next cycle re-reads it (seed 000, "Гонка worker <-> агент").
+                    # never overwritten; the next cycle re-reads it (docs/design/poison-items.md).
                     _raise_if_infrastructure(conn)
                     tally.skipped.add(appointment_id)
-                    log.warning(
-                        "item skipped: changed concurrently", job=JOB_NAME, RunId=str(run_id),
-                        AppointmentId=str(appointment_id),
-                    )  # fmt: skip
+                    cycle.warning("item skipped: changed concurrently", AppointmentId=str(appointment_id))
                     return True
                 except Exception as exc:  # noqa: BLE001 - poison fails in any way; infrastructure is re-raised
                     _raise_if_infrastructure(conn, exc)
@@ -515,10 +476,10 @@ class AppointmentTimeoutJob:
                     span.set_status(Status(StatusCode.ERROR, bookkeeping.describe_error(exc)))
                     failure = exc
         if failure is not None:
-            self._poisoned(conn, run_id, appointment_id, failure)
+            _poisoned(cycle, conn, appointment_id, failure)
             tally.failed.append(appointment_id)
         elif expiry is not None:
-            self._expired(run_id, expiry, tally)
+            self._expired(cycle, expiry, tally)
         return True
 
     def _expire_claimed(self, uow: UnitOfWork, claim: ClaimedItem, as_of: datetime) -> ExpiryResult | None:
@@ -537,7 +498,7 @@ class AppointmentTimeoutJob:
             uow.commit()  # the transition, the cascade and the two outbox rows, atomically (INV-APT-6)
         return expiry
 
-    def _expired(self, run_id: uuid.UUID, expiry: ExpiryResult, tally: _Tally) -> None:
+    def _expired(self, cycle: Cycle, expiry: ExpiryResult, tally: _Tally) -> None:
         assert expiry.cluster is not None
         assert expiry.slot_outcome is not None
         appointment = expiry.cluster.appointment
@@ -547,55 +508,20 @@ class AppointmentTimeoutJob:
             tally.released += 1
         else:
             tally.slots_expired += 1
-        ITEMS.labels(slot_outcome=outcome.value).inc()
-        log.info(
-            "appointment expired", job=JOB_NAME, RunId=str(run_id), AppointmentId=str(appointment.id),
-            SlotId=str(appointment.slot_id), CalendarEventId=str(appointment.calendar_event_id),
-            TenantId=str(appointment.tenant_id), SlotOutcome=outcome.value,
+        metrics.ITEMS.labels(slot_outcome=outcome.value).inc()
+        cycle.info(
+            "appointment expired", AppointmentId=str(appointment.id), SlotId=str(appointment.slot_id),
+            CalendarEventId=str(appointment.calendar_event_id), TenantId=str(appointment.tenant_id),
+            SlotOutcome=outcome.value,
         )  # fmt: skip
 
-    def _poisoned(self, conn: Conn, run_id: uuid.UUID, appointment_id: uuid.UUID, exc: Exception) -> None:
-        """Log, count and record a poison item, in a short transaction of its own after the item's rollback."""
-        ERRORS.inc()  # every failed attempt: a systematic poison item keeps the errors alert firing
-        try:
-            attempts = bookkeeping.item_failure_record(conn, JOB_NAME, appointment_id, exc)
-            conn.commit()
-        except Exception as record_exc:
-            raise InfrastructureError(bookkeeping.describe_error(record_exc)) from record_exc
-        log.error(
-            "item failed", job=JOB_NAME, RunId=str(run_id), AppointmentId=str(appointment_id),
-            error=bookkeeping.describe_error(exc), Attempts=attempts, exc_info=exc,
-        )  # fmt: skip
 
-    # -- after the cycle -------------------------------------------------------------------------------------
-
-    def _observe(self, result: TimeoutResult) -> None:
-        CYCLE_DURATION.observe(result.duration_ms / 1000)
-        SKIP_LOCKED.inc(result.skipped_locked_count)
-        LAST_SUCCESS.set(time.time())
-
-    def _after_cycle(
-        self, run_id: uuid.UUID, as_of: datetime | None, result: TimeoutResult, *, succeeded: bool
-    ) -> None:
-        """Backlog and poison gauges, poison pruning and the jobs.cycle record, in a short transaction (best effort)."""
-        try:
-            with self._connection() as conn:
-                now = database_now(conn)
-                BACKLOG.set(bookkeeping.backlog_count(conn, DUE_SQL, {"job": JOB_NAME, "as_of": now}))
-                bookkeeping.item_failure_prune(conn, JOB_NAME, STILL_PENDING_SQL)
-                POISON.set(bookkeeping.poison_count(conn, JOB_NAME))
-                bookkeeping.cycle_record(
-                    conn,
-                    job=JOB_NAME,
-                    instance=self._config.instance,
-                    run_id=run_id,
-                    as_of=as_of or now,
-                    duration_ms=result.duration_ms,
-                    counters={**result.as_dict(), "FailedCount": result.failed_count},
-                    succeeded=succeeded,
-                )
-        except Exception:
-            log.warning("cycle bookkeeping failed", job=JOB_NAME, RunId=str(run_id), exc_info=True)
+def _poisoned(cycle: Cycle, conn: Conn, appointment_id: uuid.UUID, exc: Exception) -> None:
+    """Log, count and record a poison item, in a short transaction of its own after the item's rollback."""
+    try:
+        cycle.item_failed(conn, appointment_id, exc, commit=True)
+    except Exception as record_exc:
+        raise InfrastructureError(bookkeeping.describe_error(record_exc)) from record_exc
 
 
 class _ClusterLockFailedError(Exception):
@@ -634,7 +560,3 @@ def _count(conn: Conn, query: str, params: Mapping[str, object], *, limit: int) 
     sql = f"SELECT count(*) AS n FROM ({query} LIMIT %(count_limit)s) AS due"
     row = cast(dict[str, Any], conn.execute(sql, {**params, "count_limit": limit}).fetchone())
     return int(row["n"])
-
-
-def _elapsed_ms(started: float) -> int:
-    return int((time.monotonic() - started) * 1000)

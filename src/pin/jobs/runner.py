@@ -28,6 +28,7 @@ from typing import Protocol
 
 import structlog
 
+from pin.backoff import exponential_backoff
 from pin.observability import liveness
 
 log = structlog.get_logger(__name__)
@@ -105,7 +106,7 @@ class JobRunner:
         log.info("worker stopped", job=self._job.name)
 
     def _backoff(self, failures: int) -> float:
-        return float(min(self._config.interval_seconds, self._config.error_backoff_seconds * 2 ** (failures - 1)))
+        return exponential_backoff(failures, base=self._config.error_backoff_seconds, cap=self._config.interval_seconds)
 
     def _next_tick(self, previous_tick: float) -> float:
         """The next tick of the fixed schedule; ticks that passed during the cycle are skipped."""
