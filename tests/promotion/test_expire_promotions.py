@@ -339,7 +339,7 @@ def test_the_claim_uses_the_partial_index_in_both_passes(pool: ConnectionPool[Co
         )
         conn.execute("ANALYZE promotion.purchase")
         conn.execute("ANALYZE jobs.item_failure")
-        for poison, sql in repository._CLAIMS.items():
+        for poison, sql in repository.CLAIMS.items():
             claimed = plans.cte(plans.explain(conn, sql, {"job": JOB_NAME, "as_of": now, "batch_size": 200}), "claimed")
             assert "purchase" not in plans.seq_scanned(claimed), (poison, claimed)
             if not poison:

@@ -1,37 +1,7 @@
-"""The worker appointment-timeout (seed 000): Pending appointments past PendingExpiresAt become Expired.
+"""The worker appointment-timeout (seed 000): due Pending appointments become Expired, one per transaction.
 
-One cycle (``run_once``), driven by :class:`~pin.jobs.runner.JobRunner` (60 s ticks, no overlap, a full batch
-loops at once, a wake-up for the next PendingExpiresAt):
-
-1. AsOf is read once from the database clock, the one clock every instance shares (injectable in tests); a run
-   id is the correlation id of every outbox row the cycle writes and the ``pin.run_id`` of its span.
-2. Items are claimed **one per transaction**, up to BatchSize per cycle: ``Status = Pending AND
-   PendingExpiresAt < AsOf`` over ix_appointments_pending_expires_at, oldest first, ``LIMIT 1 FOR NO KEY
-   UPDATE SKIP LOCKED`` in a materialized CTE, each claim starting after the row the previous one took (a
-   keyset cursor). The claims run in two passes: first the due appointments that are not poison, then, with
-   the room left in the batch, the poison ones (each once per cycle, after every other due item: seed 000 "остаётся
-   на следующий цикл", without holding up the head of the queue). The row lock taken by the claim is the lock the item
-   is processed under: it lives until that item commits or rolls back (docs/design/claims.md,
-   "lock-in-tx per item"). Other instances skip the row meanwhile; a confirm, decline or cancel of the agent or
-   investor waits for the commit and then finds the appointment Expired. Rows they hold are skipped by the
-   worker, never waited for.
-3. In the same transaction the calendar's own use case :func:`pin.calendar.service.expire_appointment` locks the
-   rest of the cluster (slot, event, reminders, in the calendar's lock order), re-reads it, runs the one
-   cascade (``AppointmentCluster.expire``), saves with guarded UPDATEs (a row that changed under us raises a
-   conflict and is rolled back, never overwritten) and records the two events; the unit of work writes them
-   to the outbox and commits (seed 000: per item, INV-APT-6).
-4. A poison item (an unexpected cascade state) is rolled back, logged at ERROR (AppointmentId, exception),
-   counted in errors_total and recorded in ``jobs.item_failure``, which puts it in the second pass of every
-   later cycle: one failure per cycle while it stays broken, so the seed's errors alert fires. An infrastructure
-   error (the database gone) rolls the current item back and ends the cycle; the runner retries.
-5. A stop request (SIGTERM) is checked between items: the current item commits or rolls back whole first.
-
-SkippedLockedCount is the number of distinct due appointments this cycle's claims passed over because
-another transaction held them: each claim counts, on its own snapshot, the due rows between the cycle's cursor
-and the row it locked (all due rows after the cursor, when it locked none) that it did not get. Those rows
-were locked by another instance or by an in-flight operation (or were expired by another instance between that
-snapshot and the lock attempt: also "taken by someone else"). A cluster whose slot or event stayed locked past
-the item's lock timeout is counted there too.
+How it claims, why one item per transaction, and what a poison item is: docs/design/claims.md,
+docs/design/poison-items.md, docs/design/one-statement-writes.md.
 """
 
 from __future__ import annotations
@@ -44,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, LiteralString, cast
+from typing import Any, cast
 
 import psycopg
 import structlog
@@ -53,7 +23,8 @@ from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from pin.calendar import metrics, repository
+from pin.calendar import claims, metrics, repository
+from pin.calendar.claims import JOB_NAME
 from pin.calendar.domain import ConflictError, DomainError, SlotOutcome
 from pin.calendar.service import ExpiryResult, ExpiryStatus, expire_appointment, expire_locked_cluster
 from pin.db import database_now
@@ -64,160 +35,6 @@ from pin.outbox.writer import MessageContext
 from pin.unit_of_work import Conn, UnitOfWork
 
 log = structlog.get_logger(__name__)
-
-JOB_NAME = "appointment-timeout"
-
-# ---------------------------------------------------------------------------------------------------- SQL
-
-_DUE: LiteralString = """a.status = 'Pending' AND a.pending_expires_at < %(as_of)s"""
-# Keyset cursor of the cycle: strictly after the last row this cycle claimed (the first claim starts at the head).
-# Each claim so starts where the previous one stopped, instead of walking again over the index entries of the
-# rows this cycle just expired (dead until vacuum: docs/design/claims.md); a row passed over
-# as locked is not retried in this cycle but by the next one.
-_AFTER_CURSOR: LiteralString = """(a.pending_expires_at, a.id) > (
-    coalesce(%(after_at)s::timestamptz, '-infinity'),
-    coalesce(%(after_id)s::uuid, '00000000-0000-0000-0000-000000000000'))"""
-
-
-# The claim of one item (seed 000, "Что читаем"): the oldest due Pending appointment after the cycle's cursor that
-# nobody holds, locked FOR NO KEY UPDATE SKIP LOCKED in a materialized CTE
-# (the planner cannot run it twice or lock more than the limit; FOR NO KEY UPDATE leaves the foreign-key checks
-# of other transactions, FOR KEY SHARE, unblocked). ``passed_over`` is computed on the same snapshot: the due
-# rows between the cursor and the claimed row (all after the cursor when none was claimed) that the claim did
-# not get, i.e. that SKIP LOCKED passed over.
-#
-# The claim also locks the rest of the claimed appointment's cluster in the same statement (one round trip for
-# claim and locks), in the calendar's lock order (appointment, slot, event, reminders: repository.cluster_lock_ctes)
-# and returns every column the cascade needs. Those locks wait (the claim itself never does), at most the
-# session's lock_timeout, which the cycle sets on its connection. When one of them times out (or deadlocks), the
-# statement fails as a whole: the item is then retried once with the claim alone (lock_cluster=False) and the cluster
-# locked statement by statement, which reports the lock timeout for that appointment (skipped, counted).
-#
-# The first pass of a cycle claims only appointments that are not poison (no jobs.item_failure row), the second
-# only poison ones, leaving out those that already failed in this cycle (``failed``). The first walks the partial
-# index in PendingExpiresAt order, the failure check a primary-key probe per row; the second may as well start
-# from the few jobs.item_failure rows. Neither sorts the backlog (EXPLAIN with 20,000 due rows in the tests).
-def _claim_sql(*, lock_cluster: bool, poison: bool) -> str:
-    claimed_columns = (
-        ", ".join(f"a.{name}" for name in repository.APPOINTMENT_COLUMN_NAMES)
-        if lock_cluster
-        else "a.id, a.tenant_id, a.pending_expires_at"
-    )
-    locks = f",{repository.cluster_lock_ctes('claimed')}" if lock_cluster else ""
-    columns = repository.CLUSTER_LOCKED_COLUMNS if lock_cluster else "c.id, c.tenant_id, c.pending_expires_at"
-    joins = "\n  LEFT JOIN slot_locked AS s ON true\n  LEFT JOIN event_locked AS e ON true" if lock_cluster else ""
-    # passed_over: the bound on the first index column keeps it an index range scan, not a scan of the backlog.
-    # The text is sent with its whitespace collapsed: psycopg parses a query of more than 4,096 characters again on
-    # every execute (MAX_CACHED_STATEMENT_LENGTH), and the claim with its locks is about that long.
-    which = (
-        f"{bookkeeping.has_failure('a')} AND a.id <> ALL(%(failed)s::uuid[])"
-        if poison
-        else f"NOT {bookkeeping.has_failure('a')}"
-    )
-    sql = f"""
-WITH claimed AS MATERIALIZED (
-    SELECT {claimed_columns}
-      FROM calendar.appointment AS a
-     WHERE {_DUE} AND {_AFTER_CURSOR} AND {which}
-     ORDER BY a.pending_expires_at, a.id
-     LIMIT 1
-       FOR NO KEY UPDATE OF a SKIP LOCKED
-),
-passed_over AS MATERIALIZED (
-    SELECT a.id
-      FROM calendar.appointment AS a
-     WHERE {_DUE} AND {_AFTER_CURSOR} AND {which}
-       AND NOT EXISTS (SELECT 1 FROM claimed AS c WHERE c.id = a.id)
-       AND a.pending_expires_at <= coalesce((SELECT c.pending_expires_at FROM claimed AS c), %(as_of)s)
-       AND (NOT EXISTS (SELECT 1 FROM claimed)
-            OR (a.pending_expires_at, a.id) < (SELECT c.pending_expires_at, c.id FROM claimed AS c))
-     ORDER BY a.pending_expires_at, a.id
-     LIMIT {bookkeeping.BACKLOG_CAP}
-){locks}
-SELECT {columns},
-       (SELECT coalesce(array_agg(p.id), '{{}}'::uuid[]) FROM passed_over AS p) AS passed_over
-  FROM (SELECT) AS one
-  LEFT JOIN claimed AS c ON true{joins}
-"""
-    return " ".join(sql.split())
-
-
-# (lock_cluster, poison) -> the statement
-_CLAIMS = {
-    (lock, poison): _claim_sql(lock_cluster=lock, poison=poison) for lock in (True, False) for poison in (False, True)
-}
-
-# The item lock timeout of the cycle's connection: set once per cycle for the session (every item transaction
-# of the cycle runs on that connection), reset before the connection goes back to the pool.
-_SET_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', %(lock_timeout)s, false)"
-_RESET_LOCK_TIMEOUT = "RESET lock_timeout"
-
-# Due now, over the partial index: the cycle's "batch selected" count (bounded by BatchSize) and the backlog gauge
-# (seed 000: every Pending appointment past PendingExpiresAt not processed yet, poison ones included).
-DUE_SQL = f"SELECT 1 FROM calendar.appointment AS a WHERE {_DUE}"
-
-# The next moment something falls due: the earliest PendingExpiresAt (one step down the partial index) of an
-# appointment that is not poison; a poison one waits for the next tick of the interval, never wakes the worker
-# early. Measured against clock_timestamp() by bookkeeping.seconds_until.
-NEXT_DEADLINE_SQL = f"""
-SELECT a.pending_expires_at AS at FROM calendar.appointment AS a
- WHERE a.status = 'Pending' AND NOT {bookkeeping.has_failure("a")}
- ORDER BY a.pending_expires_at, a.id LIMIT 1
-"""
-
-# A poison appointment's failure row is kept while the appointment still waits (is Pending).
-STILL_PENDING_SQL = "EXISTS (SELECT 1 FROM calendar.appointment AS a WHERE a.id = f.item_id AND a.status = 'Pending')"
-
-
-@dataclass(frozen=True)
-class ClaimedItem:
-    """What one claim returned: the locked appointment (None when nothing was free) and the rows it passed over."""
-
-    appointment_id: uuid.UUID | None
-    tenant_id: uuid.UUID | None
-    pending_expires_at: datetime | None
-    has_failure: bool
-    passed_over: list[uuid.UUID]
-    row: dict[str, Any] | None = None  # with the cluster locked by the claim: every column of it
-
-    @property
-    def cursor(self) -> tuple[datetime, uuid.UUID] | None:
-        """The claimed row's position in the index: where the cycle's next claim starts."""
-        if self.pending_expires_at is None or self.appointment_id is None:
-            return None
-        return self.pending_expires_at, self.appointment_id
-
-
-def appointment_claim_next(
-    conn: Conn,
-    *,
-    as_of: datetime,
-    after: tuple[datetime, uuid.UUID] | None,
-    lock_cluster: bool = True,
-    poison: bool = False,
-    failed: list[uuid.UUID] | None = None,
-) -> ClaimedItem:
-    """Lock the next due Pending appointment (after ``after``) that nobody else holds, in the caller's transaction.
-
-    ``poison`` chooses the pass: False claims only appointments without a failure record, True only poison ones
-    (except ``failed``, those that failed in this cycle already). With ``lock_cluster`` its slot, event and
-    reminders are locked by the same statement (waits bounded by the session's lock_timeout: LockNotAvailable
-    when one was held longer) and ``row`` holds the whole cluster.
-    """
-    after_at, after_id = after or (None, None)
-    params: dict[str, object] = {"as_of": as_of, "after_at": after_at, "after_id": after_id, "job": JOB_NAME}
-    if poison:
-        params["failed"] = failed or []
-    row = cast(dict[str, Any], conn.execute(_CLAIMS[lock_cluster, poison], params).fetchone())
-    return ClaimedItem(
-        row["id"],
-        row["tenant_id"],
-        row["pending_expires_at"],
-        poison,
-        list(row["passed_over"]),
-        row if lock_cluster else None,
-    )
-
 
 # ----------------------------------------------------------------------------------------------- the job
 
@@ -328,9 +145,9 @@ class InfrastructureError(Exception):
 DEFINITION = JobDefinition(
     name=JOB_NAME,
     metrics=metrics.JOB_METRICS,
-    due_sql=DUE_SQL,
-    next_deadline_sql=NEXT_DEADLINE_SQL,
-    still_waiting_sql=STILL_PENDING_SQL,
+    due_sql=claims.DUE_SQL,
+    next_deadline_sql=claims.NEXT_DEADLINE_SQL,
+    still_waiting_sql=claims.STILL_PENDING_SQL,
     item_field="AppointmentId",
     error_field="error",
     traceback_on_cycle_failure=True,
@@ -385,7 +202,7 @@ class AppointmentTimeoutJob:
         """
         timeout_ms = max(1, int(self._config.item_lock_timeout_seconds * 1000))
         with self._cycles.connection() as conn:
-            conn.execute(_SET_LOCK_TIMEOUT, {"lock_timeout": f"{timeout_ms}ms"})
+            conn.execute(claims.LOCK_TIMEOUT_SET, {"lock_timeout": f"{timeout_ms}ms"})
             try:
                 yield conn
             finally:
@@ -399,7 +216,7 @@ class AppointmentTimeoutJob:
         """
         assert cycle.as_of is not None
         batch_size = self._config.batch_size
-        selected = _count(conn, DUE_SQL, {"job": JOB_NAME, "as_of": cycle.as_of}, limit=batch_size)
+        selected = _count(conn, claims.DUE_SQL, {"job": JOB_NAME, "as_of": cycle.as_of}, limit=batch_size)
         conn.commit()  # the session's lock_timeout with it
         cycle.info("batch selected", Count=selected)
         if selected == 0:
@@ -430,7 +247,7 @@ class AppointmentTimeoutJob:
         provider = current_traceparent if items.spans else None  # the item span's, when there is one
         with UnitOfWork(self._pool, context, traceparent_provider=provider, connection=conn) as uow:
             try:
-                claim = appointment_claim_next(
+                claim = claims.appointment_claim_next(
                     conn, as_of=as_of, after=tally.cursor, lock_cluster=lock_cluster,
                     poison=tally.poison_pass, failed=tally.failed,
                 )  # fmt: skip
@@ -482,7 +299,7 @@ class AppointmentTimeoutJob:
             self._expired(cycle, expiry, tally)
         return True
 
-    def _expire_claimed(self, uow: UnitOfWork, claim: ClaimedItem, as_of: datetime) -> ExpiryResult | None:
+    def _expire_claimed(self, uow: UnitOfWork, claim: claims.ClaimedItem, as_of: datetime) -> ExpiryResult | None:
         """The calendar's expiry use case on the claimed row, then commit; None when there was nothing to do."""
         assert claim.appointment_id is not None
         if claim.row is not None:  # the claim locked the cluster: the cascade's writes and outbox in one statement
@@ -535,7 +352,7 @@ def _reset_session(conn: Conn) -> None:
     try:
         if conn.info.transaction_status is not TransactionStatus.IDLE:
             conn.rollback()
-        conn.execute(_RESET_LOCK_TIMEOUT)
+        conn.execute(claims.LOCK_TIMEOUT_RESET)
         conn.commit()
     except psycopg.Error:
         log.warning("could not reset the cycle's connection; closing it", job=JOB_NAME, exc_info=True)

@@ -285,7 +285,7 @@ SELECT s.n AS skipped_locked, due.*
   ) AS due ON true
  ORDER BY due.ends_at, due.id
 """
-_CLAIMS = {
+CLAIMS = {
     poison: _CLAIM.format(
         which=("" if poison else "NOT ") + bookkeeping.has_failure("p"),
         cap=bookkeeping.BACKLOG_CAP,
@@ -303,7 +303,7 @@ def purchase_claim_due(conn: Conn, *, job: str, as_of: datetime, batch_size: int
     """
     if batch_size <= 0:
         return Claim([], 0)
-    rows = conn.execute(_CLAIMS[poison], {"job": job, "as_of": as_of, "batch_size": batch_size}).fetchall()
+    rows = conn.execute(CLAIMS[poison], {"job": job, "as_of": as_of, "batch_size": batch_size}).fetchall()
     skipped = rows[0]["skipped_locked"] if rows else 0
     assert isinstance(skipped, int)
     return Claim([purchase_from_row(row) for row in rows if row["id"] is not None], skipped)

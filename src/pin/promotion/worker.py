@@ -1,26 +1,7 @@
-"""The worker expire-promotions (seed 002, UC-PRM-003): Active purchases past EndsAt become Expired.
+"""The worker expire-promotions (seed 002, UC-PRM-003): due Active purchases become Expired, one batch per transaction.
 
-One cycle = one transaction (seed 002, step 4: the batch's transitions and their events are one change):
-
-1. AsOf is read once from the database clock (injectable in tests); a run id correlates logs, spans and events.
-2. Claim: up to BatchSize Active purchases with ``EndsAt <= AsOf``, EndsAt asc, with their targets, locked
-   ``FOR NO KEY UPDATE SKIP LOCKED`` (rows of another instance or of an in-flight cancel are skipped, A1/A3):
-   first those that are not poison, then, with the room left in the batch, the poison ones (A2: "на следующий
-   цикл", tried on every cycle but after the other due purchases, so they never hold up the head of the queue).
-3. The domain expires each purchase and builds its outbox row; then one guarded set-based statement (in a
-   SAVEPOINT) writes every transition and the outbox rows of the rows it changed. A poison purchase (a domain
-   guard, an event that cannot be built, a row the guard no longer matches, or a database error) is excluded:
-   if the set-based statement fails, it is rolled back to its savepoint and each purchase is written in a
-   savepoint of its own, which isolates the poison one. A poison purchase is logged at ERROR (PurchaseId,
-   exception), counted in errors_total on every attempt and recorded in ``jobs.item_failure`` (which puts it in
-   the second pass of the next cycles); the rest of the batch goes on (A2). A guarded write that matches nothing
-   is a version conflict: the purchase is read again (A1, "конфликт по версии → перечитка"); no longer Active
-   (a manual cancel won), it is left alone without an error; still Active, its state is unexpected: poison.
-4. One commit makes every transition and every outbox row durable. A failure at commit (or anywhere before
-   it) rolls the whole batch back and releases the locks; the next cycle takes the same candidates (A4, AC7).
-5. After the commit: a ``promotion expired`` line per purchase (PurchaseId, TenantId, PackageKind: seed 002's log).
-
-Business idempotency comes from the status predicate (INV-6): an Expired purchase is never claimed again.
+How it claims, writes a batch in one statement and isolates a poison purchase: docs/design/claims.md,
+docs/design/one-statement-writes.md, docs/design/poison-items.md.
 """
 
 from __future__ import annotations
