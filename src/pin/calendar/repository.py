@@ -49,7 +49,7 @@ from pin.calendar.rows import (
     slot_from_row,
     slot_params,
 )
-from pin.outbox.writer import INSERT_COLUMNS, OutboxRow, insert_params
+from pin.outbox.writer import OutboxRow, insert_values_params, insert_values_sql
 
 Conn = psycopg.Connection[dict[str, object]]
 
@@ -343,8 +343,7 @@ def cluster_save_with_outbox(conn: Conn, cluster: AppointmentCluster, rows: Sequ
     params["r_statuses"] = [str(r.status) for r in changed_reminders]
     params["r_expected_statuses"] = [str(r.loaded.status) for r in changed_reminders if r.loaded is not None]
     params["r_updated_at"] = event.updated_at
-    for k, row in enumerate(rows):
-        params.update(zip(_outbox_keys(k), insert_params(row), strict=True))
+    params.update(insert_values_params(rows))
     with translated_errors():
         matched = as_row(conn.execute(_cluster_write_sql(len(rows)), params).fetchone())
     if any(matched[prefix] != count for prefix, count in expected.items()):
@@ -363,12 +362,6 @@ _WRITTEN: dict[str, tuple[str, ...]] = {
 }
 # (parameter name, column) per part: the names built once, not per item
 _WRITTEN_KEYS = {prefix: tuple((f"{prefix}_{name}", name) for name in names) for prefix, names in _WRITTEN.items()}
-
-
-@functools.cache
-def _outbox_keys(k: int) -> tuple[str, ...]:
-    """The parameter names of the k-th outbox row of the one-statement write."""
-    return tuple(f"m{k}_{name}" for name in INSERT_COLUMNS)
 
 
 _CLUSTER_WRITE = """
@@ -411,15 +404,7 @@ def _cluster_write_sql(outbox_rows: int) -> str:
     """The one-statement write with ``outbox_rows`` outbox rows inserted (the same text for the same count)."""
     if outbox_rows == 0:
         return _CLUSTER_WRITE.format(outbox="")
-    values = ",\n           ".join(
-        "(" + ", ".join(f"%(m{k}_{name})s" for name in INSERT_COLUMNS) + ")" for k in range(outbox_rows)
-    )
-    outbox = f""",
-m_written AS (
-    INSERT INTO outbox.message ({", ".join(INSERT_COLUMNS)})
-    VALUES {values}
-)"""
-    return _CLUSTER_WRITE.format(outbox=outbox)
+    return _CLUSTER_WRITE.format(outbox=f",\nm_written AS (\n{insert_values_sql(outbox_rows)}\n)")
 
 
 def _guarded(conn: Conn, query: LiteralString, params: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ from pin.db import database_now
 from pin.jobs import bookkeeping
 from pin.jobs.cycle import Cycle, JobCycles, JobDefinition
 from pin.observability.tracing import current_traceparent, spans_exported, tracer
-from pin.outbox.writer import MessageContext, OutboxRow, build_row, outbox_insert
+from pin.outbox.writer import MessageContext, OutboxRow, build_row
 from pin.promotion import metrics, repository
 from pin.promotion.contracts import PromotionPurchaseChangedKafkaEvent
 from pin.promotion.domain import PromotionPurchase, PurchaseStatus
@@ -242,7 +242,7 @@ class ExpirePromotionsJob:
                 exception=bookkeeping.describe_error(exc),
             )  # fmt: skip
             written = [t for t in decided if self._write_one(uow, t, cycle, left_alone)]
-            outbox_insert(uow.conn, [row for t in written for row in t.rows])
+            uow.add_outbox_rows(row for t in written for row in t.rows)  # written at the batch's commit
             return written
         written = []
         for transition in decided:
