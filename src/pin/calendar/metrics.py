@@ -44,11 +44,4 @@ LAST_SUCCESS = Gauge(
 for _outcome in SlotOutcome:
     ITEMS.labels(slot_outcome=_outcome.value)
 
-JOB_METRICS = JobMetrics(
-    cycle_duration=CYCLE_DURATION,
-    skip_locked=SKIP_LOCKED,
-    errors=ERRORS,
-    backlog=BACKLOG,
-    poison=POISON,
-    last_success=LAST_SUCCESS,
-)
+JOB_METRICS = JobMetrics(CYCLE_DURATION, SKIP_LOCKED, ERRORS, BACKLOG, POISON, LAST_SUCCESS)

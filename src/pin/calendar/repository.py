@@ -18,7 +18,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, LiteralString
 
-import psycopg
 from psycopg import errors as pg_errors
 
 from pin.calendar.domain import (
@@ -36,6 +35,7 @@ from pin.calendar.domain import (
 )
 from pin.calendar.rows import (
     APPOINTMENT_COLUMNS,
+    APPOINTMENT_NAMES,
     EVENT_COLUMNS,
     EVENT_NAMES,
     REMINDER_COLUMNS,
@@ -46,12 +46,12 @@ from pin.calendar.rows import (
     as_row,
     event_from_rows,
     event_params,
+    params,
     slot_from_row,
     slot_params,
 )
+from pin.db import Conn
 from pin.outbox.writer import OutboxRow, insert_values_params, insert_values_sql
-
-Conn = psycopg.Connection[dict[str, object]]
 
 ACTIVE_PER_SLOT_INDEX = "ux_appointment_active_per_slot"
 
@@ -264,35 +264,30 @@ def cluster_save(conn: Conn, cluster: AppointmentCluster) -> None:
     ConflictError; the caller's transaction must then be rolled back.
     """
     with translated_errors():
-        _appointment_save(conn, cluster.appointment)  # the root first: its guard is the one that usually trips
-        _slot_save(conn, cluster.slot)
-        _event_save(conn, cluster.event)
+        # the root first: its guard is the one that usually trips
+        _part_save(conn, cluster.appointment, APPOINTMENT_INSERT, APPOINTMENT_UPDATE_GUARDED, APPOINTMENT_NAMES)
+        _part_save(conn, cluster.slot, SLOT_INSERT, SLOT_UPDATE_GUARDED, SLOT_NAMES)
+        _part_save(conn, cluster.event, EVENT_INSERT, EVENT_UPDATE_GUARDED, EVENT_NAMES)
+        _reminders_save(conn, cluster.event)
 
 
-def _slot_save(conn: Conn, slot: AvailabilitySlot) -> None:
-    if slot.loaded is None:
-        conn.execute(SLOT_INSERT, slot_params(slot))
-    elif (slot.status, slot.version) != (slot.loaded.status, slot.loaded.version):
-        _guarded(conn, SLOT_UPDATE_GUARDED, {**slot_params(slot), **_expected(slot.loaded)})
-    slot.loaded = Loaded(slot.status, slot.version)
+def _part_save(
+    conn: Conn,
+    part: Appointment | AvailabilitySlot | CalendarEvent,
+    insert: LiteralString,
+    update: LiteralString,
+    names: tuple[str, ...],
+) -> None:
+    """Insert a new part, or write a changed one with its guarded UPDATE (ConflictError when it matched nothing)."""
+    values = params(part, names)
+    if part.loaded is None:
+        conn.execute(insert, values)
+    elif (part.status, part.version) != (part.loaded.status, part.loaded.version):
+        _guarded(conn, update, {**values, **_expected(part.loaded)})
+    part.loaded = Loaded(part.status, part.version)
 
 
-def _appointment_save(conn: Conn, appointment: Appointment) -> None:
-    params = appointment_params(appointment)
-    if appointment.loaded is None:
-        conn.execute(APPOINTMENT_INSERT, params)
-    elif (appointment.status, appointment.version) != (appointment.loaded.status, appointment.loaded.version):
-        _guarded(conn, APPOINTMENT_UPDATE_GUARDED, {**params, **_expected(appointment.loaded)})
-    appointment.loaded = Loaded(appointment.status, appointment.version)
-
-
-def _event_save(conn: Conn, event: CalendarEvent) -> None:
-    params = event_params(event)
-    if event.loaded is None:
-        conn.execute(EVENT_INSERT, params)
-    elif (event.status, event.version) != (event.loaded.status, event.loaded.version):
-        _guarded(conn, EVENT_UPDATE_GUARDED, {**params, **_expected(event.loaded)})
-    event.loaded = Loaded(event.status, event.version)
+def _reminders_save(conn: Conn, event: CalendarEvent) -> None:
     for reminder in event.reminders:
         if reminder.loaded is None:
             conn.execute(

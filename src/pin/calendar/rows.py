@@ -43,51 +43,27 @@ def as_row(row: object) -> dict[str, Any]:
     return cast(dict[str, Any], row)
 
 
+# The enum of each column that holds one, per table (a NULL stays None).
+_SLOT_ENUMS: dict[str, type[Enum]] = {"kind": Kind, "status": SlotStatus}
+_APPOINTMENT_ENUMS: dict[str, type[Enum]] = {"kind": Kind, "status": AppointmentStatus, "cancelled_by": CancelledBy}
+_EVENT_ENUMS: dict[str, type[Enum]] = {"origin": Origin, "status": EventStatus}
+
+
+def _fields(row: dict[str, Any], names: tuple[str, ...], enums: dict[str, type[Enum]]) -> dict[str, Any]:
+    """The constructor arguments of an aggregate from its row: each column, an enum column as its member."""
+    return {name: enums[name](row[name]) if name in enums and row[name] is not None else row[name] for name in names}
+
+
 def slot_from_row(row: dict[str, Any]) -> AvailabilitySlot:
     """An AvailabilitySlot as read from the database."""
-    slot = AvailabilitySlot(
-        id=row["id"],
-        tenant_id=row["tenant_id"],
-        agent_user_id=row["agent_user_id"],
-        kind=Kind(row["kind"]),
-        start_at=row["start_at"],
-        end_at=row["end_at"],
-        time_zone=row["time_zone"],
-        min_lead_time_minutes=row["min_lead_time_minutes"],
-        auto_confirm=row["auto_confirm"],
-        status=SlotStatus(row["status"]),
-        version=row["version"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-    )
+    slot = AvailabilitySlot(**_fields(row, SLOT_NAMES, _SLOT_ENUMS))
     slot.loaded = Loaded(slot.status, slot.version)
     return slot
 
 
 def appointment_from_row(row: dict[str, Any]) -> Appointment:
     """An Appointment as read from the database."""
-    cancelled_by = row["cancelled_by"]
-    appointment = Appointment(
-        id=row["id"],
-        tenant_id=row["tenant_id"],
-        slot_id=row["slot_id"],
-        agent_user_id=row["agent_user_id"],
-        investor_user_id=row["investor_user_id"],
-        kind=Kind(row["kind"]),
-        start_at=row["start_at"],
-        end_at=row["end_at"],
-        time_zone=row["time_zone"],
-        status=AppointmentStatus(row["status"]),
-        pending_expires_at=row["pending_expires_at"],
-        calendar_event_id=row["calendar_event_id"],
-        cancelled_by=CancelledBy(cancelled_by) if cancelled_by is not None else None,
-        cancel_reason=row["cancel_reason"],
-        rescheduled_to_appointment_id=row["rescheduled_to_appointment_id"],
-        rescheduled_from_appointment_id=row["rescheduled_from_appointment_id"],
-        version=row["version"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-    )
+    appointment = Appointment(**_fields(row, APPOINTMENT_NAMES, _APPOINTMENT_ENUMS))
     appointment.loaded = Loaded(appointment.status, appointment.version)
     return appointment
 
@@ -100,20 +76,7 @@ def event_from_rows(row: dict[str, Any], reminder_rows: list[dict[str, Any]]) ->
         reminder.loaded = Loaded(reminder.status, 0)
         reminders.append(reminder)
     event = CalendarEvent(
-        id=row["id"],
-        tenant_id=row["tenant_id"],
-        owner_user_id=row["owner_user_id"],
-        origin=Origin(row["origin"]),
-        appointment_id=row["appointment_id"],
-        start_at=row["start_at"],
-        end_at=row["end_at"],
-        time_zone=row["time_zone"],
-        status=EventStatus(row["status"]),
-        cancel_reason=row["cancel_reason"],
-        version=row["version"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        reminders=sorted(reminders, key=lambda item: item.remind_at),
+        **_fields(row, EVENT_NAMES, _EVENT_ENUMS), reminders=sorted(reminders, key=lambda item: item.remind_at)
     )
     event.loaded = Loaded(event.status, event.version)
     return event

@@ -143,11 +143,11 @@ class InfrastructureError(Exception):
 
 
 DEFINITION = JobDefinition(
-    name=JOB_NAME,
-    metrics=metrics.JOB_METRICS,
-    due_sql=claims.DUE_SQL,
-    next_deadline_sql=claims.NEXT_DEADLINE_SQL,
-    still_waiting_sql=claims.STILL_PENDING_SQL,
+    JOB_NAME,
+    metrics.JOB_METRICS,
+    claims.DUE_SQL,
+    claims.NEXT_DEADLINE_SQL,
+    claims.STILL_PENDING_SQL,
     item_field="AppointmentId",
     error_field="error",
     traceback_on_cycle_failure=True,

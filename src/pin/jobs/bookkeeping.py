@@ -25,9 +25,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-import psycopg
-
-Conn = psycopg.Connection[dict[str, object]]
+from pin.db import Conn
 
 # Backlog gauges count at most this many rows (a bounded index scan, never a table count; alert threshold 100).
 BACKLOG_CAP = 10_001

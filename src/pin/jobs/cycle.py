@@ -19,9 +19,8 @@ from opentelemetry.trace import Tracer
 from prometheus_client import Counter, Gauge, Histogram
 from psycopg_pool import ConnectionPool
 
-from pin.db import database_now
+from pin.db import Conn, database_now
 from pin.jobs import bookkeeping
-from pin.jobs.bookkeeping import Conn
 
 log = structlog.get_logger(__name__)
 

@@ -40,12 +40,4 @@ LAST_SUCCESS = Gauge(
 # Pre-create the labelled series so that dashboards and rate() see 0 before the first expiry.
 ITEMS.labels(outcome="expired")
 
-JOB_METRICS = JobMetrics(
-    cycle_duration=CYCLE_DURATION,
-    skip_locked=SKIP_LOCKED,
-    errors=ERRORS,
-    backlog=BACKLOG,
-    poison=POISON,
-    last_success=LAST_SUCCESS,
-    runs=RUNS,
-)
+JOB_METRICS = JobMetrics(CYCLE_DURATION, SKIP_LOCKED, ERRORS, BACKLOG, POISON, LAST_SUCCESS, runs=RUNS)

@@ -15,9 +15,9 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-import psycopg
 from psycopg import errors
 
+from pin.db import Conn
 from pin.jobs import bookkeeping
 from pin.outbox.writer import OutboxRow, insert_unnest_params, insert_unnest_sql
 from pin.promotion.domain import (
@@ -31,8 +31,6 @@ from pin.promotion.domain import (
     Target,
     TargetKind,
 )
-
-Conn = psycopg.Connection[dict[str, object]]
 
 TERMINAL_FROZEN_CONSTRAINT = "purchase_terminal_frozen"
 

@@ -72,11 +72,11 @@ class ExpireResult:
 
 
 DEFINITION = JobDefinition(
-    name=JOB_NAME,
-    metrics=metrics.JOB_METRICS,
-    due_sql=repository.BACKLOG_SQL,
-    next_deadline_sql=repository.NEXT_DEADLINE_SQL,
-    still_waiting_sql=repository.STILL_ACTIVE_SQL,
+    JOB_NAME,
+    metrics.JOB_METRICS,
+    repository.BACKLOG_SQL,
+    repository.NEXT_DEADLINE_SQL,
+    repository.STILL_ACTIVE_SQL,
     item_field="PurchaseId",
     error_field="exception",
     traceback_on_cycle_failure=False,  # the runner logs it once
