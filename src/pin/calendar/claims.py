@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, LiteralString, cast
 
+from pin.calendar.repository import APPOINTMENT_IS_DUE
 from pin.calendar.rows import APPOINTMENT_NAMES, EVENT_NAMES, REMINDER_COLUMNS, SLOT_NAMES
 from pin.db import Conn
 from pin.jobs import bookkeeping
 
 JOB_NAME = "appointment-timeout"
 
-# Due now: Pending with PendingExpiresAt strictly before AsOf (seed 000), over ix_appointments_pending_expires_at.
-_DUE: LiteralString = "a.status = 'Pending' AND a.pending_expires_at < %(as_of)s"
+_DUE = APPOINTMENT_IS_DUE  # over ix_appointments_pending_expires_at
 # The cycle's keyset cursor: strictly after the last row this cycle claimed (the first claim starts at the head).
 _AFTER_CURSOR: LiteralString = """(a.pending_expires_at, a.id) > (coalesce(%(after_at)s::timestamptz, '-infinity'),
     coalesce(%(after_id)s::uuid, '00000000-0000-0000-0000-000000000000'))"""

@@ -1,13 +1,5 @@
-"""SQL for the calendar aggregates (psycopg 3, the caller's transaction).
-
-Lock order, the same in every code path (docs/design/claims.md): the appointment, then its slot
-(two slots in id order when a reschedule holds both), then the calendar event, then its reminders in id
-order; always ``FOR NO KEY UPDATE``, which leaves foreign-key checks (``FOR KEY SHARE``) unblocked.
-Booking locks only the slot: it has no appointment yet.
-
-Writes are guarded: ``UPDATE ... WHERE id = %s AND version = %s AND status = %s``; zero rows means a
-concurrent change and raises :class:`~pin.calendar.domain.ConflictError`, never a silent overwrite. Driver
-errors with a known meaning (the one-active-appointment-per-slot index, deadlocks) become domain errors here.
+"""SQL for the calendar aggregates, in the caller's transaction: reads, locks in the calendar's one lock order
+(docs/design/claims.md), guarded writes (zero rows is a ConflictError), driver errors translated to domain errors.
 """
 
 from __future__ import annotations
@@ -65,6 +57,8 @@ SLOTS_LOCK: LiteralString = (
 APPOINTMENT_GET: LiteralString = f"SELECT {APPOINTMENT_COLUMNS} FROM calendar.appointment WHERE id = %s"
 APPOINTMENT_LOCK: LiteralString = APPOINTMENT_GET + " FOR NO KEY UPDATE"
 APPOINTMENT_LOCK_SKIP_LOCKED: LiteralString = APPOINTMENT_LOCK + " SKIP LOCKED"
+# Due for appointment-timeout (seed 000: Status = Pending && PendingExpiresAt < AsOf), on calendar.appointment AS a.
+APPOINTMENT_IS_DUE: LiteralString = "a.status = 'Pending' AND a.pending_expires_at < %(as_of)s"
 EVENT_GET: LiteralString = f"SELECT {EVENT_COLUMNS} FROM calendar.calendar_event WHERE id = %s"
 EVENT_LOCK: LiteralString = EVENT_GET + " FOR NO KEY UPDATE"
 REMINDERS_GET: LiteralString = (

@@ -1,11 +1,8 @@
 """The outbox row: its envelope, headers, columns and JSON encoding, and every way a row is inserted.
 
 Events become rows only here: :func:`outbox_insert` (the unit of work), and the fragments a set-based statement
-embeds (:func:`insert_values_sql`, :func:`insert_unnest_sql`; docs/design/one-statement-writes.md).
-
-Per-key order: every producer changes (and so row-locks) the aggregate whose id is the key before the unit
-of work inserts the outbox rows, so two transactions of one aggregate serialize on that lock and the later
-one takes its identity value after the earlier committed. Ordered by id, a key's rows are in commit order.
+embeds (:func:`insert_values_sql`, :func:`insert_unnest_sql`). Why a key's rows are in commit order:
+docs/design/relay.md; the set-based writes: docs/design/one-statement-writes.md.
 """
 
 from __future__ import annotations

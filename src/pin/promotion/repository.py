@@ -190,6 +190,10 @@ def purchase_expire_many(
     return {row["id"] for row in rows}  # type: ignore[misc]
 
 
+# Due for expire-promotions (seed 002: Status = Active && EndsAt <= AsOf), a condition on promotion.purchase AS p.
+PURCHASE_IS_DUE = "p.status = 'Active' AND p.ends_at <= %(as_of)s"
+
+
 @dataclass(frozen=True)
 class Claim:
     """What one claim locked: due purchases oldest first, and how many due rows were skipped as locked."""
@@ -215,7 +219,7 @@ _CLAIM = """
 WITH claimed AS MATERIALIZED (
     SELECT p.id, p.ends_at
       FROM promotion.purchase AS p
-     WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s AND {which}
+     WHERE {due} AND {which}
      ORDER BY p.ends_at, p.id
      LIMIT %(batch_size)s
        FOR NO KEY UPDATE OF p SKIP LOCKED
@@ -233,7 +237,7 @@ skipped AS (
     SELECT count(*) AS n FROM (
         SELECT 1
           FROM promotion.purchase AS p
-         WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s AND {which}
+         WHERE {due} AND {which}
            AND p.ends_at <= coalesce((SELECT h.ends_at FROM horizon AS h), %(as_of)s)
            AND (NOT EXISTS (SELECT 1 FROM horizon AS h WHERE h.ends_at IS NOT NULL)
                 OR (p.ends_at, p.id) < (SELECT h.ends_at, h.id FROM horizon AS h))
@@ -251,6 +255,7 @@ SELECT s.n AS skipped_locked, due.*
 """
 CLAIMS = {
     poison: _CLAIM.format(
+        due=PURCHASE_IS_DUE,
         which=("" if poison else "NOT ") + bookkeeping.has_failure("p"),
         cap=bookkeeping.BACKLOG_CAP,
         columns=_PURCHASE_COLUMNS,
@@ -275,7 +280,7 @@ def purchase_claim_due(conn: Conn, *, job: str, as_of: datetime, batch_size: int
 
 # The backlog (seed 002: Active with EndsAt < now, not processed yet, poison purchases included), bounded by the
 # caller. The poison ones are also counted on their own (promotion_expire_poison_items).
-BACKLOG_SQL = "SELECT 1 FROM promotion.purchase AS p WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s"
+BACKLOG_SQL = f"SELECT 1 FROM promotion.purchase AS p WHERE {PURCHASE_IS_DUE}"
 
 # The next deadline: the earliest EndsAt of the partial index among purchases that are not poison; a poison
 # purchase waits for the next tick of the interval, it never wakes the worker early.
