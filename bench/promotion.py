@@ -75,12 +75,12 @@ def batch_script(statements: list[trace.Statement]) -> Script:
     extra_columns: list[str] = []
     write = next((s for s in statements if s.kind == "execute" and "INSERT INTO outbox.message" in s.sql), None)
     if write is not None and isinstance(write.params, dict):
-        message_ids = write.params["message_ids"]
+        message_ids = write.params["outbox_message_id"]
         binder.known_lists[tuple(str(m) for m in message_ids)] = ":h_mids::uuid[]"
         extra_columns.append(
             f"(SELECT array_agg(gen_random_uuid()) FROM generate_series(1, {len(message_ids)}))::text AS mids"
         )
-        payloads = write.params["payloads"]
+        payloads = write.params["outbox_payload"]
         binder.known_lists[tuple(payloads)] = ":h_payloads::text[]"
         extra_columns.append(
             "ARRAY[" + ", ".join(f":{binder.constant(p)}" for p in payloads) + "]::text[]::text AS payloads"

@@ -10,10 +10,9 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from pin.api.auth import mint_token
-from pin.db import create_pool
+from pin.db import Conn, create_pool
 from pin.embedded.kafka import EmbeddedKafka
 from pin.settings import Settings
-from pin.unit_of_work import Conn
 from tests.support.infra import TestDatabases, postgres_server
 from tests.support.processes import RoleProcess
 

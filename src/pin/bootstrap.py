@@ -11,10 +11,9 @@ import psycopg
 import structlog
 from psycopg_pool import ConnectionPool
 
-from pin.db import create_pool
+from pin.db import Conn, create_pool
 from pin.roles import start_role, wait_until_reachable
 from pin.settings import Settings
-from pin.unit_of_work import Conn
 
 if TYPE_CHECKING:
     from pin.jobs.runner import PollingJob

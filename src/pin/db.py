@@ -1,13 +1,20 @@
-"""PostgreSQL access: connection pools, migrations and the shared clock."""
+"""PostgreSQL access: connection pools, migrations, named query files and the shared clock."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from importlib import resources
+from typing import LiteralString, cast
 
 import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
+
+Conn = psycopg.Connection[dict[str, object]]
+
+# A statement of a query file starts at a "-- name --" line; the comment lines right after it are its description.
+_QUERY_HEADER = re.compile(r"^-- ([a-z0-9_]+) --\n(?:--.*\n)*", re.MULTILINE)
 
 
 def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[dict[str, object]]:
@@ -59,3 +66,18 @@ def database_now(conn: psycopg.Connection[dict[str, object]]) -> datetime:
     value = row["now"]
     assert isinstance(value, datetime)
     return value
+
+
+def parse_queries(text: str) -> dict[str, LiteralString]:
+    """The statements of a query file by name (the text before the first name is the file's own comment)."""
+    parts = _QUERY_HEADER.split(text)
+    names, bodies = parts[1::2], parts[2::2]
+    if len(set(names)) != len(names):
+        raise ValueError(f"a query name is used twice in {names}")
+    # the file is part of the package, as trusted as a literal in the code
+    return {name: cast(LiteralString, body.strip()) for name, body in zip(names, bodies, strict=True)}
+
+
+def load_queries(package: str, file_name: str = "queries.sql") -> dict[str, LiteralString]:
+    """The named statements of a package's query file, as written (never reformatted)."""
+    return parse_queries(resources.files(package).joinpath(file_name).read_text(encoding="utf-8"))

@@ -10,6 +10,7 @@ from types import FrameType
 
 import structlog
 
+from pin.backoff import exponential_backoff
 from pin.observability.logging import configure_logging, error_text
 from pin.observability.metrics import serve_metrics
 from pin.observability.tracing import configure_tracing_from_env
@@ -52,14 +53,15 @@ def wait_until_reachable(
     working as soon as the dependency answers, instead of exiting with a stack trace.
     """
     log = structlog.get_logger(__name__)
-    delay = 0.5
+    failures = 0
     while not stop.is_set():
         try:
             attempt()
         except Exception as exc:  # noqa: BLE001 - any failure to reach the dependency is retried
+            failures += 1
+            delay = exponential_backoff(failures, base=0.5, cap=max_delay)
             log.warning(f"{what} unreachable; waiting", error=error_text(exc), retry_in_seconds=delay)
             stop.wait(delay)
-            delay = min(max_delay, delay * 2)
             continue
         return True
     return False

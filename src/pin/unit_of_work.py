@@ -7,17 +7,15 @@ business transaction: the relay does, after commit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from types import TracebackType
 
-import psycopg
 from psycopg_pool import ConnectionPool
 
+from pin.db import Conn
 from pin.messaging.contracts import Contract
 from pin.outbox.writer import MessageContext, OutboxRow, build_row, outbox_insert
-
-Conn = psycopg.Connection[dict[str, object]]
 
 
 class UnitOfWork:
@@ -40,6 +38,7 @@ class UnitOfWork:
         self._context = context
         self._traceparent_provider = traceparent_provider
         self._events: list[tuple[Contract, datetime]] = []
+        self._rows: list[OutboxRow] = []  # rows a caller built already (add_outbox_rows)
         self._given = connection
         self._conn: Conn | None = None
         self._committed = False
@@ -60,6 +59,10 @@ class UnitOfWork:
         """Queue an integration event; it is written to the outbox in this transaction at commit."""
         self._events.append((event, occurred_at))
 
+    def add_outbox_rows(self, rows: Iterable[OutboxRow]) -> None:
+        """Queue rows already built (by :func:`~pin.outbox.writer.build_row`); written with the events at commit."""
+        self._rows.extend(rows)
+
     def take_outbox_rows(self) -> list[OutboxRow]:
         """The outbox rows of the events recorded so far, for a caller that writes them itself in this transaction.
 
@@ -68,6 +71,7 @@ class UnitOfWork:
         """
         rows = self._outbox_rows()
         self._events.clear()
+        self._rows.clear()
         return rows
 
     def _outbox_rows(self) -> list[OutboxRow]:
@@ -75,19 +79,21 @@ class UnitOfWork:
         if self._traceparent_provider is not None:
             traceparent = self._traceparent_provider()
             context = MessageContext(context.correlation_id, traceparent or context.traceparent, context.extra_headers)
-        return [build_row(event, occurred_at=at, context=context) for event, at in self._events]
+        return [build_row(event, occurred_at=at, context=context) for event, at in self._events] + self._rows
 
     def commit(self) -> None:
         """Write the recorded events as outbox rows and commit, atomically with the state change."""
         outbox_insert(self.conn, self._outbox_rows())
         self.conn.commit()
         self._events.clear()
+        self._rows.clear()
         self._committed = True
 
     def rollback(self) -> None:
         """Discard the transaction and the recorded events."""
         self.conn.rollback()
         self._events.clear()
+        self._rows.clear()
 
     def __exit__(
         self,

@@ -11,8 +11,8 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from pin.api.app import create_app
+from pin.db import Conn
 from pin.settings import Settings
-from pin.unit_of_work import Conn
 from tests.promotion.support import STANDARD_7D
 
 with warnings.catch_warnings():

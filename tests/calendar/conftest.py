@@ -14,9 +14,8 @@ from fastapi import FastAPI
 from psycopg_pool import ConnectionPool
 
 from pin.api.app import create_app
-from pin.db import database_now
+from pin.db import Conn, database_now
 from pin.settings import Settings
-from pin.unit_of_work import Conn
 
 # Starlette 1.x warns at import when the test client runs on httpx rather than httpx2 (not installed here);
 # the client works the same. Scoped to this import so that every other warning still fails the tests.

@@ -12,8 +12,9 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from pin.calendar import service
+from pin.db import Conn
 from pin.outbox.writer import MessageContext
-from pin.unit_of_work import Conn, UnitOfWork
+from pin.unit_of_work import UnitOfWork
 from tests.calendar.conftest import CalendarApi, Person, fetch_all, fetch_one, iso, outbox
 
 pytestmark = pytest.mark.integration

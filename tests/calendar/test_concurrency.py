@@ -21,9 +21,8 @@ from psycopg_pool import ConnectionPool
 
 from pin.calendar import service
 from pin.calendar.domain import ConflictError
-from pin.db import connect
+from pin.db import Conn, connect
 from pin.outbox.writer import MessageContext
-from pin.unit_of_work import Conn
 from tests.calendar.conftest import CalendarApi, Person, TestClient, fetch_all, fetch_one, outbox
 
 pytestmark = pytest.mark.integration

@@ -19,10 +19,10 @@ from psycopg_pool import ConnectionPool
 from pin.calendar import contracts, service
 from pin.calendar.contracts import AppointmentCancelledEvent
 from pin.calendar.domain import Kind
-from pin.db import database_now
+from pin.db import Conn, database_now
 from pin.messaging.contract_docs import OPEN_ENUM
 from pin.outbox.writer import MessageContext
-from pin.unit_of_work import Conn, UnitOfWork
+from pin.unit_of_work import UnitOfWork
 from tests.calendar.conftest import outbox
 from tests.support.json_schema import errors as _errors
 from tests.support.json_schema import kafka_headers

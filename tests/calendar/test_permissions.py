@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from psycopg_pool import ConnectionPool
 
-from pin.unit_of_work import Conn
+from pin.db import Conn
 from tests.calendar.conftest import CalendarApi, Person, fetch_one, outbox
 
 pytestmark = pytest.mark.integration

@@ -19,9 +19,8 @@ from pin.calendar.domain import (
     SlotStatus,
     StoredState,
 )
-from pin.db import connect
+from pin.db import Conn, connect
 from pin.outbox.writer import MessageContext
-from pin.unit_of_work import Conn
 
 pytestmark = pytest.mark.integration
 

@@ -14,11 +14,10 @@ from pathlib import Path
 import pytest
 from psycopg_pool import ConnectionPool
 
-from pin.db import create_pool
+from pin.db import Conn, create_pool
 from pin.embedded.kafka import EmbeddedKafka
 from pin.messaging.kafka import ensure_topics
 from pin.settings import Settings
-from pin.unit_of_work import Conn
 from tests.conftest import JWT_SECRET
 from tests.consumers.support import Producing
 from tests.support.infra import TestDatabases

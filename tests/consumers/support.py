@@ -14,12 +14,12 @@ from typing import Any, TypeVar
 from confluent_kafka import Producer
 from psycopg_pool import ConnectionPool
 
+from pin.db import Conn
 from pin.messaging import topics
 from pin.messaging.consumer import ConsumerRuntime
 from pin.messaging.groups import build_runtime
 from pin.messaging.kafka import ensure_topics
 from pin.settings import Settings
-from pin.unit_of_work import Conn
 
 T = TypeVar("T")
 

@@ -18,10 +18,10 @@ from psycopg_pool import ConnectionPool
 from pin.api.app import create_app
 from pin.api.auth import mint_token
 from pin.crm.queries import lead_feed
+from pin.db import Conn
 from pin.messaging import topics
 from pin.messaging.dlq_command import DeadLetter, read_dead_letters
 from pin.settings import Settings
-from pin.unit_of_work import Conn
 from tests.conftest import JWT_SECRET
 from tests.consumers.support import (
     Producing,

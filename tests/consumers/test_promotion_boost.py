@@ -18,9 +18,9 @@ from psycopg_pool import ConnectionPool
 
 from pin.api.app import create_app
 from pin.api.auth import mint_token
+from pin.db import Conn
 from pin.messaging import topics
 from pin.settings import Settings
-from pin.unit_of_work import Conn
 from tests.conftest import JWT_SECRET
 from tests.consumers.support import Producing, in_inbox, metric, purchase, rows, running_groups, wait_for
 

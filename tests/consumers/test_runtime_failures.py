@@ -20,11 +20,10 @@ from psycopg_pool import ConnectionPool
 from typer.testing import CliRunner
 
 from pin.cli import app
-from pin.db import create_pool
+from pin.db import Conn, create_pool
 from pin.messaging import topics
 from pin.messaging.consumer import ConsumerRuntime
 from pin.messaging.dlq_command import read_dead_letters, replay
-from pin.unit_of_work import Conn
 from tests.consumers.conftest import FAST_SESSION_TIMEOUT_MS
 from tests.consumers.support import (
     cancelled,

@@ -8,9 +8,8 @@ from datetime import timedelta
 import pytest
 from psycopg_pool import ConnectionPool
 
-from pin.db import database_now
+from pin.db import Conn, database_now
 from pin.jobs import bookkeeping
-from pin.unit_of_work import Conn
 
 pytestmark = pytest.mark.integration
 

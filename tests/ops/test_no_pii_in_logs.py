@@ -18,9 +18,8 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from pin.api.app import create_app
-from pin.db import database_now
+from pin.db import Conn, database_now
 from pin.settings import Settings
-from pin.unit_of_work import Conn
 
 # Starlette 1.x warns at import when its test client runs on httpx rather than httpx2 (not a dependency here).
 with warnings.catch_warnings():

@@ -19,10 +19,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from psycopg_pool import ConnectionPool
 
 from pin.api.app import create_app
-from pin.db import database_now
+from pin.db import Conn, database_now
 from pin.settings import Settings
 from pin.status import collect_status
-from pin.unit_of_work import Conn
 from tests.promotion.support import db_now, seed_purchases
 from tests.support.processes import RoleProcess
 

@@ -23,13 +23,13 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from psycopg_pool import ConnectionPool
 from rich.console import Console
 
+from pin.db import Conn
 from pin.embedded.kafka import EmbeddedKafka
 from pin.messaging import topics
 from pin.messaging.kafka import ensure_topics
 from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
 from pin.settings import Settings
 from pin.status import collect_status, render
-from pin.unit_of_work import Conn
 from tests.promotion.support import db_now, seed_purchases
 
 

@@ -21,14 +21,14 @@ from psycopg_pool import ConnectionPool
 
 from pin.calendar.contracts import AppointmentCancelledEvent
 from pin.calendar.domain import Kind, Reason
-from pin.db import database_now
+from pin.db import Conn, database_now
 from pin.embedded.kafka import EmbeddedKafka
 from pin.messaging import topics
 from pin.messaging.kafka import ensure_topics
 from pin.observability.tracing import current_traceparent, tracer
 from pin.outbox.writer import MessageContext
 from pin.settings import Settings
-from pin.unit_of_work import Conn, UnitOfWork
+from pin.unit_of_work import UnitOfWork
 from tests.consumers.support import in_inbox, running, wait_for
 from tests.outbox.support import make_relay
 from tests.support.kafka import read_topic

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from psycopg_pool import ConnectionPool
 
-from pin.db import database_now
+from pin.db import Conn, database_now
 from pin.messaging.contracts import Contract
 from pin.observability.tracing import (
     configure_tracing_from_env,
@@ -20,7 +20,7 @@ from pin.observability.tracing import (
     span_processors_from_env,
 )
 from pin.outbox.writer import MessageContext
-from pin.unit_of_work import Conn, UnitOfWork
+from pin.unit_of_work import UnitOfWork
 
 
 class ProbeEvent(Contract):

@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterator
 import pytest
 from psycopg_pool import ConnectionPool
 
+from pin.db import Conn
 from pin.embedded.kafka import EmbeddedKafka
 from pin.outbox.relay import OutboxRelay
 from pin.settings import Settings
-from pin.unit_of_work import Conn
 from tests.outbox.support import drop_producer, make_relay
 
 

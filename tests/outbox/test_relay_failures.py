@@ -8,12 +8,11 @@ from collections.abc import Callable, Iterator
 import pytest
 from psycopg_pool import ConnectionPool
 
-from pin.db import connect
+from pin.db import Conn, connect
 from pin.embedded.kafka import EmbeddedKafka
 from pin.outbox import metrics
 from pin.outbox.relay import OutboxRelay
 from pin.settings import Settings
-from pin.unit_of_work import Conn
 from tests.outbox.support import (
     TOPIC,
     broker_settings,

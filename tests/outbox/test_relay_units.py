@@ -8,13 +8,13 @@ import uuid
 import pytest
 from confluent_kafka import KafkaError
 
+from pin.db import parse_queries
 from pin.outbox import metrics
 from pin.outbox.relay import RelayConfig, RelayHooks, hooks_from_environ
 from pin.outbox.relay.batch import PendingRow, waves
 from pin.outbox.relay.encoding import encode_value, kafka_headers
 from pin.outbox.relay.errors import send_error_of
 from pin.outbox.relay.hooks import PauseAt
-from pin.outbox.relay.queries import parse_queries
 from pin.settings import ConfigurationError
 
 pytestmark = pytest.mark.unit

@@ -11,13 +11,13 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from pin.db import database_now
+from pin.db import Conn, database_now
 from pin.messaging import topics
 from pin.outbox.writer import MessageContext
 from pin.promotion import repository
 from pin.promotion.domain import PromotionPurchase, Target, TargetKind
 from pin.promotion.service import record_events
-from pin.unit_of_work import Conn, UnitOfWork
+from pin.unit_of_work import UnitOfWork
 
 # Reference data seeded by promotion/schema.sql.
 TOP_1D = uuid.UUID("6f1c2a9e-0b8a-4a51-9f57-1d3c2b7a0004")

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from psycopg_pool import ConnectionPool
 
+from pin.db import Conn
 from pin.messaging import topics
 from pin.promotion import contracts, service
 from pin.promotion.domain import TargetKind
 from pin.promotion.worker import ExpirePromotionsJob
-from pin.unit_of_work import Conn
 from tests.promotion.support import STANDARD_7D, TOP_1D, db_now, seed_purchases
 from tests.support.json_schema import errors, kafka_headers
 

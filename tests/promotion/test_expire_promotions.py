@@ -24,14 +24,13 @@ from prometheus_client import REGISTRY
 from psycopg_pool import ConnectionPool
 from structlog.testing import capture_logs
 
-from pin.db import connect
+from pin.db import Conn, connect
 from pin.messaging import topics
 from pin.messaging.contracts import utc_iso
 from pin.observability.tracing import spans_exported
 from pin.promotion import repository, service
 from pin.promotion.domain import PurchaseTerminalError, Target, TargetKind
 from pin.promotion.worker import JOB_NAME, ExpirePromotionsConfig, ExpirePromotionsJob
-from pin.unit_of_work import Conn
 from tests.promotion.support import (
     RUB,
     TOP_1D,
@@ -339,7 +338,7 @@ def test_the_claim_uses_the_partial_index_in_both_passes(pool: ConnectionPool[Co
         )
         conn.execute("ANALYZE promotion.purchase")
         conn.execute("ANALYZE jobs.item_failure")
-        for poison, sql in repository._CLAIMS.items():
+        for poison, sql in repository.CLAIMS.items():
             claimed = plans.cte(plans.explain(conn, sql, {"job": JOB_NAME, "as_of": now, "batch_size": 200}), "claimed")
             assert "purchase" not in plans.seq_scanned(claimed), (poison, claimed)
             if not poison:

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from psycopg_pool import ConnectionPool
 
+from pin.db import Conn
 from pin.promotion import service
-from pin.unit_of_work import Conn
 from tests.promotion.support import (
     STANDARD_7D,
     db_now,

@@ -13,8 +13,8 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from pin.api.app import create_app
+from pin.db import Conn
 from pin.settings import Settings
-from pin.unit_of_work import Conn
 from tests.promotion.support import RUB, STANDARD_7D, TOP_1D, db_now, purchase_events, seed_purchases
 
 # Starlette 1.x warns at import when the test client runs on httpx rather than httpx2 (not installed here).

@@ -21,8 +21,8 @@ from fastapi import FastAPI
 from psycopg_pool import ConnectionPool
 
 from pin.api.app import create_app
+from pin.db import Conn
 from pin.settings import Settings
-from pin.unit_of_work import Conn
 from tests.conftest import JWT_SECRET
 
 # Starlette warns at import when its test client runs on httpx rather than httpx2 (not installed); scoped here.

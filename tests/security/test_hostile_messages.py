@@ -28,6 +28,7 @@ from psycopg_pool import ConnectionPool
 from typer.testing import CliRunner
 
 from pin.cli import app
+from pin.db import Conn
 from pin.messaging import topics
 from pin.messaging.consumer import ConsumerRuntime
 from pin.messaging.dead_letter_store import PREVIEW_BYTES
@@ -35,7 +36,6 @@ from pin.messaging.dlq_command import DeadLetter, read_dead_letters
 from pin.messaging.groups import routes_of
 from pin.messaging.kafka import consumer_config, producer_config
 from pin.settings import Settings
-from pin.unit_of_work import Conn
 from tests.consumers.conftest import settings  # noqa: F401 - the fixture
 from tests.consumers.support import (
     EVENT_TYPES,

@@ -31,9 +31,9 @@ from fastapi import FastAPI
 from psycopg_pool import ConnectionPool
 
 from pin.api.app import create_app
+from pin.db import Conn
 from pin.embedded.postgres import free_port
 from pin.settings import Settings
-from pin.unit_of_work import Conn
 from tests.conftest import JWT_SECRET
 from tests.support.processes import RoleProcess
 

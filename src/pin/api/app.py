@@ -8,8 +8,8 @@ from psycopg_pool import ConnectionPool
 
 from pin.api.auth import TokenVerifier
 from pin.api.problems import install_problem_handlers, problem_openapi_responses, problem_response
+from pin.db import Conn
 from pin.settings import Settings
-from pin.unit_of_work import Conn
 
 # The edge rules a client must know (docs/api.md has the reasons).
 API_DESCRIPTION = """\

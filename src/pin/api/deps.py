@@ -10,8 +10,8 @@ from fastapi import Depends, Request, Response
 from psycopg_pool import ConnectionPool
 
 from pin.api.problems import ApiProblem
+from pin.db import Conn
 from pin.settings import Settings
-from pin.unit_of_work import Conn
 
 
 def get_pool(request: Request) -> ConnectionPool[Conn]:

@@ -11,7 +11,8 @@ from psycopg import sql
 
 from pin.boost.domain import PurchaseStatus, TargetKind, contributes
 from pin.boost.messages import PurchaseChanged
-from pin.messaging.consumer import Conn, HandlingContext, Route
+from pin.db import Conn
+from pin.messaging.consumer import HandlingContext, Route
 from pin.messaging.tolerant import known
 
 # purchase_upsert: seed 002 «Guard монотонности»: an event applies only if its Version >= the stored one (replay and

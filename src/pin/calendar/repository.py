@@ -1,13 +1,5 @@
-"""SQL for the calendar aggregates (psycopg 3, the caller's transaction).
-
-Lock order, the same in every code path (docs/design/claims.md): the appointment, then its slot
-(two slots in id order when a reschedule holds both), then the calendar event, then its reminders in id
-order; always ``FOR NO KEY UPDATE``, which leaves foreign-key checks (``FOR KEY SHARE``) unblocked.
-Booking locks only the slot: it has no appointment yet.
-
-Writes are guarded: ``UPDATE ... WHERE id = %s AND version = %s AND status = %s``; zero rows means a
-concurrent change and raises :class:`~pin.calendar.domain.ConflictError`, never a silent overwrite. Driver
-errors with a known meaning (the one-active-appointment-per-slot index, deadlocks) become domain errors here.
+"""SQL for the calendar aggregates, in the caller's transaction: reads, locks in the calendar's one lock order
+(docs/design/claims.md), guarded writes (zero rows is a ConflictError), driver errors translated to domain errors.
 """
 
 from __future__ import annotations
@@ -16,79 +8,66 @@ import functools
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, LiteralString, cast
+from typing import Any, LiteralString
 
-import psycopg
 from psycopg import errors as pg_errors
 
 from pin.calendar.domain import (
     Appointment,
     AppointmentCluster,
     AppointmentNotFoundError,
-    AppointmentStatus,
     AvailabilitySlot,
     CalendarEvent,
     CalendarEventMissingError,
-    CancelledBy,
     ConflictError,
-    EventReminder,
-    EventStatus,
     InvalidTransitionError,
-    Kind,
-    Origin,
-    ReminderStatus,
     SlotMissingError,
     SlotNotAvailableError,
-    SlotStatus,
+    StoredState,
 )
-from pin.calendar.domain import (
-    StoredState as Loaded,
+from pin.calendar.rows import (
+    APPOINTMENT_COLUMNS,
+    APPOINTMENT_NAMES,
+    EVENT_COLUMNS,
+    EVENT_NAMES,
+    REMINDER_COLUMNS,
+    SLOT_COLUMNS,
+    SLOT_NAMES,
+    appointment_from_row,
+    appointment_params,
+    as_row,
+    event_from_rows,
+    event_params,
+    params,
+    slot_from_row,
+    slot_params,
 )
-from pin.outbox.writer import INSERT_COLUMNS, OutboxRow, insert_params
-
-Conn = psycopg.Connection[dict[str, object]]
+from pin.db import Conn
+from pin.outbox.writer import OutboxRow, insert_values_params, insert_values_sql
 
 ACTIVE_PER_SLOT_INDEX = "ux_appointment_active_per_slot"
 
 # ------------------------------------------------------------------------------------------------ queries
 
-_SLOT_COLUMNS: LiteralString = """id, tenant_id, agent_user_id, kind, start_at, end_at, time_zone,
-    min_lead_time_minutes, auto_confirm, status, version, created_at, updated_at"""
-_APPOINTMENT_COLUMNS: LiteralString = """id, tenant_id, slot_id, agent_user_id, investor_user_id, kind,
-    start_at, end_at, time_zone, status, pending_expires_at, calendar_event_id, cancelled_by, cancel_reason,
-    rescheduled_to_appointment_id, rescheduled_from_appointment_id, version, created_at, updated_at"""
-_EVENT_COLUMNS: LiteralString = """id, tenant_id, owner_user_id, origin, appointment_id, start_at, end_at,
-    time_zone, status, cancel_reason, version, created_at, updated_at"""
-_REMINDER_COLUMNS: LiteralString = "id, calendar_event_id, remind_at, status"
-
-
-def _names(columns: str) -> tuple[str, ...]:
-    return tuple(name.strip() for name in columns.split(","))
-
-
-_SLOT_NAMES = _names(_SLOT_COLUMNS)
-APPOINTMENT_COLUMN_NAMES = _names(_APPOINTMENT_COLUMNS)
-_EVENT_NAMES = _names(_EVENT_COLUMNS)
-
-SLOT_GET: LiteralString = f"SELECT {_SLOT_COLUMNS} FROM calendar.availability_slot WHERE id = %s"
+SLOT_GET: LiteralString = f"SELECT {SLOT_COLUMNS} FROM calendar.availability_slot WHERE id = %s"
 SLOT_LOCK: LiteralString = SLOT_GET + " FOR NO KEY UPDATE"
 SLOTS_LOCK: LiteralString = (
-    f"SELECT {_SLOT_COLUMNS} FROM calendar.availability_slot WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE"
+    f"SELECT {SLOT_COLUMNS} FROM calendar.availability_slot WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE"
 )
-APPOINTMENT_GET: LiteralString = f"SELECT {_APPOINTMENT_COLUMNS} FROM calendar.appointment WHERE id = %s"
+APPOINTMENT_GET: LiteralString = f"SELECT {APPOINTMENT_COLUMNS} FROM calendar.appointment WHERE id = %s"
 APPOINTMENT_LOCK: LiteralString = APPOINTMENT_GET + " FOR NO KEY UPDATE"
 APPOINTMENT_LOCK_SKIP_LOCKED: LiteralString = APPOINTMENT_LOCK + " SKIP LOCKED"
 # Due for appointment-timeout (seed 000: Status = Pending && PendingExpiresAt < AsOf), on calendar.appointment AS a.
 APPOINTMENT_IS_DUE: LiteralString = "a.status = 'Pending' AND a.pending_expires_at < %(as_of)s"
-EVENT_GET: LiteralString = f"SELECT {_EVENT_COLUMNS} FROM calendar.calendar_event WHERE id = %s"
+EVENT_GET: LiteralString = f"SELECT {EVENT_COLUMNS} FROM calendar.calendar_event WHERE id = %s"
 EVENT_LOCK: LiteralString = EVENT_GET + " FOR NO KEY UPDATE"
 REMINDERS_GET: LiteralString = (
-    f"SELECT {_REMINDER_COLUMNS} FROM calendar.event_reminder WHERE calendar_event_id = %s ORDER BY id"
+    f"SELECT {REMINDER_COLUMNS} FROM calendar.event_reminder WHERE calendar_event_id = %s ORDER BY id"
 )
 REMINDERS_LOCK: LiteralString = REMINDERS_GET + " FOR NO KEY UPDATE"
 
 SLOT_INSERT: LiteralString = f"""
-INSERT INTO calendar.availability_slot ({_SLOT_COLUMNS})
+INSERT INTO calendar.availability_slot ({SLOT_COLUMNS})
 VALUES (%(id)s, %(tenant_id)s, %(agent_user_id)s, %(kind)s, %(start_at)s, %(end_at)s, %(time_zone)s,
         %(min_lead_time_minutes)s, %(auto_confirm)s, %(status)s, %(version)s, %(created_at)s, %(updated_at)s)
 """
@@ -99,7 +78,7 @@ UPDATE calendar.availability_slot
 RETURNING id
 """
 APPOINTMENT_INSERT: LiteralString = f"""
-INSERT INTO calendar.appointment ({_APPOINTMENT_COLUMNS})
+INSERT INTO calendar.appointment ({APPOINTMENT_COLUMNS})
 VALUES (%(id)s, %(tenant_id)s, %(slot_id)s, %(agent_user_id)s, %(investor_user_id)s, %(kind)s, %(start_at)s,
         %(end_at)s, %(time_zone)s, %(status)s, %(pending_expires_at)s, %(calendar_event_id)s, %(cancelled_by)s,
         %(cancel_reason)s, %(rescheduled_to_appointment_id)s, %(rescheduled_from_appointment_id)s, %(version)s,
@@ -114,7 +93,7 @@ UPDATE calendar.appointment
 RETURNING id
 """
 EVENT_INSERT: LiteralString = f"""
-INSERT INTO calendar.calendar_event ({_EVENT_COLUMNS})
+INSERT INTO calendar.calendar_event ({EVENT_COLUMNS})
 VALUES (%(id)s, %(tenant_id)s, %(owner_user_id)s, %(origin)s, %(appointment_id)s, %(start_at)s, %(end_at)s,
         %(time_zone)s, %(status)s, %(cancel_reason)s, %(version)s, %(created_at)s, %(updated_at)s)
 """
@@ -133,89 +112,6 @@ UPDATE calendar.event_reminder SET status = %s, updated_at = %s
  WHERE id = %s AND status = %s
 RETURNING id
 """
-
-
-# ---------------------------------------------------------------------------------------------- mapping
-
-
-def _row(row: object) -> dict[str, Any]:
-    return cast(dict[str, Any], row)
-
-
-def slot_from_row(row: dict[str, Any]) -> AvailabilitySlot:
-    """An AvailabilitySlot as read from the database."""
-    slot = AvailabilitySlot(
-        id=row["id"],
-        tenant_id=row["tenant_id"],
-        agent_user_id=row["agent_user_id"],
-        kind=Kind(row["kind"]),
-        start_at=row["start_at"],
-        end_at=row["end_at"],
-        time_zone=row["time_zone"],
-        min_lead_time_minutes=row["min_lead_time_minutes"],
-        auto_confirm=row["auto_confirm"],
-        status=SlotStatus(row["status"]),
-        version=row["version"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-    )
-    slot.loaded = Loaded(slot.status, slot.version)
-    return slot
-
-
-def appointment_from_row(row: dict[str, Any]) -> Appointment:
-    """An Appointment as read from the database."""
-    cancelled_by = row["cancelled_by"]
-    appointment = Appointment(
-        id=row["id"],
-        tenant_id=row["tenant_id"],
-        slot_id=row["slot_id"],
-        agent_user_id=row["agent_user_id"],
-        investor_user_id=row["investor_user_id"],
-        kind=Kind(row["kind"]),
-        start_at=row["start_at"],
-        end_at=row["end_at"],
-        time_zone=row["time_zone"],
-        status=AppointmentStatus(row["status"]),
-        pending_expires_at=row["pending_expires_at"],
-        calendar_event_id=row["calendar_event_id"],
-        cancelled_by=CancelledBy(cancelled_by) if cancelled_by is not None else None,
-        cancel_reason=row["cancel_reason"],
-        rescheduled_to_appointment_id=row["rescheduled_to_appointment_id"],
-        rescheduled_from_appointment_id=row["rescheduled_from_appointment_id"],
-        version=row["version"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-    )
-    appointment.loaded = Loaded(appointment.status, appointment.version)
-    return appointment
-
-
-def event_from_rows(row: dict[str, Any], reminder_rows: list[dict[str, Any]]) -> CalendarEvent:
-    """A CalendarEvent with its reminders as read from the database."""
-    reminders = []
-    for r in reminder_rows:
-        reminder = EventReminder(r["id"], r["calendar_event_id"], r["remind_at"], ReminderStatus(r["status"]))
-        reminder.loaded = Loaded(reminder.status, 0)
-        reminders.append(reminder)
-    event = CalendarEvent(
-        id=row["id"],
-        tenant_id=row["tenant_id"],
-        owner_user_id=row["owner_user_id"],
-        origin=Origin(row["origin"]),
-        appointment_id=row["appointment_id"],
-        start_at=row["start_at"],
-        end_at=row["end_at"],
-        time_zone=row["time_zone"],
-        status=EventStatus(row["status"]),
-        cancel_reason=row["cancel_reason"],
-        version=row["version"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        reminders=sorted(reminders, key=lambda item: item.remind_at),
-    )
-    event.loaded = Loaded(event.status, event.version)
-    return event
 
 
 # ------------------------------------------------------------------------------------------------- errors
@@ -244,20 +140,20 @@ def translated_errors() -> Iterator[None]:
 def slot_get(conn: Conn, slot_id: uuid.UUID) -> AvailabilitySlot | None:
     """A slot without locking it."""
     row = conn.execute(SLOT_GET, (slot_id,)).fetchone()
-    return slot_from_row(_row(row)) if row is not None else None
+    return slot_from_row(as_row(row)) if row is not None else None
 
 
 def slot_lock(conn: Conn, slot_id: uuid.UUID) -> AvailabilitySlot | None:
     """A slot, row-locked until the end of the transaction (booking: INV-SLT-3)."""
     with translated_errors():
         row = conn.execute(SLOT_LOCK, (slot_id,)).fetchone()
-    return slot_from_row(_row(row)) if row is not None else None
+    return slot_from_row(as_row(row)) if row is not None else None
 
 
 def appointment_get(conn: Conn, appointment_id: uuid.UUID) -> Appointment | None:
     """An appointment without locking it."""
     row = conn.execute(APPOINTMENT_GET, (appointment_id,)).fetchone()
-    return appointment_from_row(_row(row)) if row is not None else None
+    return appointment_from_row(as_row(row)) if row is not None else None
 
 
 def event_get(conn: Conn, event_id: uuid.UUID) -> CalendarEvent | None:
@@ -265,8 +161,8 @@ def event_get(conn: Conn, event_id: uuid.UUID) -> CalendarEvent | None:
     row = conn.execute(EVENT_GET, (event_id,)).fetchone()
     if row is None:
         return None
-    reminders = [_row(r) for r in conn.execute(REMINDERS_GET, (event_id,)).fetchall()]
-    return event_from_rows(_row(row), reminders)
+    reminders = [as_row(r) for r in conn.execute(REMINDERS_GET, (event_id,)).fetchall()]
+    return event_from_rows(as_row(row), reminders)
 
 
 # -------------------------------------------------------------------------------------------------- locks
@@ -307,67 +203,22 @@ def _cluster_lock(
             if skip_locked and conn.execute(APPOINTMENT_GET, (appointment_id,)).fetchone() is not None:
                 return None, None
             raise AppointmentNotFoundError
-        appointment = appointment_from_row(_row(row))
+        appointment = appointment_from_row(as_row(row))
         slot_ids = sorted({appointment.slot_id, *([other_slot_id] if other_slot_id else [])})
-        slots = {s.id: s for s in (slot_from_row(_row(r)) for r in conn.execute(SLOTS_LOCK, (slot_ids,)).fetchall())}
+        slots = {s.id: s for s in (slot_from_row(as_row(r)) for r in conn.execute(SLOTS_LOCK, (slot_ids,)).fetchall())}
         slot = slots.get(appointment.slot_id)
         if slot is None:
             raise SlotMissingError
         event_row = conn.execute(EVENT_LOCK, (appointment.calendar_event_id,)).fetchone()
         if event_row is None:
             raise CalendarEventMissingError
-        reminder_rows = [_row(r) for r in conn.execute(REMINDERS_LOCK, (appointment.calendar_event_id,)).fetchall()]
-    event = event_from_rows(_row(event_row), reminder_rows)
+        reminder_rows = [as_row(r) for r in conn.execute(REMINDERS_LOCK, (appointment.calendar_event_id,)).fetchall()]
+    event = event_from_rows(as_row(event_row), reminder_rows)
     other = slots.get(other_slot_id) if other_slot_id is not None else None
     return AppointmentCluster(appointment, slot, event), other
 
 
 # ------------------------------------------------------------------- the cluster locked in one statement
-# For a caller that claims an appointment in a CTE (the appointment-timeout worker): the rest of its cluster is
-# locked in the same statement, in the calendar's lock order. Each lock's key is read from the rows the previous
-# lock returned (an InitPlan the index scan needs before it starts), so the order holds whatever plan the outer
-# query gets: the slot after the appointment, the event after the slot (not locked when the slot is missing),
-# the reminders after the event, in id order. A lock wait is bounded by the session's lock_timeout.
-
-
-def cluster_lock_ctes(claimed: str) -> str:
-    """CTEs ``slot_locked``, ``event_locked``, ``reminders_locked`` for the appointment row of CTE ``claimed``."""
-    slot = ", ".join(f"s.{name}" for name in _SLOT_NAMES)
-    event = ", ".join(f"e.{name}" for name in _EVENT_NAMES)
-    return f"""
-slot_locked AS MATERIALIZED (
-    SELECT {slot}
-      FROM calendar.availability_slot AS s
-     WHERE s.id = (SELECT c.slot_id FROM {claimed} AS c)
-       FOR NO KEY UPDATE OF s
-),
-event_locked AS MATERIALIZED (
-    SELECT {event}
-      FROM calendar.calendar_event AS e
-     WHERE e.id = (SELECT c.calendar_event_id FROM {claimed} AS c JOIN slot_locked AS s ON s.id = c.slot_id)
-       FOR NO KEY UPDATE OF e
-),
-reminders_locked AS MATERIALIZED (
-    SELECT r.id, r.calendar_event_id, r.remind_at, r.status
-      FROM calendar.event_reminder AS r
-     WHERE r.calendar_event_id = (SELECT e.id FROM event_locked AS e)
-     ORDER BY r.id
-       FOR NO KEY UPDATE OF r
-)"""
-
-
-# The columns of the locked cluster, for the outer query (``claimed`` as c, slot_locked as s, event_locked as e):
-# the appointment's under their own names, the slot's and the event's prefixed, the reminders as arrays.
-CLUSTER_LOCKED_COLUMNS = ",\n       ".join(
-    [
-        "c.*",  # the appointment's columns (the caller's claimed CTE selects APPOINTMENT_COLUMN_NAMES)
-        *(f"s.{name} AS s_{name}" for name in _SLOT_NAMES),
-        *(f"e.{name} AS e_{name}" for name in _EVENT_NAMES),
-        "(SELECT array_agg(r.id ORDER BY r.id) FROM reminders_locked AS r) AS r_ids",
-        "(SELECT array_agg(r.remind_at ORDER BY r.id) FROM reminders_locked AS r) AS r_remind_ats",
-        "(SELECT array_agg(r.status ORDER BY r.id) FROM reminders_locked AS r) AS r_statuses",
-    ]
-)
 
 
 def cluster_from_locked_row(row: dict[str, Any]) -> AppointmentCluster:
@@ -378,7 +229,7 @@ def cluster_from_locked_row(row: dict[str, Any]) -> AppointmentCluster:
     appointment = appointment_from_row(row)
     if row["s_id"] is None:
         raise SlotMissingError
-    slot = slot_from_row({name: row[f"s_{name}"] for name in _SLOT_NAMES})
+    slot = slot_from_row({name: row[f"s_{name}"] for name in SLOT_NAMES})
     if row["e_id"] is None:
         raise CalendarEventMissingError
     ids, remind_ats, statuses = row["r_ids"] or [], row["r_remind_ats"] or [], row["r_statuses"] or []
@@ -386,7 +237,7 @@ def cluster_from_locked_row(row: dict[str, Any]) -> AppointmentCluster:
         {"id": i, "calendar_event_id": row["e_id"], "remind_at": at, "status": st}
         for i, at, st in zip(ids, remind_ats, statuses, strict=True)
     ]
-    event = event_from_rows({name: row[f"e_{name}"] for name in _EVENT_NAMES}, reminders)
+    event = event_from_rows({name: row[f"e_{name}"] for name in EVENT_NAMES}, reminders)
     return AppointmentCluster(appointment, slot, event)
 
 
@@ -396,8 +247,8 @@ def cluster_from_locked_row(row: dict[str, Any]) -> AppointmentCluster:
 def slot_insert(conn: Conn, slot: AvailabilitySlot) -> None:
     """Insert a new slot."""
     with translated_errors():
-        conn.execute(SLOT_INSERT, _slot_params(slot))
-    slot.loaded = Loaded(slot.status, slot.version)
+        conn.execute(SLOT_INSERT, slot_params(slot))
+    slot.loaded = StoredState(slot.status, slot.version)
 
 
 def cluster_save(conn: Conn, cluster: AppointmentCluster) -> None:
@@ -407,35 +258,30 @@ def cluster_save(conn: Conn, cluster: AppointmentCluster) -> None:
     ConflictError; the caller's transaction must then be rolled back.
     """
     with translated_errors():
-        _appointment_save(conn, cluster.appointment)  # the root first: its guard is the one that usually trips
-        _slot_save(conn, cluster.slot)
-        _event_save(conn, cluster.event)
+        # the root first: its guard is the one that usually trips
+        _part_save(conn, cluster.appointment, APPOINTMENT_INSERT, APPOINTMENT_UPDATE_GUARDED, APPOINTMENT_NAMES)
+        _part_save(conn, cluster.slot, SLOT_INSERT, SLOT_UPDATE_GUARDED, SLOT_NAMES)
+        _part_save(conn, cluster.event, EVENT_INSERT, EVENT_UPDATE_GUARDED, EVENT_NAMES)
+        _reminders_save(conn, cluster.event)
 
 
-def _slot_save(conn: Conn, slot: AvailabilitySlot) -> None:
-    if slot.loaded is None:
-        conn.execute(SLOT_INSERT, _slot_params(slot))
-    elif (slot.status, slot.version) != (slot.loaded.status, slot.loaded.version):
-        _guarded(conn, SLOT_UPDATE_GUARDED, {**_slot_params(slot), **_expected(slot.loaded)})
-    slot.loaded = Loaded(slot.status, slot.version)
+def _part_save(
+    conn: Conn,
+    part: Appointment | AvailabilitySlot | CalendarEvent,
+    insert: LiteralString,
+    update: LiteralString,
+    names: tuple[str, ...],
+) -> None:
+    """Insert a new part, or write a changed one with its guarded UPDATE (ConflictError when it matched nothing)."""
+    values = params(part, names)
+    if part.loaded is None:
+        conn.execute(insert, values)
+    elif (part.status, part.version) != (part.loaded.status, part.loaded.version):
+        _guarded(conn, update, {**values, **_expected(part.loaded)})
+    part.loaded = StoredState(part.status, part.version)
 
 
-def _appointment_save(conn: Conn, appointment: Appointment) -> None:
-    params = _appointment_params(appointment)
-    if appointment.loaded is None:
-        conn.execute(APPOINTMENT_INSERT, params)
-    elif (appointment.status, appointment.version) != (appointment.loaded.status, appointment.loaded.version):
-        _guarded(conn, APPOINTMENT_UPDATE_GUARDED, {**params, **_expected(appointment.loaded)})
-    appointment.loaded = Loaded(appointment.status, appointment.version)
-
-
-def _event_save(conn: Conn, event: CalendarEvent) -> None:
-    params = _event_params(event)
-    if event.loaded is None:
-        conn.execute(EVENT_INSERT, params)
-    elif (event.status, event.version) != (event.loaded.status, event.loaded.version):
-        _guarded(conn, EVENT_UPDATE_GUARDED, {**params, **_expected(event.loaded)})
-    event.loaded = Loaded(event.status, event.version)
+def _reminders_save(conn: Conn, event: CalendarEvent) -> None:
     for reminder in event.reminders:
         if reminder.loaded is None:
             conn.execute(
@@ -448,7 +294,7 @@ def _event_save(conn: Conn, event: CalendarEvent) -> None:
             ).fetchone()
             if row is None:
                 raise ConflictError
-        reminder.loaded = Loaded(reminder.status, 0)
+        reminder.loaded = StoredState(reminder.status, 0)
 
 
 def cluster_save_with_outbox(conn: Conn, cluster: AppointmentCluster, rows: Sequence[OutboxRow]) -> None:
@@ -467,9 +313,9 @@ def cluster_save_with_outbox(conn: Conn, cluster: AppointmentCluster, rows: Sequ
     params: dict[str, Any] = {}
     expected: dict[str, int] = {}
     for prefix, part, values in (
-        ("a", appointment, _appointment_params(appointment)),
-        ("s", slot, _slot_params(slot)),
-        ("e", event, _event_params(event)),
+        ("a", appointment, appointment_params(appointment)),
+        ("s", slot, slot_params(slot)),
+        ("e", event, event_params(event)),
     ):
         assert part.loaded is not None
         changed = (part.status, part.version) != (part.loaded.status, part.loaded.version)
@@ -486,16 +332,15 @@ def cluster_save_with_outbox(conn: Conn, cluster: AppointmentCluster, rows: Sequ
     params["r_statuses"] = [str(r.status) for r in changed_reminders]
     params["r_expected_statuses"] = [str(r.loaded.status) for r in changed_reminders if r.loaded is not None]
     params["r_updated_at"] = event.updated_at
-    for k, row in enumerate(rows):
-        params.update(zip(_outbox_keys(k), insert_params(row), strict=True))
+    params.update(insert_values_params(rows))
     with translated_errors():
-        matched = _row(conn.execute(_cluster_write_sql(len(rows)), params).fetchone())
+        matched = as_row(conn.execute(_cluster_write_sql(len(rows)), params).fetchone())
     if any(matched[prefix] != count for prefix, count in expected.items()):
         raise ConflictError
     for part in parts:
-        part.loaded = Loaded(part.status, part.version)
+        part.loaded = StoredState(part.status, part.version)
     for reminder in event.reminders:
-        reminder.loaded = Loaded(reminder.status, 0)
+        reminder.loaded = StoredState(reminder.status, 0)
 
 
 # What the one-statement write sets, per part (the guarded UPDATEs above set the same columns).
@@ -506,12 +351,6 @@ _WRITTEN: dict[str, tuple[str, ...]] = {
 }
 # (parameter name, column) per part: the names built once, not per item
 _WRITTEN_KEYS = {prefix: tuple((f"{prefix}_{name}", name) for name in names) for prefix, names in _WRITTEN.items()}
-
-
-@functools.cache
-def _outbox_keys(k: int) -> tuple[str, ...]:
-    """The parameter names of the k-th outbox row of the one-statement write."""
-    return tuple(f"m{k}_{name}" for name in INSERT_COLUMNS)
 
 
 _CLUSTER_WRITE = """
@@ -554,15 +393,7 @@ def _cluster_write_sql(outbox_rows: int) -> str:
     """The one-statement write with ``outbox_rows`` outbox rows inserted (the same text for the same count)."""
     if outbox_rows == 0:
         return _CLUSTER_WRITE.format(outbox="")
-    values = ",\n           ".join(
-        "(" + ", ".join(f"%(m{k}_{name})s" for name in INSERT_COLUMNS) + ")" for k in range(outbox_rows)
-    )
-    outbox = f""",
-m_written AS (
-    INSERT INTO outbox.message ({", ".join(INSERT_COLUMNS)})
-    VALUES {values}
-)"""
-    return _CLUSTER_WRITE.format(outbox=outbox)
+    return _CLUSTER_WRITE.format(outbox=f",\nm_written AS (\n{insert_values_sql(outbox_rows)}\n)")
 
 
 def _guarded(conn: Conn, query: LiteralString, params: dict[str, Any]) -> None:
@@ -570,65 +401,5 @@ def _guarded(conn: Conn, query: LiteralString, params: dict[str, Any]) -> None:
         raise ConflictError
 
 
-def _expected(loaded: Loaded) -> dict[str, Any]:
+def _expected(loaded: StoredState) -> dict[str, Any]:
     return {"expected_status": str(loaded.status), "expected_version": loaded.version}
-
-
-def _slot_params(slot: AvailabilitySlot) -> dict[str, Any]:
-    return {
-        "id": slot.id,
-        "tenant_id": slot.tenant_id,
-        "agent_user_id": slot.agent_user_id,
-        "kind": str(slot.kind),
-        "start_at": slot.start_at,
-        "end_at": slot.end_at,
-        "time_zone": slot.time_zone,
-        "min_lead_time_minutes": slot.min_lead_time_minutes,
-        "auto_confirm": slot.auto_confirm,
-        "status": str(slot.status),
-        "version": slot.version,
-        "created_at": slot.created_at,
-        "updated_at": slot.updated_at,
-    }
-
-
-def _appointment_params(appointment: Appointment) -> dict[str, Any]:
-    return {
-        "id": appointment.id,
-        "tenant_id": appointment.tenant_id,
-        "slot_id": appointment.slot_id,
-        "agent_user_id": appointment.agent_user_id,
-        "investor_user_id": appointment.investor_user_id,
-        "kind": str(appointment.kind),
-        "start_at": appointment.start_at,
-        "end_at": appointment.end_at,
-        "time_zone": appointment.time_zone,
-        "status": str(appointment.status),
-        "pending_expires_at": appointment.pending_expires_at,
-        "calendar_event_id": appointment.calendar_event_id,
-        "cancelled_by": str(appointment.cancelled_by) if appointment.cancelled_by else None,
-        "cancel_reason": appointment.cancel_reason,
-        "rescheduled_to_appointment_id": appointment.rescheduled_to_appointment_id,
-        "rescheduled_from_appointment_id": appointment.rescheduled_from_appointment_id,
-        "version": appointment.version,
-        "created_at": appointment.created_at,
-        "updated_at": appointment.updated_at,
-    }
-
-
-def _event_params(event: CalendarEvent) -> dict[str, Any]:
-    return {
-        "id": event.id,
-        "tenant_id": event.tenant_id,
-        "owner_user_id": event.owner_user_id,
-        "origin": str(event.origin),
-        "appointment_id": event.appointment_id,
-        "start_at": event.start_at,
-        "end_at": event.end_at,
-        "time_zone": event.time_zone,
-        "status": str(event.status),
-        "cancel_reason": event.cancel_reason,
-        "version": event.version,
-        "created_at": event.created_at,
-        "updated_at": event.updated_at,
-    }

@@ -32,11 +32,11 @@ from pin.calendar.domain import (
     SlotTerms,
     VersionMismatchError,
 )
-from pin.db import database_now
+from pin.db import Conn, database_now
 from pin.observability.tracing import current_traceparent
 from pin.outbox.writer import MessageContext
 from pin.settings import Settings
-from pin.unit_of_work import Conn, UnitOfWork
+from pin.unit_of_work import UnitOfWork
 
 log = structlog.get_logger(__name__)
 _stdlib_log = logging.getLogger(__name__)  # the logger structlog renders through (its level decides)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pin.catalog.domain import CardKind
-from pin.messaging.consumer import Conn
+from pin.db import Conn
 from pin.messaging.contracts import utc_iso
 
 # PromotionBoost = the sum of the active contributions of the same tenant to this card, plus, for a published

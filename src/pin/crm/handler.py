@@ -9,9 +9,10 @@ import structlog
 
 from pin.crm.domain import FEED_TEXTS, FeedEntryKind, entry_kind_for
 from pin.crm.messages import AppointmentCancelled, AppointmentCreated
+from pin.db import Conn
 from pin.messaging import topics
 from pin.messaging.appointment_events import AppointmentCancelledBy, AppointmentCancelReason, EventKind
-from pin.messaging.consumer import Conn, HandlingContext, Route
+from pin.messaging.consumer import HandlingContext, Route
 from pin.messaging.tolerant import known
 
 log = structlog.get_logger(__name__)

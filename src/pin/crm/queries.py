@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from pin.messaging.consumer import Conn
+from pin.db import Conn
 from pin.messaging.contracts import utc_iso
 
 _FEED = """

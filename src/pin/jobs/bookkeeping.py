@@ -1,21 +1,7 @@
-"""Bookkeeping every polling job shares: poison items, cycle records, bounded backlog counts, next deadlines.
+"""Bookkeeping SQL every polling job shares: poison items, cycle records, bounded backlog counts, next deadlines.
 
-Generic over a job name and an item id (a uuid), so that appointment-timeout and expire-promotions use the
-same code. Nothing here commits: every function runs in the caller's transaction, so the caller decides the
-consistency boundary (expire-promotions records a poison item inside its batch transaction, after rolling back
-to the item's savepoint; a per-item job records it in a short transaction of its own after the rollback).
-
-Poison items: an item whose processing failed is written to ``jobs.item_failure`` (attempts, last error). The
-seeds leave it "for the next cycle", so it is tried again on every cycle, but only after the cycle's other due
-items: each claim runs in two passes over the job's partial index, first the items without a failure record
-(:func:`has_failure` negated), then, with the room left in the batch, the poison ones. A poison item so never
-holds up the head of the order, yet every cycle tries it once and counts the failure (errors_total, an ERROR
-line), which keeps the seeds' errors alert firing while it stays broken. A success clears the row
-(:func:`item_failure_clear`); an item that stops waiting some other way is pruned (:func:`item_failure_prune`).
-
-Usage in a claim (``p`` is the alias of the job's table; the statement must bind ``%(job)s``)::
-
-    WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s AND NOT {has_failure("p")}
+Nothing here commits: the caller decides the transaction. Poison items and the two claim passes:
+docs/design/poison-items.md. In a claim: ``WHERE <due> AND NOT {has_failure("p")}`` (binds ``%(job)s``).
 """
 
 from __future__ import annotations
@@ -25,9 +11,12 @@ import uuid
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-import psycopg
+from pin.db import Conn, load_queries
 
-Conn = psycopg.Connection[dict[str, object]]
+_QUERIES = load_queries(__package__)
+ITEM_FAILURE_RECORD = _QUERIES["item_failure_record"]
+ITEM_FAILURE_CLEAR = _QUERIES["item_failure_clear"]
+CYCLE_RECORD = _QUERIES["cycle_record"]
 
 # Backlog gauges count at most this many rows (a bounded index scan, never a table count; alert threshold 100).
 BACKLOG_CAP = 10_001
@@ -44,13 +33,7 @@ def has_failure(alias: str, id_column: str = "id") -> str:
 def item_failure_record(conn: Conn, job: str, item_id: uuid.UUID, error: BaseException) -> int:
     """Record one more failed attempt of an item (database clock); returns its attempts so far."""
     row = conn.execute(
-        """
-        INSERT INTO jobs.item_failure AS f (job, item_id, attempts, last_error, last_failed_at)
-        VALUES (%(job)s, %(item_id)s, 1, %(error)s, statement_timestamp())
-        ON CONFLICT (job, item_id) DO UPDATE
-           SET attempts = f.attempts + 1, last_error = excluded.last_error, last_failed_at = statement_timestamp()
-        RETURNING attempts
-        """,
+        ITEM_FAILURE_RECORD,
         {"job": job, "item_id": item_id, "error": describe_error(error)},
     ).fetchone()
     assert row is not None
@@ -69,10 +52,7 @@ def item_failure_clear(conn: Conn, job: str, item_ids: Iterable[uuid.UUID]) -> i
     ids = list(item_ids)
     if not ids:
         return 0
-    cursor = conn.execute(
-        "DELETE FROM jobs.item_failure WHERE job = %s AND item_id = ANY(%s)",
-        (job, ids),
-    )
+    cursor = conn.execute(ITEM_FAILURE_CLEAR, (job, ids))
     return cursor.rowcount
 
 
@@ -132,13 +112,7 @@ def cycle_record(
 ) -> None:
     """Upsert the last cycle of this job instance into ``jobs.cycle`` (for `pin status` and liveness)."""
     conn.execute(
-        """
-        INSERT INTO jobs.cycle AS c (job, instance, run_id, as_of, duration_ms, counters, succeeded)
-        VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s)
-        ON CONFLICT (job, instance) DO UPDATE
-           SET run_id = excluded.run_id, as_of = excluded.as_of, finished_at = clock_timestamp(),
-               duration_ms = excluded.duration_ms, counters = excluded.counters, succeeded = excluded.succeeded
-        """,
+        CYCLE_RECORD,
         (job, instance, run_id, as_of, duration_ms, json.dumps(dict(counters)), succeeded),
     )
 

@@ -1,20 +1,6 @@
-"""The River-shaped loop every polling job runs in.
-
-A job exposes ``run_once()`` (one cycle, returning its counters) and ``seconds_until_next_due()`` (a cheap
-indexed query on the database clock). The runner loops with a stop event: cycles never overlap (one thread,
-sequential), a full batch loops at once (backlog), otherwise it sleeps until the next tick or the next
-deadline, whichever is sooner, with jitter on the tick. A tick that falls inside a long cycle is skipped, not
-queued. The stop event (SIGTERM/SIGINT) is checked between cycles and ends a sleep at once: a cycle in flight
-finishes first (its transaction commits or rolls back as a whole), so a graceful stop never leaves half a batch.
-
-Deadlines that appear while the runner sleeps (a purchase activated with an EndsAt two seconds away, while the
-worker dozes towards a tick 60 s away) are caught by re-asking ``seconds_until_next_due()`` every
-``due_poll_seconds`` (1 s by default). We chose this over LISTEN/NOTIFY: it is one index-only ``LIMIT 1`` query
-per second per instance, it needs no trigger on the business tables (NOTIFY takes a global lock at commit that
-serializes notifying transactions: docs/design/claims.md), no dedicated session (works behind a
-transaction pooler), and it cannot miss a notification sent while the listener was reconnecting. The price is
-at most ``due_poll_seconds`` of extra latency for a deadline born inside one poll interval, which keeps an
-item's expiry within about a second of its deadline.
+"""The River-shaped loop every polling job runs in: no overlap, a full batch loops at once, otherwise a doze until
+the next tick or the next deadline, re-asked every second; a stop ends a doze at once (docs/design/claims.md,
+"No overlap, and the loop").
 """
 
 from __future__ import annotations
@@ -28,6 +14,7 @@ from typing import Protocol
 
 import structlog
 
+from pin.backoff import exponential_backoff
 from pin.observability import liveness
 
 log = structlog.get_logger(__name__)
@@ -105,7 +92,7 @@ class JobRunner:
         log.info("worker stopped", job=self._job.name)
 
     def _backoff(self, failures: int) -> float:
-        return float(min(self._config.interval_seconds, self._config.error_backoff_seconds * 2 ** (failures - 1)))
+        return exponential_backoff(failures, base=self._config.error_backoff_seconds, cap=self._config.interval_seconds)
 
     def _next_tick(self, previous_tick: float) -> float:
         """The next tick of the fixed schedule; ticks that passed during the cycle are skipped."""

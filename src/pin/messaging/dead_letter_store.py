@@ -22,9 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-import psycopg
-
-Conn = psycopg.Connection[dict[str, object]]
+from pin.db import Conn
 
 DLT_ORIGINAL_SIZE = "dlt-original-size"
 DLT_ORIGINAL_SHA256 = "dlt-original-sha256"

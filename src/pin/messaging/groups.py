@@ -11,7 +11,8 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from pin.messaging.consumer import Conn, ConsumerRuntime, Route
+from pin.db import Conn
+from pin.messaging.consumer import ConsumerRuntime, Route
 from pin.messaging.kafka import consumer_config, producer_config
 from pin.messaging.topics import CONSUMER_GROUPS
 from pin.settings import ConfigurationError, Settings

@@ -10,7 +10,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
-from pin.messaging.consumer import Conn
+from pin.db import Conn
 from pin.notifications.domain import Notice
 
 

@@ -9,9 +9,10 @@ from typing import Any
 import structlog
 from prometheus_client import Counter
 
+from pin.db import Conn
 from pin.messaging import topics
 from pin.messaging.appointment_events import AppointmentCancelledBy, AppointmentCancelReason, EventKind
-from pin.messaging.consumer import Conn, HandlingContext, Route
+from pin.messaging.consumer import HandlingContext, Route
 from pin.messaging.tolerant import known
 from pin.notifications.delivery import DatabaseDelivery, Notification, NotificationDelivery
 from pin.notifications.domain import (

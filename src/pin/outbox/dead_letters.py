@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from pin.unit_of_work import Conn
+from pin.db import Conn
 
 # dead_letter_list: the oldest dead letters, each with how many rows of its key wait behind it.
 _DEAD_LETTER_LIST = """

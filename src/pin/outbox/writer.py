@@ -1,15 +1,17 @@
-"""Writes integration events as outbox rows inside the caller's transaction.
+"""The outbox row: its envelope, headers, columns and JSON encoding, and every way a row is inserted.
 
-Per-key order: every producer changes (and so row-locks) the aggregate whose id is the key before the unit
-of work inserts the outbox rows, so two transactions of one aggregate serialize on that lock and the later
-one takes its identity value after the earlier committed. Ordered by id, a key's rows are in commit order.
+Events become rows only here: :func:`outbox_insert` (the unit of work), and the fragments a set-based statement
+embeds (:func:`insert_values_sql`, :func:`insert_unnest_sql`). Why a key's rows are in commit order:
+docs/design/relay.md; the set-based writes: docs/design/one-statement-writes.md.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import uuid
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -75,16 +77,26 @@ def build_row(contract: Contract, *, occurred_at: datetime, context: MessageCont
     )
 
 
-_INSERT = """
-INSERT INTO outbox.message
-    (message_id, vpart, topic, message_key, event_type, contract_version, payload, headers, occurred_at)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
-"""
+# The outbox row's columns, in the order of :func:`insert_params`, and the array type of each in a set-based insert.
+_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("message_id", "uuid"),
+    ("vpart", "smallint"),
+    ("topic", "text"),
+    ("message_key", "text"),
+    ("event_type", "text"),
+    ("contract_version", "integer"),
+    ("payload", "text"),
+    ("headers", "text"),
+    ("occurred_at", "timestamptz"),
+)
+INSERT_COLUMNS = tuple(name for name, _ in _COLUMNS)
+_INTO = f"INSERT INTO outbox.message ({', '.join(INSERT_COLUMNS)})"
+_INSERT = f"{_INTO} VALUES ({', '.join(['%s'] * len(INSERT_COLUMNS))})"
 
 
-# The columns an insert fills, in the order of :func:`insert_params` (for a caller that writes rows itself).
-INSERT_COLUMNS = ("message_id", "vpart", "topic", "message_key", "event_type", "contract_version", "payload",
-                  "headers", "occurred_at")  # fmt: skip
+def encode_json(value: Mapping[str, object]) -> str:
+    """A payload or headers mapping as JSON text (the one encoding of every path; stored as jsonb)."""
+    return json.dumps(dict(value))
 
 
 def insert_params(row: OutboxRow) -> tuple[object, ...]:
@@ -96,8 +108,8 @@ def insert_params(row: OutboxRow) -> tuple[object, ...]:
         row.key,
         row.event_type,
         row.contract_version,
-        Jsonb(dict(row.payload)),
-        Jsonb(dict(row.headers)),
+        Jsonb(dict(row.payload), dumps=encode_json),
+        Jsonb(dict(row.headers), dumps=encode_json),
         row.occurred_at,
     )
 
@@ -109,3 +121,66 @@ def outbox_insert(conn: psycopg.Connection[dict[str, object]], rows: Iterable[Ou
         with conn.cursor() as cur:
             cur.executemany(_INSERT, params)
     return len(params)
+
+
+@functools.cache
+def insert_values_sql(count: int) -> str:
+    """An INSERT of ``count`` rows for a caller's statement (a data-modifying CTE); see :func:`insert_values_params`."""
+    rows = ",\n       ".join("(" + ", ".join(f"%(m{k}_{name})s" for name in INSERT_COLUMNS) + ")" for k in range(count))
+    return f"{_INTO}\nVALUES {rows}"
+
+
+def insert_values_params(rows: Sequence[OutboxRow]) -> dict[str, object]:
+    """The parameters of :func:`insert_values_sql` for ``rows``."""
+    params: dict[str, object] = {}
+    for k, row in enumerate(rows):
+        params.update(zip(_value_names(k), insert_params(row), strict=True))
+    return params
+
+
+@functools.cache
+def _value_names(k: int) -> tuple[str, ...]:
+    return tuple(f"m{k}_{name}" for name in INSERT_COLUMNS)
+
+
+def insert_unnest_sql(*, owner_type: str, where: str) -> str:
+    """An INSERT ... SELECT of the rows given as arrays (binary), each with an owner id, kept when ``where`` (over
+    ``m.owner``) holds, in the order given; for a caller's statement, see :func:`insert_unnest_params`."""
+    arrays = ", ".join(f"%(outbox_{name})b::{kind}[]" for name, kind in _COLUMNS)
+    values = ", ".join(f"m.{name}::jsonb" if name in {"payload", "headers"} else f"m.{name}" for name in INSERT_COLUMNS)
+    return f"""{_INTO}
+    SELECT {values}
+      FROM unnest(%(outbox_owner)b::{owner_type}[], {arrays}) WITH ORDINALITY
+           AS m(owner, {", ".join(INSERT_COLUMNS)}, n)
+     WHERE {where}
+     ORDER BY m.n"""
+
+
+def insert_unnest_params(owned: Sequence[tuple[object, OutboxRow]]) -> dict[str, object]:
+    """The parameters of :func:`insert_unnest_sql`: ``(owner id, row)`` pairs as one array per column."""
+    rows = [row for _, row in owned]
+    return {
+        "outbox_owner": [owner for owner, _ in owned],
+        "outbox_message_id": [row.message_id for row in rows],
+        "outbox_vpart": [vpart_of(row.key) for row in rows],
+        "outbox_topic": [row.topic for row in rows],
+        "outbox_message_key": [row.key for row in rows],
+        "outbox_event_type": [row.event_type for row in rows],
+        "outbox_contract_version": [row.contract_version for row in rows],
+        "outbox_payload": [encode_json(row.payload) for row in rows],
+        "outbox_headers": _encode_all([row.headers for row in rows]),
+        "outbox_occurred_at": [row.occurred_at for row in rows],
+    }
+
+
+def _encode_all(values: Sequence[Mapping[str, str]]) -> list[str]:
+    """Each mapping as JSON text; equal ones (a batch's rows share their headers) are encoded once."""
+    encoded: dict[tuple[tuple[str, str], ...], str] = {}
+    texts = []
+    for value in values:
+        key = tuple(value.items())
+        text = encoded.get(key)
+        if text is None:
+            text = encoded[key] = encode_json(value)
+        texts.append(text)
+    return texts

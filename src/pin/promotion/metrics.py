@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from pin.jobs.cycle import JobMetrics
+
 RUNS = Counter("promotion_expire_run", "Cycles of expire-promotions that committed (liveness: alert when flat).")
 CYCLE_DURATION = Histogram(
     "promotion_expire_cycle_duration_seconds",
@@ -37,3 +39,5 @@ LAST_SUCCESS = Gauge(
 
 # Pre-create the labelled series so that dashboards and rate() see 0 before the first expiry.
 ITEMS.labels(outcome="expired")
+
+JOB_METRICS = JobMetrics(CYCLE_DURATION, SKIP_LOCKED, ERRORS, BACKLOG, POISON, LAST_SUCCESS, runs=RUNS)

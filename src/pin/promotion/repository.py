@@ -7,7 +7,6 @@ name becomes :class:`~pin.promotion.domain.PurchaseTerminalError`.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -16,11 +15,11 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-import psycopg
 from psycopg import errors
 
+from pin.db import Conn
 from pin.jobs import bookkeeping
-from pin.outbox.writer import OutboxRow, vpart_of
+from pin.outbox.writer import OutboxRow, insert_unnest_params, insert_unnest_sql
 from pin.promotion.domain import (
     DomainError,
     Money,
@@ -32,8 +31,6 @@ from pin.promotion.domain import (
     Target,
     TargetKind,
 )
-
-Conn = psycopg.Connection[dict[str, object]]
 
 TERMINAL_FROZEN_CONSTRAINT = "purchase_terminal_frozen"
 
@@ -152,7 +149,7 @@ def purchase_update_status(conn: Conn, purchase: PromotionPurchase, *, expected_
 # order given (identity order = the order the events were recorded). The rows were locked by the claim before.
 # The arrays go in binary format (%b): psycopg's text format escapes every element with a regular expression,
 # which for 200 JSON payloads costs more than the whole statement on the server.
-_EXPIRE_MANY = """
+_EXPIRE_MANY = f"""
 WITH changed AS (
     UPDATE promotion.purchase AS p
        SET status = v.status, version = v.version, updated_at = v.updated_at
@@ -163,18 +160,7 @@ WITH changed AS (
     RETURNING p.id
 ),
 written AS (
-    INSERT INTO outbox.message
-        (message_id, vpart, topic, message_key, event_type, contract_version, payload, headers, occurred_at)
-    SELECT m.message_id, m.vpart, m.topic, m.message_key, m.event_type, m.contract_version, m.payload::jsonb,
-           m.headers::jsonb, m.occurred_at
-      FROM unnest(%(row_purchase_ids)b::uuid[], %(message_ids)b::uuid[], %(vparts)b::smallint[], %(topics)b::text[],
-                  %(message_keys)b::text[], %(event_types)b::text[], %(contract_versions)b::integer[],
-                  %(payloads)b::text[], %(headers)b::text[], %(occurred_at)b::timestamptz[]) WITH ORDINALITY
-           AS m(purchase_id, message_id, vpart, topic, message_key, event_type, contract_version, payload, headers,
-                occurred_at, n)
-     WHERE m.purchase_id IN (SELECT c.id FROM changed AS c)
-     ORDER BY m.n
-    RETURNING 1
+{insert_unnest_sql(owner_type="uuid", where="m.owner IN (SELECT c.id FROM changed AS c)")}
 )
 SELECT c.id FROM changed AS c
 """
@@ -197,33 +183,15 @@ def purchase_expire_many(
         "versions": [p.version for p, _ in transitions],
         "updated_at": [p.updated_at for p, _ in transitions],
         "expected_versions": [expected for _, expected in transitions],
-        "row_purchase_ids": [purchase_id for purchase_id, _ in outbox_rows],
-        "message_ids": [row.message_id for _, row in outbox_rows],
-        "vparts": [vpart_of(row.key) for _, row in outbox_rows],
-        "topics": [row.topic for _, row in outbox_rows],
-        "message_keys": [row.key for _, row in outbox_rows],
-        "event_types": [row.event_type for _, row in outbox_rows],
-        "contract_versions": [row.contract_version for _, row in outbox_rows],
-        "payloads": [json.dumps(row.payload) for _, row in outbox_rows],
-        "headers": _json_texts([row.headers for _, row in outbox_rows]),
-        "occurred_at": [row.occurred_at for _, row in outbox_rows],
+        **insert_unnest_params(outbox_rows),
     }
     with translated_errors():
         rows = conn.execute(_EXPIRE_MANY, params).fetchall()
     return {row["id"] for row in rows}  # type: ignore[misc]
 
 
-def _json_texts(values: Sequence[Mapping[str, str]]) -> list[str]:
-    """Each mapping as JSON text; equal ones (a batch's rows share their headers) are encoded once."""
-    encoded: dict[tuple[tuple[str, str], ...], str] = {}
-    texts = []
-    for value in values:
-        key = tuple(value.items())
-        text = encoded.get(key)
-        if text is None:
-            text = encoded[key] = json.dumps(dict(value))
-        texts.append(text)
-    return texts
+# Due for expire-promotions (seed 002: Status = Active && EndsAt <= AsOf), a condition on promotion.purchase AS p.
+PURCHASE_IS_DUE = "p.status = 'Active' AND p.ends_at <= %(as_of)s"
 
 
 @dataclass(frozen=True)
@@ -288,7 +256,7 @@ SELECT s.n AS skipped_locked, due.*
   ) AS due ON true
  ORDER BY due.ends_at, due.id
 """
-_CLAIMS = {
+CLAIMS = {
     poison: _CLAIM.format(
         due=PURCHASE_IS_DUE,
         which=("" if poison else "NOT ") + bookkeeping.has_failure("p"),
@@ -307,7 +275,7 @@ def purchase_claim_due(conn: Conn, *, job: str, as_of: datetime, batch_size: int
     """
     if batch_size <= 0:
         return Claim([], 0)
-    rows = conn.execute(_CLAIMS[poison], {"job": job, "as_of": as_of, "batch_size": batch_size}).fetchall()
+    rows = conn.execute(CLAIMS[poison], {"job": job, "as_of": as_of, "batch_size": batch_size}).fetchall()
     skipped = rows[0]["skipped_locked"] if rows else 0
     assert isinstance(skipped, int)
     return Claim([purchase_from_row(row) for row in rows if row["id"] is not None], skipped)

@@ -13,13 +13,13 @@ from datetime import datetime
 
 from psycopg_pool import ConnectionPool
 
-from pin.db import database_now
+from pin.db import Conn, database_now
 from pin.observability.tracing import current_traceparent
 from pin.outbox.writer import MessageContext
 from pin.promotion import repository
 from pin.promotion.contracts import PromotionPurchaseChangedKafkaEvent
 from pin.promotion.domain import DomainError, Package, PromotionPurchase, Target
-from pin.unit_of_work import Conn, UnitOfWork
+from pin.unit_of_work import UnitOfWork
 
 
 class UnknownPackageError(DomainError):

@@ -1,52 +1,29 @@
-"""The worker expire-promotions (seed 002, UC-PRM-003): Active purchases past EndsAt become Expired.
+"""The worker expire-promotions (seed 002, UC-PRM-003): due Active purchases become Expired, one batch per transaction.
 
-One cycle = one transaction (seed 002, step 4: the batch's transitions and their events are one change):
-
-1. AsOf is read once from the database clock (injectable in tests); a run id correlates logs, spans and events.
-2. Claim: up to BatchSize Active purchases with ``EndsAt <= AsOf``, EndsAt asc, with their targets, locked
-   ``FOR NO KEY UPDATE SKIP LOCKED`` (rows of another instance or of an in-flight cancel are skipped, A1/A3):
-   first those that are not poison, then, with the room left in the batch, the poison ones (A2: "на следующий
-   цикл", tried on every cycle but after the other due purchases, so they never hold up the head of the queue).
-3. The domain expires each purchase and builds its outbox row; then one guarded set-based statement (in a
-   SAVEPOINT) writes every transition and the outbox rows of the rows it changed. A poison purchase (a domain
-   guard, an event that cannot be built, a row the guard no longer matches, or a database error) is excluded:
-   if the set-based statement fails, it is rolled back to its savepoint and each purchase is written in a
-   savepoint of its own, which isolates the poison one. A poison purchase is logged at ERROR (PurchaseId,
-   exception), counted in errors_total on every attempt and recorded in ``jobs.item_failure`` (which puts it in
-   the second pass of the next cycles); the rest of the batch goes on (A2). A guarded write that matches nothing
-   is a version conflict: the purchase is read again (A1, "конфликт по версии → перечитка"); no longer Active
-   (a manual cancel won), it is left alone without an error; still Active, its state is unexpected: poison.
-4. One commit makes every transition and every outbox row durable. A failure at commit (or anywhere before
-   it) rolls the whole batch back and releases the locks; the next cycle takes the same candidates (A4, AC7).
-5. After the commit: a ``promotion expired`` line per purchase (PurchaseId, TenantId, PackageKind: seed 002's log).
-
-Business idempotency comes from the status predicate (INV-6): an Expired purchase is never claimed again.
+How it claims, writes a batch in one statement and isolates a poison purchase: docs/design/claims.md,
+docs/design/one-statement-writes.md, docs/design/poison-items.md.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-import structlog
 from opentelemetry.trace import StatusCode, Tracer
 from psycopg_pool import ConnectionPool
 
-from pin.db import database_now
+from pin.db import Conn, database_now
 from pin.jobs import bookkeeping
+from pin.jobs.cycle import Cycle, JobCycles, JobDefinition
 from pin.observability.tracing import current_traceparent, spans_exported, tracer
-from pin.outbox.writer import MessageContext, OutboxRow, build_row, outbox_insert
+from pin.outbox.writer import MessageContext, OutboxRow, build_row
 from pin.promotion import metrics, repository
 from pin.promotion.contracts import PromotionPurchaseChangedKafkaEvent
 from pin.promotion.domain import PromotionPurchase, PurchaseStatus
-from pin.unit_of_work import Conn, UnitOfWork
-
-log = structlog.get_logger(__name__)
+from pin.unit_of_work import UnitOfWork
 
 JOB_NAME = "expire-promotions"
 
@@ -94,6 +71,18 @@ class ExpireResult:
         }
 
 
+DEFINITION = JobDefinition(
+    JOB_NAME,
+    metrics.JOB_METRICS,
+    repository.BACKLOG_SQL,
+    repository.NEXT_DEADLINE_SQL,
+    repository.STILL_ACTIVE_SQL,
+    item_field="PurchaseId",
+    error_field="exception",
+    traceback_on_cycle_failure=False,  # the runner logs it once
+)
+
+
 class ExpirePromotionsJob:
     """One instance of expire-promotions; ``run_once()`` is one cycle, the JobRunner loops it."""
 
@@ -109,73 +98,54 @@ class ExpirePromotionsJob:
         self._pool = pool
         self._config = config or ExpirePromotionsConfig()
         self._clock = clock  # AsOf; the database clock every instance shares (SPEC section 4)
+        self._cycles = JobCycles(DEFINITION, pool, instance=self._config.instance)
 
     def run_once(self) -> ExpireResult:
         """One cycle; an infrastructure failure is logged, counted and raised (the batch rolled back)."""
-        run_id = uuid.uuid4()
-        started = time.monotonic()
-        with tracer().start_as_current_span("expire-promotions cycle", attributes={"pin.run_id": str(run_id)}):
-            try:
-                as_of, result, expired = self._expire_batch(run_id, started)
-            except Exception as exc:
-                metrics.ERRORS.inc()
-                duration_ms = _elapsed_ms(started)
-                # no traceback here: the runner logs it once
-                log.error(
-                    "cycle failed", job=JOB_NAME, RunId=str(run_id), DurationMs=duration_ms,
-                    exception=bookkeeping.describe_error(exc),
-                )  # fmt: skip
-                self._after_cycle(run_id, None, {"DurationMs": duration_ms}, succeeded=False)
-                raise
-        for purchase in expired:  # seed 002's log table: "promotion expired (PurchaseId, TenantId, PackageKind)"
-            log.info(
-                "promotion expired", job=JOB_NAME, RunId=str(run_id), PurchaseId=str(purchase.id),
-                TenantId=str(purchase.tenant_id), PackageKind=purchase.package_kind,
-            )  # fmt: skip
-        self._observe(result)
-        counters = {**result.as_dict(), "FailedCount": result.failed_count}
-        log.info("cycle completed", job=JOB_NAME, RunId=str(run_id), **counters)
-        self._after_cycle(run_id, as_of, counters, succeeded=True)
-        return result
+        return self._cycles.run(tracer(), self._expire_batch)
 
     def seconds_until_next_due(self) -> float | None:
         """Seconds until the earliest EndsAt of an Active purchase that is not poison, on the database clock."""
-        with self._pool.connection() as conn:
-            return bookkeeping.seconds_until(conn, repository.NEXT_DEADLINE_SQL, {"job": JOB_NAME})
+        return self._cycles.seconds_until_next_due()
 
-    def _expire_batch(
-        self, run_id: uuid.UUID, started: float
-    ) -> tuple[datetime, ExpireResult, list[PromotionPurchase]]:
-        context = MessageContext(str(run_id))  # the job run id is the correlation id of every event it writes
+    def _expire_batch(self, cycle: Cycle) -> ExpireResult:
+        context = MessageContext(str(cycle.run_id))  # the job run id is the correlation id of every event it writes
         with UnitOfWork(self._pool, context, traceparent_provider=current_traceparent) as uow:
             self._limit_transaction(uow.conn)
-            as_of = self._clock(uow.conn)
-            log.info("cycle started", job=JOB_NAME, RunId=str(run_id), AsOf=as_of.isoformat())
+            cycle.begin(self._clock(uow.conn))
+            as_of = cycle.as_of
+            assert as_of is not None
             batch_size = self._config.batch_size
             fresh = repository.purchase_claim_due(uow.conn, job=JOB_NAME, as_of=as_of, batch_size=batch_size)
             poison = repository.purchase_claim_due(
                 uow.conn, job=JOB_NAME, as_of=as_of, batch_size=batch_size - len(fresh.purchases), poison=True
             )
             claimed = fresh.purchases + poison.purchases
-            log.info(
-                "batch selected", job=JOB_NAME, RunId=str(run_id), Count=len(claimed),
-                SkippedLocked=fresh.skipped_locked + poison.skipped_locked, PoisonCount=len(poison.purchases),
+            cycle.info(
+                "batch selected", Count=len(claimed), SkippedLocked=fresh.skipped_locked + poison.skipped_locked,
+                PoisonCount=len(poison.purchases),
             )  # fmt: skip
             left_alone: list[PromotionPurchase] = []
-            expired = self._expire_all(uow, context, claimed, as_of=as_of, run_id=run_id, left_alone=left_alone)
+            expired = self._expire_all(uow, context, claimed, cycle=cycle, left_alone=left_alone)
             bookkeeping.item_failure_clear(uow.conn, JOB_NAME, (p.id for p in expired))
             uow.commit()  # one change per batch: every transition and its outbox row, or nothing
         result = ExpireResult(
             expired_count=len(expired),
             # a purchase changed under us (its write conflicted) was taken by someone else, like a locked one
             skipped_locked=fresh.skipped_locked + poison.skipped_locked + len(left_alone),
-            duration_ms=_elapsed_ms(started),
+            duration_ms=cycle.elapsed_ms(),
             failed_count=len(claimed) - len(expired) - len(left_alone),
             claimed_count=len(claimed),
             batch_size=batch_size,
             retried_count=len(poison.purchases),
         )
-        return as_of, result, expired
+        for purchase in expired:  # seed 002's log table: "promotion expired (PurchaseId, TenantId, PackageKind)"
+            cycle.info(
+                "promotion expired", PurchaseId=str(purchase.id), TenantId=str(purchase.tenant_id),
+                PackageKind=purchase.package_kind,
+            )  # fmt: skip
+        metrics.ITEMS.labels(outcome="expired").inc(result.expired_count)
+        return result
 
     def _limit_transaction(self, conn: Conn) -> None:
         timeout = f"{self._config.transaction_timeout_seconds}s"
@@ -188,8 +158,7 @@ class ExpirePromotionsJob:
         context: MessageContext,
         purchases: list[PromotionPurchase],
         *,
-        as_of: datetime,
-        run_id: uuid.UUID,
+        cycle: Cycle,
         left_alone: list[PromotionPurchase],
     ) -> list[PromotionPurchase]:
         """Expire the claimed purchases; returns those expired, in claim order. Poison ones are excluded (A2);
@@ -209,12 +178,10 @@ class ExpirePromotionsJob:
         decided: list[_Transition] = []
         item_tracer = tracer() if spans_exported() else None  # no item spans when no span leaves the process
         for purchase in purchases:
-            transition = self._decide(
-                uow, purchase, item_tracer=item_tracer, context=context, as_of=as_of, run_id=run_id
-            )
+            transition = self._decide(uow, purchase, item_tracer=item_tracer, context=context, cycle=cycle)
             if transition is not None:
                 decided.append(transition)
-        return [t.purchase for t in self._write_all(uow, decided, run_id, left_alone)]
+        return [t.purchase for t in self._write_all(uow, decided, cycle, left_alone)]
 
     def _decide(
         self,
@@ -223,21 +190,21 @@ class ExpirePromotionsJob:
         *,
         item_tracer: Tracer | None,
         context: MessageContext,
-        as_of: datetime,
-        run_id: uuid.UUID,
+        cycle: Cycle,
     ) -> _Transition | None:
         """The domain's transition of one purchase and its outbox row; None (recorded as poison) when it fails."""
         span = None
         if item_tracer is not None:  # a child of the cycle span; not made current (nothing below reads it)
             attributes = {
-                "pin.run_id": str(run_id),
+                "pin.run_id": str(cycle.run_id),
                 "pin.purchase_id": str(purchase.id),
                 "pin.tenant_id": str(purchase.tenant_id),
             }
             span = item_tracer.start_span("expire-promotions item", attributes=attributes)
         try:
             expected_version = purchase.version
-            purchase.expire(as_of)
+            assert cycle.as_of is not None
+            purchase.expire(cycle.as_of)
             # built here, so that a purchase whose event cannot be built is a poison item too
             rows = [
                 build_row(PromotionPurchaseChangedKafkaEvent.of(e.purchase), occurred_at=e.occurred_at, context=context)
@@ -247,7 +214,7 @@ class ExpirePromotionsJob:
             if span is not None:
                 span.record_exception(exc)
                 span.set_status(StatusCode.ERROR, type(exc).__name__)
-            self._poisoned(uow, purchase, exc, run_id)
+            cycle.item_failed(uow.conn, purchase.id, exc)
             return None
         finally:
             if span is not None:
@@ -255,7 +222,7 @@ class ExpirePromotionsJob:
         return _Transition(purchase, expected_version, rows)
 
     def _write_all(
-        self, uow: UnitOfWork, decided: list[_Transition], run_id: uuid.UUID, left_alone: list[PromotionPurchase]
+        self, uow: UnitOfWork, decided: list[_Transition], cycle: Cycle, left_alone: list[PromotionPurchase]
     ) -> list[_Transition]:
         """Write the decided transitions and their outbox rows: one set-based statement, or one purchase at a time
         if it fails."""
@@ -270,23 +237,23 @@ class ExpirePromotionsJob:
         except Exception as exc:
             if uow.conn.broken or uow.conn.closed:
                 raise  # the connection is gone: an infrastructure failure of the whole batch, not a poison item
-            log.warning(
-                "batch write failed, writing item by item", job=JOB_NAME, RunId=str(run_id), Count=len(decided),
+            cycle.warning(
+                "batch write failed, writing item by item", Count=len(decided),
                 exception=bookkeeping.describe_error(exc),
             )  # fmt: skip
-            written = [t for t in decided if self._write_one(uow, t, run_id, left_alone)]
-            outbox_insert(uow.conn, [row for t in written for row in t.rows])
+            written = [t for t in decided if self._write_one(uow, t, cycle, left_alone)]
+            uow.add_outbox_rows(row for t in written for row in t.rows)  # written at the batch's commit
             return written
         written = []
         for transition in decided:
             if transition.purchase.id in changed:
                 written.append(transition)
             else:  # the guard did not match: the purchase changed since the claim read it
-                self._conflicted(uow, transition.purchase, repository.VersionConflictError(), run_id, left_alone)
+                self._conflicted(uow, transition.purchase, repository.VersionConflictError(), cycle, left_alone)
         return written
 
     def _write_one(
-        self, uow: UnitOfWork, transition: _Transition, run_id: uuid.UUID, left_alone: list[PromotionPurchase]
+        self, uow: UnitOfWork, transition: _Transition, cycle: Cycle, left_alone: list[PromotionPurchase]
     ) -> bool:
         """The fallback: one purchase's guarded UPDATE in its own savepoint; a poison one is rolled back alone."""
         try:
@@ -295,12 +262,12 @@ class ExpirePromotionsJob:
                     uow.conn, transition.purchase, expected_version=transition.expected_version
                 )
         except repository.VersionConflictError as exc:
-            self._conflicted(uow, transition.purchase, exc, run_id, left_alone)
+            self._conflicted(uow, transition.purchase, exc, cycle, left_alone)
             return False
         except Exception as exc:
             if uow.conn.broken or uow.conn.closed:
                 raise
-            self._poisoned(uow, transition.purchase, exc, run_id)
+            cycle.item_failed(uow.conn, transition.purchase.id, exc)
             return False
         return True
 
@@ -309,7 +276,7 @@ class ExpirePromotionsJob:
         uow: UnitOfWork,
         purchase: PromotionPurchase,
         exc: Exception,
-        run_id: uuid.UUID,
+        cycle: Cycle,
         left_alone: list[PromotionPurchase],
     ) -> None:
         """A version conflict on write (seed 002, A1): read the purchase again; no longer Active, leave it alone.
@@ -319,53 +286,13 @@ class ExpirePromotionsJob:
         """
         current = repository.purchase_get(uow.conn, purchase.id, purchase.tenant_id)
         if current is not None and current.status is PurchaseStatus.ACTIVE:
-            self._poisoned(uow, purchase, exc, run_id)
+            cycle.item_failed(uow.conn, purchase.id, exc)
             return
         left_alone.append(purchase)
-        log.warning(
-            "item skipped: changed concurrently", job=JOB_NAME, RunId=str(run_id), PurchaseId=str(purchase.id),
+        cycle.warning(
+            "item skipped: changed concurrently", PurchaseId=str(purchase.id),
             Status=None if current is None else current.status.value,
         )  # fmt: skip
-
-    def _poisoned(self, uow: UnitOfWork, purchase: PromotionPurchase, exc: Exception, run_id: uuid.UUID) -> None:
-        metrics.ERRORS.inc()  # every failed attempt: a systematic poison purchase keeps the errors alert firing
-        attempts = bookkeeping.item_failure_record(uow.conn, JOB_NAME, purchase.id, exc)
-        log.error(
-            "item failed", job=JOB_NAME, RunId=str(run_id), PurchaseId=str(purchase.id),
-            exception=bookkeeping.describe_error(exc), Attempts=attempts, exc_info=exc,
-        )  # fmt: skip
-
-    def _observe(self, result: ExpireResult) -> None:
-        metrics.RUNS.inc()
-        metrics.CYCLE_DURATION.observe(result.duration_ms / 1000)
-        metrics.ITEMS.labels(outcome="expired").inc(result.expired_count)
-        metrics.SKIP_LOCKED.inc(result.skipped_locked)
-        metrics.LAST_SUCCESS.set(time.time())
-
-    def _after_cycle(
-        self, run_id: uuid.UUID, as_of: datetime | None, counters: Mapping[str, int], *, succeeded: bool
-    ) -> None:
-        """Backlog and poison gauges, the jobs.cycle record and pruning of stale poison records (their items were
-        cancelled), in a short transaction of its own, so the batch never holds those rows' locks (best effort)."""
-        try:
-            with self._pool.connection() as conn:
-                now = database_now(conn)
-                backlog = bookkeeping.backlog_count(conn, repository.BACKLOG_SQL, {"job": JOB_NAME, "as_of": now})
-                metrics.BACKLOG.set(backlog)
-                bookkeeping.item_failure_prune(conn, JOB_NAME, repository.STILL_ACTIVE_SQL)
-                metrics.POISON.set(bookkeeping.poison_count(conn, JOB_NAME))
-                bookkeeping.cycle_record(
-                    conn,
-                    job=JOB_NAME,
-                    instance=self._config.instance,
-                    run_id=run_id,
-                    as_of=as_of or now,
-                    duration_ms=counters.get("DurationMs", 0),
-                    counters=counters,
-                    succeeded=succeeded,
-                )
-        except Exception:
-            log.warning("cycle bookkeeping failed", job=JOB_NAME, RunId=str(run_id), exc_info=True)
 
 
 @dataclass(frozen=True)
@@ -375,7 +302,3 @@ class _Transition:
     purchase: PromotionPurchase
     expected_version: int
     rows: list[OutboxRow]
-
-
-def _elapsed_ms(started: float) -> int:
-    return int((time.monotonic() - started) * 1000)

@@ -3,6 +3,7 @@ with its reason, and never stops the rest."""
 
 from __future__ import annotations
 
+from pin.db import Conn
 from pin.messaging import topics
 from pin.settings import Settings
 from pin.status import database
@@ -17,7 +18,6 @@ from pin.status.snapshot import (
     Snapshot,
     Unavailable,
 )
-from pin.unit_of_work import Conn
 
 
 def collect_status(settings: Settings, *, kafka: bool = True, kafka_timeout: float = 3.0) -> Snapshot:

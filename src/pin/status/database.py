@@ -13,8 +13,9 @@ from typing import LiteralString, TypeVar
 import psycopg
 from psycopg.rows import class_row, dict_row
 
+from pin.calendar.claims import JOB_NAME as APPOINTMENT_TIMEOUT
 from pin.calendar.repository import APPOINTMENT_IS_DUE
-from pin.calendar.timeout_worker import JOB_NAME as APPOINTMENT_TIMEOUT
+from pin.db import Conn
 from pin.messaging import topics
 from pin.outbox.writer import VPARTS
 from pin.promotion.repository import PURCHASE_IS_DUE
@@ -35,7 +36,6 @@ from pin.status.snapshot import (
     TopicDeadLetters,
     Unavailable,
 )
-from pin.unit_of_work import Conn
 
 T = TypeVar("T")
 

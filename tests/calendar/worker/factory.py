@@ -14,8 +14,7 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from pin.db import database_now
-from pin.unit_of_work import Conn
+from pin.db import Conn, database_now
 
 SLOT_COLUMNS = (
     "id, tenant_id, agent_user_id, kind, start_at, end_at, time_zone, min_lead_time_minutes, auto_confirm, status,"

@@ -15,11 +15,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from psycopg_pool import ConnectionPool
 
 from pin.calendar import repository, service, timeout_worker
+from pin.calendar.claims import CLAIMS, appointment_claim_next
 from pin.calendar.domain import ConflictError
-from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob, appointment_claim_next
-from pin.db import connect, create_pool, database_now
+from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
+from pin.db import Conn, connect, create_pool, database_now
 from pin.outbox.writer import MessageContext
-from pin.unit_of_work import Conn, UnitOfWork
+from pin.unit_of_work import UnitOfWork
 from tests.calendar.worker.factory import Cluster, execute, outbox_rows, seed_appointments, statuses
 
 pytestmark = pytest.mark.integration
@@ -194,3 +195,9 @@ def test_without_exported_spans_the_outbox_carries_the_cycle_trace(
     (parent,) = parents
     assert parent.startswith("00-")
     assert len(parent.split("-")) == 4
+
+
+def test_every_claim_statement_is_short_enough_for_psycopg_to_cache_its_conversion() -> None:
+    """psycopg converts a query of more than 4,096 bytes again on every execute: the claim runs once per item."""
+    for key, sql in CLAIMS.items():
+        assert len(sql.encode()) <= 4096, key

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from psycopg_pool import ConnectionPool
 
-from pin.unit_of_work import Conn
+from pin.db import Conn
 from tests.calendar.worker.factory import (
     Cluster,
     db_now,

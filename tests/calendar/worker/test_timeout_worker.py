@@ -24,15 +24,15 @@ from psycopg_pool import ConnectionPool
 from structlog.testing import capture_logs
 
 from pin.calendar import service, timeout_worker
+from pin.calendar.claims import CLAIMS
 from pin.calendar.domain import AppointmentNotPendingError, SlotNotAvailableError
 from pin.calendar.service import Actor, Calendar, CalendarPolicy
 from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
-from pin.db import connect, database_now
+from pin.db import Conn, connect, database_now
 from pin.jobs import bookkeeping
 from pin.jobs.runner import JobRunner, PollingJob, RunnerConfig
 from pin.messaging.contracts import utc_iso
 from pin.outbox.writer import MessageContext
-from pin.unit_of_work import Conn
 from tests.calendar.worker.factory import (
     Cluster,
     break_slot,
@@ -424,7 +424,7 @@ def test_the_claim_uses_the_partial_index_in_both_passes(pool: ConnectionPool[Co
         conn.execute("ANALYZE calendar.appointment")
         conn.execute("ANALYZE jobs.item_failure")
     params = {"as_of": db_now(pool), "after_at": None, "after_id": None, "job": timeout_worker.JOB_NAME, "failed": []}
-    for (lock_cluster, poison), sql in timeout_worker._CLAIMS.items():
+    for (lock_cluster, poison), sql in CLAIMS.items():
         with pool.connection() as conn:
             claimed = plans.cte(plans.explain(conn, sql, params), "claimed")
         assert "appointment" not in plans.seq_scanned(claimed), (lock_cluster, poison, claimed)

@@ -14,6 +14,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 from psycopg_pool import ConnectionPool
 
+from pin.db import Conn
 from pin.messaging import dead_letter_store
 from pin.messaging.consumer.metrics import (
     DEAD_LETTER_FAILURES,
@@ -22,7 +23,6 @@ from pin.messaging.consumer.metrics import (
     DEAD_LETTERS_TRUNCATED,
 )
 from pin.messaging.consumer.received import Received
-from pin.messaging.consumer.routes import Conn
 from pin.messaging.contracts import utc_iso
 from pin.messaging.dead_letter_store import DLT_ORIGINAL_SHA256, DLT_ORIGINAL_SIZE, DLT_STORED_ID, Origin
 from pin.messaging.topics import dead_letter_topic

@@ -8,8 +8,8 @@ from typing import Any, cast
 
 from psycopg_pool import ConnectionPool
 
+from pin.db import Conn
 from pin.messaging.consumer.received import Received
-from pin.messaging.consumer.routes import Conn
 
 # inbox_insert: one message's row; zero rows inserted means the message was handled before.
 INBOX_INSERT = """

@@ -7,12 +7,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-import psycopg
 from pydantic import ValidationError
 
+from pin.db import Conn
 from pin.messaging.envelope import UnreadableMessageError
 
-Conn = psycopg.Connection[dict[str, object]]
 T = TypeVar("T")
 
 

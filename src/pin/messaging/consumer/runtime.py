@@ -17,6 +17,7 @@ import structlog
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from psycopg_pool import ConnectionPool
 
+from pin.db import Conn
 from pin.messaging.consumer.dead_letter import DeadLetters
 from pin.messaging.consumer.inbox import inbox_insert, inbox_insert_many, prune_inbox
 from pin.messaging.consumer.lag import forget_lag, record_lag
@@ -33,7 +34,7 @@ from pin.messaging.consumer.reporting import (
     with_envelope,
 )
 from pin.messaging.consumer.retry import Failure, Held, backoff_delay, classify
-from pin.messaging.consumer.routes import Conn, HandlingContext, Route
+from pin.messaging.consumer.routes import HandlingContext, Route
 from pin.messaging.envelope import UnreadableMessageError, decode_envelope
 from pin.observability.tracing import spans_exported
 from pin.settings import Settings

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from psycopg_pool import ConnectionPool
 
+from pin.db import Conn
 from pin.messaging.topics import INTEGRATION_TOPICS
 from pin.outbox import metrics
 from pin.outbox.relay import queries
-from pin.unit_of_work import Conn
 
 
 class Gauges:

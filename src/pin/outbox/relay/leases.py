@@ -9,10 +9,10 @@ from collections.abc import Callable
 import structlog
 from psycopg_pool import ConnectionPool
 
+from pin.db import Conn
 from pin.outbox import metrics
 from pin.outbox.relay import queries
 from pin.outbox.writer import VPARTS
-from pin.unit_of_work import Conn
 
 log = structlog.get_logger(__name__)
 

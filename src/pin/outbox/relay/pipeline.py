@@ -11,11 +11,11 @@ from typing import NamedTuple
 
 from psycopg_pool import ConnectionPool
 
+from pin.db import Conn
 from pin.outbox.relay import queries
 from pin.outbox.relay.batch import Batch, PendingRow, RelayCycle, pending_rows
 from pin.outbox.relay.producing import BatchProducer
 from pin.outbox.relay.settling import Settler
-from pin.unit_of_work import Conn
 
 
 class _Read(NamedTuple):

@@ -1,27 +1,12 @@
-"""The relay's SQL: the named statements of ``queries.sql``, loaded once, as written (never reformatted)."""
+"""The relay's SQL: the named statements of ``queries.sql``, loaded once by :func:`pin.db.load_queries`."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from importlib import resources
-from typing import LiteralString, cast
 
-# A statement starts at a "-- name --" line; the comment lines right after it are its description.
-_HEADER = re.compile(r"^-- ([a-z0-9_]+) --\n(?:--.*\n)*", re.MULTILINE)
+from pin.db import load_queries
 
-
-def parse_queries(text: str) -> dict[str, LiteralString]:
-    """The statements of a query file by name (the text before the first name is the file's own comment)."""
-    parts = _HEADER.split(text)
-    names, bodies = parts[1::2], parts[2::2]
-    if len(set(names)) != len(names):
-        raise ValueError(f"a query name is used twice in {names}")
-    # the file is part of the package, as trusted as a literal in the code
-    return {name: cast(LiteralString, body.strip()) for name, body in zip(names, bodies, strict=True)}
-
-
-_QUERIES = parse_queries(resources.files(__package__).joinpath("queries.sql").read_text(encoding="utf-8"))
+_QUERIES = load_queries(__package__)
 
 OUTBOX_READ_OWNED = _QUERIES["outbox_read_owned"]
 OUTBOX_DELETE_PUBLISHED = _QUERIES["outbox_delete_published"]

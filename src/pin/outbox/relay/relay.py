@@ -14,6 +14,8 @@ import structlog
 from confluent_kafka import Producer
 from psycopg_pool import ConnectionPool
 
+from pin.backoff import exponential_backoff
+from pin.db import Conn
 from pin.observability import liveness
 from pin.outbox.relay.batch import REPORTED_COUNTERS, RelayCycle
 from pin.outbox.relay.config import RelayConfig
@@ -23,7 +25,6 @@ from pin.outbox.relay.leases import Leases
 from pin.outbox.relay.pipeline import Pipeline
 from pin.outbox.relay.producing import BatchProducer
 from pin.outbox.relay.settling import Settler
-from pin.unit_of_work import Conn
 
 log = structlog.get_logger(__name__)
 
@@ -154,7 +155,7 @@ class OutboxRelay:
             except Exception as exc:  # noqa: BLE001 - the loop survives database and broker failures
                 failures += 1
                 log.warning("outbox relay cycle failed", error=str(exc), consecutive_failures=failures)
-                stop.wait(min(5.0, 0.2 * 2 ** min(failures, 5)))
+                stop.wait(exponential_backoff(failures + 1, base=0.2, cap=5.0))
                 continue
             failures = 0
             if not self.pipeline.in_flight and not cycle.is_full:

@@ -11,12 +11,13 @@ import structlog
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
+from pin.backoff import exponential_backoff
+from pin.db import Conn
 from pin.outbox import metrics
 from pin.outbox.relay import queries
 from pin.outbox.relay.batch import Batch, PendingRow, RelayCycle
 from pin.outbox.relay.config import RelayConfig
 from pin.outbox.relay.errors import SendError
-from pin.unit_of_work import Conn
 
 log = structlog.get_logger(__name__)
 
@@ -101,6 +102,6 @@ class Settler:
         return 0
 
     def _backoff_seconds(self, attempts: int) -> float:
-        growth = float(2 ** min(attempts - 1, 30))
-        delay = min(self._config.backoff_max_seconds, self._config.backoff_base_seconds * growth)
+        config = self._config
+        delay = exponential_backoff(attempts, base=config.backoff_base_seconds, cap=config.backoff_max_seconds)
         return delay * random.uniform(0.8, 1.2)  # noqa: S311 - jitter, not cryptography

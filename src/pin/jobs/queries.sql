@@ -1,0 +1,22 @@
+-- The statements of the jobs' shared bookkeeping. Each starts with a "-- name --" line and a one-line
+-- description; see docs/design/poison-items.md and docs/design/claims.md for why.
+
+-- item_failure_record --
+-- One more failed attempt of a job's item (database clock), its last error kept; returns its attempts so far.
+INSERT INTO jobs.item_failure AS f (job, item_id, attempts, last_error, last_failed_at)
+VALUES (%(job)s, %(item_id)s, 1, %(error)s, statement_timestamp())
+ON CONFLICT (job, item_id) DO UPDATE
+   SET attempts = f.attempts + 1, last_error = excluded.last_error, last_failed_at = statement_timestamp()
+RETURNING attempts
+
+-- item_failure_clear --
+-- Forget the failures of items that finally succeeded.
+DELETE FROM jobs.item_failure WHERE job = %s AND item_id = ANY(%s)
+
+-- cycle_record --
+-- Upsert the last cycle of a job instance (for pin status and liveness).
+INSERT INTO jobs.cycle AS c (job, instance, run_id, as_of, duration_ms, counters, succeeded)
+VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s)
+ON CONFLICT (job, instance) DO UPDATE
+   SET run_id = excluded.run_id, as_of = excluded.as_of, finished_at = clock_timestamp(),
+       duration_ms = excluded.duration_ms, counters = excluded.counters, succeeded = excluded.succeeded

@@ -1,0 +1,90 @@
+"""Every path that writes outbox rows writes the same bytes for the same row (what the relay reads and sends)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from psycopg_pool import ConnectionPool
+
+from pin.calendar import repository as calendar_repository
+from pin.db import Conn
+from pin.outbox.writer import MessageContext, build_row, outbox_insert
+from pin.promotion import repository as promotion_repository
+from pin.unit_of_work import UnitOfWork
+from tests.calendar.worker.factory import seed_appointments
+from tests.outbox.support import ThingHappened
+from tests.promotion.support import db_now, seed_purchases
+
+# What the relay reads of a row (outbox_read_owned) and the columns it does not send but keeps.
+_READ_BACK = """
+SELECT message_id::text, vpart, topic, message_key, event_type, contract_version, payload::text, headers::text,
+       occurred_at
+  FROM outbox.message WHERE message_key = %s
+"""
+_CONTEXT = MessageContext(
+    "run-\u00e9",
+    traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    extra_headers={"x-extra": 'quote " and \\ slash'},
+)
+_OCCURRED_AT = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+
+
+def _event() -> ThingHappened:
+    """An event with what JSON encoders disagree on: non-ASCII, escapes, a line separator, a big number."""
+    return ThingHappened(thing_id=f"key-{uuid.uuid4()}", seq=2**53 + 1, blob="caf\u00e9 \u2028 \u00fc\n\t</script>")
+
+
+def _stored(conn: Conn, key: str) -> dict[str, Any]:
+    """The one row of ``key`` as stored, its MessageId (random per row) masked."""
+    (row,) = conn.execute(_READ_BACK, (key,)).fetchall()
+    stored = dict(row)
+    message_id = stored.pop("message_id")
+    stored["payload"] = stored["payload"].replace(message_id, "<MessageId>")
+    return stored
+
+
+def _rolled_back(pool: ConnectionPool[Conn], key: str, write: Callable[[Conn], None]) -> dict[str, Any]:
+    """The row of ``key`` as ``write`` stores it, in a transaction that is then rolled back."""
+    with pool.connection() as conn:
+        write(conn)
+        stored = _stored(conn, key)
+        conn.rollback()
+    return stored
+
+
+def test_the_unit_of_work_the_calendar_write_and_the_promotion_batch_write_store_the_same_bytes(
+    pool: ConnectionPool[Conn],
+) -> None:
+    event = _event()
+    row = build_row(event, occurred_at=_OCCURRED_AT, context=_CONTEXT)
+    key = row.key
+    (appointment,) = seed_appointments(pool, 1)
+    (purchase,) = seed_purchases(pool, ends_at=db_now(pool) - timedelta(minutes=1))
+
+    def by_calendar_cluster_write(conn: Conn) -> None:
+        cluster = calendar_repository.appointment_cluster_lock(conn, appointment.appointment_id)
+        assert cluster is not None
+        calendar_repository.cluster_save_with_outbox(conn, cluster, [row])  # nothing changed: only the outbox row
+
+    def by_promotion_batch_write(conn: Conn) -> None:
+        current = promotion_repository.purchase_get(conn, purchase.id, purchase.tenant_id, lock=True)
+        assert current is not None
+        expected_version = current.version
+        current.expire(db_now(pool))
+        changed = promotion_repository.purchase_expire_many(conn, [(current, expected_version)], [(current.id, row)])
+        assert changed == {current.id}
+
+    reference = _rolled_back(pool, key, lambda conn: outbox_insert(conn, [row]))
+    assert "caf\u00e9" in reference["payload"]
+    with UnitOfWork(pool, _CONTEXT) as uow:
+        uow.record(event, _OCCURRED_AT)
+        uow.commit()
+    with pool.connection() as conn:
+        by_unit_of_work = _stored(conn, key)
+        conn.execute("DELETE FROM outbox.message WHERE message_key = %s", (key,))
+    assert by_unit_of_work == reference
+    assert _rolled_back(pool, key, by_calendar_cluster_write) == reference
+    assert _rolled_back(pool, key, by_promotion_batch_write) == reference
