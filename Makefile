@@ -3,7 +3,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # the pinned dependencies are installed again whenever one of these files changes
 INSTALLED := $(VENV)/.installed
-# pytest-xdist workers for `make test` (measured on the 2-core reference machine: see tests/README.md)
+# pytest-xdist workers for `make test`: 4 measured fastest on the 2-core reference machine (most tests wait on
+# subprocesses, brokers and PostgreSQL rather than compute)
 TEST_WORKERS ?= 4
 
 .PHONY: help install up test test-fast lint typecheck bench soak
