@@ -12,6 +12,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jwt
@@ -111,43 +112,38 @@ def test_pin_up_starts_and_stops_cleanly(tmp_path: Path) -> None:
 def _the_other_commands_find_this_pin_up(folder: Path, pid: int, port: int) -> None:
     """pin status, dlq, outbox and token, run in the folder with no PIN_* variable, use this pin up and say so."""
     said = f"from the `pin up` in {folder / '.pin'} (pid {pid}"
+    user, tenant = uuid.uuid4(), uuid.uuid4()
+    elsewhere = folder / "elsewhere"
+    elsewhere.mkdir()
+    commands = {
+        "status": (("status", "--json"), folder, None),
+        "dlq": (("dlq", "list", "--idle-seconds", "0.5"), folder, None),
+        "outbox": (("outbox", "dead-letters", "list"), folder, None),
+        "token": (("token", "--user", str(user), "--tenant", str(tenant), "--role", "manager"), folder, None),
+        # PIN_HOME finds it from any folder
+        "remote": (("outbox", "dead-letters", "list"), elsewhere, {**_bare_env(), "PIN_HOME": str(folder / ".pin")}),
+    }
+    with ThreadPoolExecutor(len(commands)) as pool:  # independent processes: run them side by side
+        futures = {name: pool.submit(_pin, *args, cwd=cwd, env=env) for name, (args, cwd, env) in commands.items()}
+        done = {name: future.result() for name, future in futures.items()}
+    for name, result in done.items():
+        assert result.returncode == 0, f"{name}: {result.stderr}"
+        assert said in result.stderr, f"{name}: {result.stderr}"
 
-    status = _pin("status", "--json", cwd=folder)
-    assert status.returncode == 0, status.stderr
-    assert said in status.stderr
-    snapshot = json.loads(status.stdout)
+    snapshot = json.loads(done["status"].stdout)
     assert "na" not in snapshot["database"], snapshot["database"]
     assert "na" not in snapshot["outbox"]["backlog"], snapshot["outbox"]
+    assert done["dlq"].stdout == ""
+    assert done["outbox"].stdout == done["remote"].stdout == ""
 
-    dlq = _pin("dlq", "list", "--idle-seconds", "0.5", cwd=folder)
-    assert (dlq.returncode, dlq.stdout) == (0, ""), dlq.stderr
-    assert said in dlq.stderr
-
-    outbox = _pin("outbox", "dead-letters", "list", cwd=folder)
-    assert (outbox.returncode, outbox.stdout) == (0, ""), outbox.stderr
-    assert said in outbox.stderr
-
-    user, tenant = uuid.uuid4(), uuid.uuid4()
-    args = ("token", "--user", str(user), "--tenant", str(tenant), "--role", "manager")
-    minted = _pin(*args, cwd=folder)
-    assert minted.returncode == 0, minted.stderr
-    assert said in minted.stderr
+    minted = done["token"].stdout.strip()
     secret = (folder / ".pin" / state.DEV_SECRET_FILE).read_text().strip()
-    claims = jwt.decode(minted.stdout.strip(), secret, algorithms=["HS256"])
-    assert claims["sub"] == str(user)
+    assert jwt.decode(minted, secret, algorithms=["HS256"])["sub"] == str(user)
     request = urllib.request.Request(  # the API of this pin up accepts it
-        f"http://127.0.0.1:{port}/promotions/packages", headers={"Authorization": f"Bearer {minted.stdout.strip()}"}
+        f"http://127.0.0.1:{port}/promotions/packages", headers={"Authorization": f"Bearer {minted}"}
     )
     with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 - a loopback URL we built
         assert response.status == 200
-
-    # PIN_HOME finds it from any folder
-    elsewhere = folder / "elsewhere"
-    elsewhere.mkdir()
-    env = {**_bare_env(), "PIN_HOME": str(folder / ".pin")}
-    remote = _pin("outbox", "dead-letters", "list", cwd=elsewhere, env=env)
-    assert remote.returncode == 0, remote.stderr
-    assert said in remote.stderr
 
 
 def test_a_port_in_use_stops_pin_up_before_it_starts_anything(tmp_path: Path) -> None:
