@@ -3,8 +3,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # the pinned dependencies are installed again whenever one of these files changes
 INSTALLED := $(VENV)/.installed
-# pytest-xdist workers for `make test`: 4 measured fastest on the 2-core reference machine (most tests wait on
-# subprocesses, brokers and PostgreSQL rather than compute)
+# pytest-xdist workers for `make test`, measured on the 2-core machine (busy with other work, load 5-9): 3 workers
+# 367 s, 4 workers 312-340 s, 6 workers 289 s but with load-sensitive tests failing. Most tests wait on
+# subprocesses, brokers and PostgreSQL rather than compute, so more workers than cores pays.
 TEST_WORKERS ?= 4
 
 .PHONY: help install up test test-fast lint typecheck bench soak
