@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 # the pinned dependencies are installed again whenever one of these files changes
 INSTALLED := $(VENV)/.installed
 # pytest-xdist workers for `make test`, measured on the 2-core machine (busy with other work, load 5-9): 3 workers
-# 367 s, 4 workers 312-340 s, 6 workers 289 s but with load-sensitive tests failing. Most tests wait on
+# 367 s, 4 workers 312-340 s (269 s at load 1-2), 6 workers 289 s; 2 workers 437 s. Most tests wait on
 # subprocesses, brokers and PostgreSQL rather than compute, so more workers than cores pays.
 TEST_WORKERS ?= 4
 
