@@ -21,7 +21,7 @@ def _json_value(value: object) -> object:
     """A field's value in the JSON document: a part as its document, a tuple of parts as a list, the rest as is."""
     if isinstance(value, tuple):
         return [_json_value(item) for item in value]
-    if isinstance(value, Part):
+    if isinstance(value, Part | Cycles):
         return value.document()
     return value
 
@@ -31,22 +31,22 @@ class Part:
 
     # fields the document leaves out: what the enclosing part already says (a job's name on each of its cycles)
     LEAVE_OUT: ClassVar[tuple[str, ...]] = ()
+    # keys the `--json` document has always used where they are not the field's name in camelCase
+    KEYS: ClassVar[Mapping[str, str]] = {}
 
     def document(self) -> Document:
         """The part in the JSON document."""
         names = (f.name for f in fields(self) if f.name not in self.LEAVE_OUT)  # type: ignore[arg-type]
-        return {_camel(name): _json_value(getattr(self, name)) for name in names}
+        return {self.KEYS.get(name) or _camel(name): _json_value(getattr(self, name)) for name in names}
 
 
 @dataclass(frozen=True)
 class Unavailable(Part):
     """A part that could not be read; ``reason`` is what the operator sees after "n/a"."""
 
-    reason: str
+    KEYS: ClassVar[Mapping[str, str]] = {"reason": "na"}  # the key `pin status --json` has always used
 
-    def document(self) -> Document:
-        """The part in the JSON document: only the reason."""
-        return {"na": self.reason}  # the key `pin status --json` has always used
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class BrokerUnavailable(Unavailable):
 
     def document(self) -> Document:
         """The reason, marked as the same for every group."""
-        return {"na": self.reason, "scope": "all"}
+        return {**super().document(), "scope": "all"}
 
 
 # --- workers ---------------------------------------------------------------------------------------------
@@ -65,21 +65,13 @@ class BrokerUnavailable(Unavailable):
 class Backlog(Part):
     """A job's due items (poison ones included): how many, up to a cap, and the oldest of them."""
 
+    KEYS: ClassVar[Mapping[str, str]] = {"count": "backlog", "capped": "backlogCapped"}
+
     count: int
     capped: bool  # count stopped at the cap: there are more
     oldest_due_at: datetime | None
     oldest_overdue_seconds: float | None
     oldest_id: str | None
-
-    def document(self) -> Document:
-        """The backlog in the JSON document."""
-        return {
-            "backlog": self.count,
-            "backlogCapped": self.capped,
-            "oldestDueAt": self.oldest_due_at,
-            "oldestOverdueSeconds": self.oldest_overdue_seconds,
-            "oldestId": self.oldest_id,
-        }
 
 
 @dataclass(frozen=True)
@@ -129,6 +121,8 @@ class PoisonItem(Part):
 class Poison(Part):
     """A job's poison items: how many, and the longest failing few."""
 
+    LEAVE_OUT: ClassVar[tuple[str, ...]] = ("job",)
+
     job: str
     items: int = 0
     max_attempts: int | None = None
@@ -140,18 +134,14 @@ class Poison(Part):
         """The poison items in the JSON document (only their count, 0, when there are none)."""
         if not self.items:
             return {"items": 0}
-        return {
-            "items": self.items,
-            "maxAttempts": self.max_attempts,
-            "failingSince": self.failing_since,
-            "lastFailedAt": self.last_failed_at,
-            "oldest": [item.document() for item in self.oldest],
-        }
+        return super().document()
 
 
 @dataclass(frozen=True)
 class JobView(Part):
     """One polling job: its backlog, the last cycles of its instances and its poison items."""
+
+    KEYS: ClassVar[Mapping[str, str]] = {"cycles": "instances"}
 
     job: str
     due: str  # which items are due, in the seeds' words
@@ -161,14 +151,8 @@ class JobView(Part):
 
     def document(self) -> Document:
         """The job in the JSON document."""
-        return {
-            "job": self.job,
-            "due": self.due,
-            "backlog": self.backlog.document(),
-            "instances": self.cycles.document(),
-            "olderInstances": self.cycles.older if isinstance(self.cycles, Cycles) else 0,
-            "poison": self.poison.document(),
-        }
+        older = self.cycles.older if isinstance(self.cycles, Cycles) else 0
+        return {**super().document(), "olderInstances": older}
 
 
 # --- outbox ----------------------------------------------------------------------------------------------
@@ -225,7 +209,7 @@ class DeadLetters(Part):
 
     def document(self) -> Document:
         """The dead letters in the JSON document."""
-        return {"topics": [t.document() for t in self.topics], "total": self.total}
+        return {**super().document(), "total": self.total}
 
 
 @dataclass(frozen=True)
