@@ -24,28 +24,30 @@ worker_app = typer.Typer(help="Run one instance of a polling worker.", no_args_i
 app.add_typer(worker_app, name="worker")
 
 
+# `--once` of every worker command: the counters of one cycle on stdout
+Once = Annotated[bool, typer.Option(help="Run one cycle, print its counters as JSON, exit.")]
+
+
+def print_counters(result: dict[str, int] | None) -> None:
+    """Print the counters of a `--once` cycle (a worker that ran until a signal prints nothing)."""
+    if result is not None:
+        print_json(result)
+
+
 @worker_app.command("expire-promotions")
-def expire_promotions(
-    once: Annotated[bool, typer.Option(help="Run one cycle, print its counters as JSON, exit.")] = False,
-) -> None:
+def expire_promotions(once: Once = False) -> None:
     """Expire Active promotion purchases past their EndsAt (seed 002, UC-PRM-003)."""
     from pin.bootstrap import run_expire_promotions
 
-    result = run_expire_promotions(once=once)
-    if result is not None:
-        print_json(result)
+    print_counters(run_expire_promotions(once=once))
 
 
 @worker_app.command("appointment-timeout")
-def appointment_timeout(
-    once: Annotated[bool, typer.Option(help="Run one cycle, print its counters as JSON, exit.")] = False,
-) -> None:
+def appointment_timeout(once: Once = False) -> None:
     """Expire Pending appointments past their PendingExpiresAt, with the calendar cascade (seed 000)."""
     from pin.bootstrap import run_appointment_timeout
 
-    result = run_appointment_timeout(once=once)
-    if result is not None:
-        print_json(result)
+    print_counters(run_appointment_timeout(once=once))
 
 
 @app.command()

@@ -19,6 +19,8 @@ from pin.messaging.contracts import Contract, UtcDateTime
 class AppointmentSummary(Contract):
     """The appointment as appointment-cancelled and appointment-confirmed describe it; Key = AppointmentId."""
 
+    KEY_FIELD: ClassVar[str] = "appointment_id"
+
     appointment_id: uuid.UUID
     tenant_id: uuid.UUID
     agent_user_id: uuid.UUID
@@ -26,10 +28,6 @@ class AppointmentSummary(Contract):
     kind: Kind
     start_at: UtcDateTime
     time_zone: str
-
-    def message_key(self) -> str:
-        """Key = AppointmentId."""
-        return str(self.appointment_id)
 
 
 class AppointmentCancelledEvent(AppointmentSummary):
@@ -49,6 +47,7 @@ class AppointmentCreatedEvent(Contract):
 
     TOPIC: ClassVar[str] = topics.APPOINTMENT_CREATED
     EVENT_TYPE: ClassVar[str] = "pin.calendar.appointment-created"
+    KEY_FIELD: ClassVar[str] = "appointment_id"
 
     # not an AppointmentSummary: its published field order puts SlotId third
     appointment_id: uuid.UUID
@@ -64,10 +63,6 @@ class AppointmentCreatedEvent(Contract):
     pending_expires_at: UtcDateTime | None = None
     rescheduled_from_appointment_id: uuid.UUID | None = None
 
-    def message_key(self) -> str:
-        """Key = AppointmentId."""
-        return str(self.appointment_id)
-
 
 class AppointmentConfirmedEvent(AppointmentSummary):
     """pin.calendar.appointment-confirmed: the agent confirmed a Pending appointment."""
@@ -81,6 +76,7 @@ class CalendarEventStatusChangedEvent(Contract):
 
     TOPIC: ClassVar[str] = topics.EVENT_STATUS_CHANGED
     EVENT_TYPE: ClassVar[str] = "pin.calendar.event-status-changed"
+    KEY_FIELD: ClassVar[str] = "calendar_event_id"
 
     calendar_event_id: uuid.UUID
     tenant_id: uuid.UUID
@@ -92,10 +88,6 @@ class CalendarEventStatusChangedEvent(Contract):
     end_at: UtcDateTime
     time_zone: str
     version: int
-
-    def message_key(self) -> str:
-        """Key = CalendarEventId."""
-        return str(self.calendar_event_id)
 
 
 CALENDAR_CONTRACTS: tuple[type[Contract], ...] = (

@@ -66,43 +66,31 @@ REMINDERS_GET: LiteralString = (
 )
 REMINDERS_LOCK: LiteralString = REMINDERS_GET + " FOR NO KEY UPDATE"
 
-SLOT_INSERT: LiteralString = f"""
-INSERT INTO calendar.availability_slot ({SLOT_COLUMNS})
-VALUES (%(id)s, %(tenant_id)s, %(agent_user_id)s, %(kind)s, %(start_at)s, %(end_at)s, %(time_zone)s,
-        %(min_lead_time_minutes)s, %(auto_confirm)s, %(status)s, %(version)s, %(created_at)s, %(updated_at)s)
-"""
-SLOT_UPDATE_GUARDED: LiteralString = """
-UPDATE calendar.availability_slot
-   SET status = %(status)s, version = %(version)s, updated_at = %(updated_at)s
- WHERE id = %(id)s AND version = %(expected_version)s AND status = %(expected_status)s
-RETURNING id
-"""
-APPOINTMENT_INSERT: LiteralString = f"""
-INSERT INTO calendar.appointment ({APPOINTMENT_COLUMNS})
-VALUES (%(id)s, %(tenant_id)s, %(slot_id)s, %(agent_user_id)s, %(investor_user_id)s, %(kind)s, %(start_at)s,
-        %(end_at)s, %(time_zone)s, %(status)s, %(pending_expires_at)s, %(calendar_event_id)s, %(cancelled_by)s,
-        %(cancel_reason)s, %(rescheduled_to_appointment_id)s, %(rescheduled_from_appointment_id)s, %(version)s,
-        %(created_at)s, %(updated_at)s)
-"""
-APPOINTMENT_UPDATE_GUARDED: LiteralString = """
-UPDATE calendar.appointment
-   SET status = %(status)s, cancelled_by = %(cancelled_by)s, cancel_reason = %(cancel_reason)s,
-       rescheduled_to_appointment_id = %(rescheduled_to_appointment_id)s,
-       version = %(version)s, updated_at = %(updated_at)s
- WHERE id = %(id)s AND version = %(expected_version)s AND status = %(expected_status)s
-RETURNING id
-"""
-EVENT_INSERT: LiteralString = f"""
-INSERT INTO calendar.calendar_event ({EVENT_COLUMNS})
-VALUES (%(id)s, %(tenant_id)s, %(owner_user_id)s, %(origin)s, %(appointment_id)s, %(start_at)s, %(end_at)s,
-        %(time_zone)s, %(status)s, %(cancel_reason)s, %(version)s, %(created_at)s, %(updated_at)s)
-"""
-EVENT_UPDATE_GUARDED: LiteralString = """
-UPDATE calendar.calendar_event
-   SET status = %(status)s, cancel_reason = %(cancel_reason)s, version = %(version)s, updated_at = %(updated_at)s
- WHERE id = %(id)s AND version = %(expected_version)s AND status = %(expected_status)s
-RETURNING id
-"""
+
+def _insert(table: LiteralString, columns: LiteralString, names: Sequence[str]) -> LiteralString:
+    """The INSERT of one row into ``table``, each column bound by its own name (``%(column)s``)."""
+    values = ", ".join(f"%({name})s" for name in names)
+    return f"INSERT INTO {table} ({columns})\nVALUES ({values})"
+
+
+def _update_guarded(table: LiteralString, changed: Sequence[str]) -> LiteralString:
+    """The UPDATE of ``changed`` on one row, only while it is still at the version and status it was loaded with."""
+    assignments = ", ".join(f"{name} = %({name})s" for name in changed)
+    return (
+        f"UPDATE {table}\n   SET {assignments}\n"
+        " WHERE id = %(id)s AND version = %(expected_version)s AND status = %(expected_status)s\nRETURNING id"
+    )
+
+
+SLOT_INSERT = _insert("calendar.availability_slot", SLOT_COLUMNS, SLOT_NAMES)
+SLOT_UPDATE_GUARDED = _update_guarded("calendar.availability_slot", ("status", "version", "updated_at"))
+APPOINTMENT_INSERT = _insert("calendar.appointment", APPOINTMENT_COLUMNS, APPOINTMENT_NAMES)
+APPOINTMENT_UPDATE_GUARDED = _update_guarded(
+    "calendar.appointment",
+    ("status", "cancelled_by", "cancel_reason", "rescheduled_to_appointment_id", "version", "updated_at"),
+)
+EVENT_INSERT = _insert("calendar.calendar_event", EVENT_COLUMNS, EVENT_NAMES)
+EVENT_UPDATE_GUARDED = _update_guarded("calendar.calendar_event", ("status", "cancel_reason", "version", "updated_at"))
 REMINDER_INSERT: LiteralString = """
 INSERT INTO calendar.event_reminder (id, calendar_event_id, remind_at, status, created_at, updated_at)
 VALUES (%s, %s, %s, %s, %s, %s)

@@ -34,10 +34,12 @@ class Contract(BaseModel):
     TOPIC: ClassVar[str]
     EVENT_TYPE: ClassVar[str]
     CONTRACT_VERSION: ClassVar[int] = 1
+    # the field whose value is the Kafka key: the aggregate id the contract names (its per-aggregate order)
+    KEY_FIELD: ClassVar[str]
 
     def message_key(self) -> str:
-        """The Kafka key: the aggregate id the contract names."""
-        raise NotImplementedError
+        """The Kafka key: the value of the contract's KEY_FIELD."""
+        return str(getattr(self, self.KEY_FIELD))
 
     def to_payload(self) -> dict[str, Any]:
         """The contract's fields as JSON-ready values under their contract names."""

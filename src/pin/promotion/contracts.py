@@ -65,6 +65,7 @@ class PromotionPurchaseChangedKafkaEvent(Contract):
 
     TOPIC: ClassVar[str] = topics.PURCHASE_CHANGED
     EVENT_TYPE: ClassVar[str] = "pin.promotion.purchase-changed"
+    KEY_FIELD: ClassVar[str] = "purchase_id"  # per-purchase order
 
     purchase_id: uuid.UUID
     tenant_id: uuid.UUID
@@ -80,10 +81,6 @@ class PromotionPurchaseChangedKafkaEvent(Contract):
     ends_at: UtcDateTime
     price: PriceSnapshot
     version: int
-
-    def message_key(self) -> str:
-        """Key = PurchaseId (per-purchase order)."""
-        return str(self.purchase_id)
 
     @classmethod
     def of(cls, purchase: PromotionPurchase) -> PromotionPurchaseChangedKafkaEvent:

@@ -3,23 +3,50 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import Any, ClassVar
 
 Document = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Unavailable:
-    """A part that could not be read; ``reason`` is what the operator sees after "n/a"."""
+def _camel(name: str) -> str:
+    """A field's key in the JSON document: its name in camelCase (``processed_last_5_min`` -> ``processedLast5Min``)."""
+    head, *rest = name.split("_")
+    return head + "".join(word.title() for word in rest)
 
-    reason: str
+
+def _json_value(value: object) -> object:
+    """A field's value in the JSON document: a part as its document, a tuple of parts as a list, the rest as is."""
+    if isinstance(value, tuple):
+        return [_json_value(item) for item in value]
+    if isinstance(value, Part | Cycles):
+        return value.document()
+    return value
+
+
+class Part:
+    """A dataclass of the snapshot whose JSON document is its fields under camelCase keys, in their order."""
+
+    # fields the document leaves out: what the enclosing part already says (a job's name on each of its cycles)
+    LEAVE_OUT: ClassVar[tuple[str, ...]] = ()
+    # keys the `--json` document has always used where they are not the field's name in camelCase
+    KEYS: ClassVar[Mapping[str, str]] = {}
 
     def document(self) -> Document:
-        """The part in the JSON document: only the reason."""
-        return {"na": self.reason}  # the key `pin status --json` has always used
+        """The part in the JSON document."""
+        names = (f.name for f in fields(self) if f.name not in self.LEAVE_OUT)  # type: ignore[arg-type]
+        return {self.KEYS.get(name) or _camel(name): _json_value(getattr(self, name)) for name in names}
+
+
+@dataclass(frozen=True)
+class Unavailable(Part):
+    """A part that could not be read; ``reason`` is what the operator sees after "n/a"."""
+
+    KEYS: ClassVar[Mapping[str, str]] = {"reason": "na"}  # the key `pin status --json` has always used
+
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -28,15 +55,17 @@ class BrokerUnavailable(Unavailable):
 
     def document(self) -> Document:
         """The reason, marked as the same for every group."""
-        return {"na": self.reason, "scope": "all"}
+        return {**super().document(), "scope": "all"}
 
 
 # --- workers ---------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Backlog:
+class Backlog(Part):
     """A job's due items (poison ones included): how many, up to a cap, and the oldest of them."""
+
+    KEYS: ClassVar[Mapping[str, str]] = {"count": "backlog", "capped": "backlogCapped"}
 
     count: int
     capped: bool  # count stopped at the cap: there are more
@@ -44,20 +73,12 @@ class Backlog:
     oldest_overdue_seconds: float | None
     oldest_id: str | None
 
-    def document(self) -> Document:
-        """The backlog in the JSON document."""
-        return {
-            "backlog": self.count,
-            "backlogCapped": self.capped,
-            "oldestDueAt": self.oldest_due_at,
-            "oldestOverdueSeconds": self.oldest_overdue_seconds,
-            "oldestId": self.oldest_id,
-        }
-
 
 @dataclass(frozen=True)
-class Cycle:
+class Cycle(Part):
     """The last cycle of one worker instance (``jobs.cycle``)."""
+
+    LEAVE_OUT: ClassVar[tuple[str, ...]] = ("job",)
 
     job: str
     instance: str
@@ -68,19 +89,6 @@ class Cycle:
     duration_ms: int
     succeeded: bool
     counters: Mapping[str, object] | None
-
-    def document(self) -> Document:
-        """The cycle in the JSON document."""
-        return {
-            "instance": self.instance,
-            "runId": self.run_id,
-            "asOf": self.as_of,
-            "finishedAt": self.finished_at,
-            "secondsAgo": self.seconds_ago,
-            "durationMs": self.duration_ms,
-            "succeeded": self.succeeded,
-            "counters": self.counters,
-        }
 
 
 @dataclass(frozen=True)
@@ -96,8 +104,10 @@ class Cycles:
 
 
 @dataclass(frozen=True)
-class PoisonItem:
+class PoisonItem(Part):
     """One item whose processing keeps failing (``jobs.item_failure``)."""
+
+    LEAVE_OUT: ClassVar[tuple[str, ...]] = ("job",)
 
     job: str
     id: str
@@ -106,20 +116,12 @@ class PoisonItem:
     failing_since: datetime
     last_failed_at: datetime
 
-    def document(self) -> Document:
-        """The item in the JSON document."""
-        return {
-            "id": self.id,
-            "attempts": self.attempts,
-            "lastError": self.last_error,
-            "failingSince": self.failing_since,
-            "lastFailedAt": self.last_failed_at,
-        }
-
 
 @dataclass(frozen=True)
-class Poison:
+class Poison(Part):
     """A job's poison items: how many, and the longest failing few."""
+
+    LEAVE_OUT: ClassVar[tuple[str, ...]] = ("job",)
 
     job: str
     items: int = 0
@@ -132,18 +134,14 @@ class Poison:
         """The poison items in the JSON document (only their count, 0, when there are none)."""
         if not self.items:
             return {"items": 0}
-        return {
-            "items": self.items,
-            "maxAttempts": self.max_attempts,
-            "failingSince": self.failing_since,
-            "lastFailedAt": self.last_failed_at,
-            "oldest": [item.document() for item in self.oldest],
-        }
+        return super().document()
 
 
 @dataclass(frozen=True)
-class JobView:
+class JobView(Part):
     """One polling job: its backlog, the last cycles of its instances and its poison items."""
+
+    KEYS: ClassVar[Mapping[str, str]] = {"cycles": "instances"}
 
     job: str
     due: str  # which items are due, in the seeds' words
@@ -153,21 +151,15 @@ class JobView:
 
     def document(self) -> Document:
         """The job in the JSON document."""
-        return {
-            "job": self.job,
-            "due": self.due,
-            "backlog": self.backlog.document(),
-            "instances": self.cycles.document(),
-            "olderInstances": self.cycles.older if isinstance(self.cycles, Cycles) else 0,
-            "poison": self.poison.document(),
-        }
+        older = self.cycles.older if isinstance(self.cycles, Cycles) else 0
+        return {**super().document(), "olderInstances": older}
 
 
 # --- outbox ----------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class TopicBacklog:
+class TopicBacklog(Part):
     """The outbox rows waiting for one topic."""
 
     topic: str
@@ -176,32 +168,18 @@ class TopicBacklog:
     backing_off: int  # rows whose next attempt is in the future
     max_attempts: int
 
-    def document(self) -> Document:
-        """The topic's rows in the JSON document."""
-        return {
-            "topic": self.topic,
-            "rows": self.rows,
-            "oldestSeconds": self.oldest_seconds,
-            "backingOff": self.backing_off,
-            "maxAttempts": self.max_attempts,
-        }
-
 
 @dataclass(frozen=True)
-class OutboxBacklog:
+class OutboxBacklog(Part):
     """The rows waiting for the relay, per topic, and the age of the oldest."""
 
     lag_seconds: float | None
     topics: tuple[TopicBacklog, ...]
     capped: bool  # the per-topic counts stopped at the cap
 
-    def document(self) -> Document:
-        """The outbox backlog in the JSON document."""
-        return {"lagSeconds": self.lag_seconds, "topics": [t.document() for t in self.topics], "capped": self.capped}
-
 
 @dataclass(frozen=True)
-class TopicDeadLetters:
+class TopicDeadLetters(Part):
     """The dead letters of one topic (``outbox.dead_letter``)."""
 
     topic: str
@@ -215,7 +193,7 @@ class TopicDeadLetters:
 
 
 @dataclass(frozen=True)
-class DeadLetters:
+class DeadLetters(Part):
     """Rows the relay moved aside, per topic."""
 
     topics: tuple[TopicDeadLetters, ...]
@@ -231,73 +209,49 @@ class DeadLetters:
 
     def document(self) -> Document:
         """The dead letters in the JSON document."""
-        return {"topics": [t.document() for t in self.topics], "total": self.total}
+        return {**super().document(), "total": self.total}
 
 
 @dataclass(frozen=True)
-class RelayLease:
+class RelayLease(Part):
     """One relay instance and the virtual partitions it leases."""
 
     owner: str
     vparts: int
     expires_in_seconds: float | None  # its earliest lease
 
-    def document(self) -> Document:
-        """The relay in the JSON document."""
-        return {"owner": self.owner, "vparts": self.vparts, "expiresInSeconds": self.expires_in_seconds}
-
 
 @dataclass(frozen=True)
-class Leases:
+class Leases(Part):
     """Who publishes which share of the outbox, and how many vparts nobody does."""
 
     relays: tuple[RelayLease, ...]
     unowned_vparts: int
 
-    def document(self) -> Document:
-        """The leases in the JSON document."""
-        return {"relays": [r.document() for r in self.relays], "unownedVparts": self.unowned_vparts}
-
 
 @dataclass(frozen=True)
-class OutboxView:
+class OutboxView(Part):
     """The outbox: rows waiting, dead letters, relay leases."""
 
     backlog: OutboxBacklog | Unavailable
     dead_letters: DeadLetters | Unavailable
     leases: Leases | Unavailable
 
-    def document(self) -> Document:
-        """The outbox in the JSON document."""
-        return {
-            "backlog": self.backlog.document(),
-            "deadLetters": self.dead_letters.document(),
-            "leases": self.leases.document(),
-        }
-
 
 # --- consumers -------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class InboxActivity:
+class InboxActivity(Part):
     """What a consumer group processed lately, from its inbox."""
 
     last_processed_at: datetime | None
     last_processed_seconds_ago: float | None
     processed_last_5_min: int
 
-    def document(self) -> Document:
-        """The group's inbox in the JSON document."""
-        return {
-            "lastProcessedAt": self.last_processed_at,
-            "lastProcessedSecondsAgo": self.last_processed_seconds_ago,
-            "processedLast5Min": self.processed_last_5_min,
-        }
-
 
 @dataclass(frozen=True)
-class PartitionLag:
+class PartitionLag(Part):
     """A group's committed offset against the end offset of one partition."""
 
     topic: str
@@ -306,19 +260,9 @@ class PartitionLag:
     end: int
     lag: int
 
-    def document(self) -> Document:
-        """The partition in the JSON document."""
-        return {
-            "topic": self.topic,
-            "partition": self.partition,
-            "committed": self.committed,
-            "end": self.end,
-            "lag": self.lag,
-        }
-
 
 @dataclass(frozen=True)
-class GroupOffsets:
+class GroupOffsets(Part):
     """A group's lag on every partition it reads, and its dead-letter topic."""
 
     partitions: tuple[PartitionLag, ...]
@@ -326,27 +270,14 @@ class GroupOffsets:
     dead_lettered: int | None  # None: the dead-letter topic does not exist
     dead_letter_topic: str
 
-    def document(self) -> Document:
-        """The group's offsets in the JSON document."""
-        return {
-            "partitions": [p.document() for p in self.partitions],
-            "missingTopics": list(self.missing_topics),
-            "deadLettered": self.dead_lettered,
-            "deadLetterTopic": self.dead_letter_topic,
-        }
-
 
 @dataclass(frozen=True)
-class ConsumerView:
+class ConsumerView(Part):
     """One consumer group: its inbox and its offsets on the broker."""
 
     group: str
     inbox: InboxActivity | Unavailable
     broker: GroupOffsets | Unavailable
-
-    def document(self) -> Document:
-        """The group in the JSON document."""
-        return {"group": self.group, "inbox": self.inbox.document(), "broker": self.broker.document()}
 
 
 # --- the whole -------------------------------------------------------------------------------------------
