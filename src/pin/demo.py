@@ -156,5 +156,5 @@ def load_demo_data(base_url: str, jwt_secret: str) -> list[str]:
         f"  watch: curl -H 'Authorization: Bearer {investor.token}' {base_url}/calendar/appointments/{released['id']}",
         f"         curl -H 'Authorization: Bearer {investor.token}' {base_url}/notifications",
         f"         curl -H 'Authorization: Bearer {admin.token}' {base_url}/catalog/cards/PropertyObject/{flat}",
-        "         pin status --watch   (with PIN_DATABASE_URL and PIN_KAFKA_BOOTSTRAP_SERVERS from above)",
+        "         pin status --watch   (in this folder, or with PIN_HOME: it finds this pin up)",
     ]
