@@ -26,6 +26,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from pin import state
+from pin.backoff import exponential_backoff
 from pin.db import migrate
 from pin.demo import DEMO_PENDING_TTL_SECONDS, DemoError, load_demo_data, wait_until_ready
 from pin.messaging.kafka import ensure_topics
@@ -218,7 +219,7 @@ def _supervise(children: list[_Child]) -> None:
         code = child.process.poll()
         if code is None:
             continue
-        delay = min(30.0, 2.0 ** min(child.restarts, 5))
+        delay = exponential_backoff(child.restarts + 1, base=1.0, cap=30.0)
         if time.monotonic() - child.started_at < delay:
             continue
         child.restarts += 1
