@@ -1,12 +1,6 @@
-"""`pin up`: the whole system in one command, for a newcomer's laptop or a demo.
-
-It starts an embedded PostgreSQL and broker unless PIN_DATABASE_URL / PIN_KAFKA_BOOTSTRAP_SERVERS are set,
-applies migrations, creates topics, then runs every role as its own `pin ...` process (restarting one that
-dies), and on Ctrl-C or SIGTERM stops the roles, then the broker, then the database.
-
-Before it starts anything it checks what would make it fail half-way: the state folder (usable, and not in use by
-another `pin up`), the API port (free), and the embedded servers (installed, when they are needed). Once running
-it records its endpoints in the state folder, where `pin status`, `pin dlq`, `pin outbox` and `pin token` find them.
+"""`pin up`: the whole system in one command, for a newcomer's laptop or a demo: embedded PostgreSQL and broker unless
+configured, migrations, topics, every role as its own `pin ...` process (restarted when it dies), stopped in order on
+Ctrl-C or SIGTERM. What it checks first and what it records: docs/operations.md, "Roles".
 """
 
 from __future__ import annotations
