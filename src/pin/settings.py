@@ -1,9 +1,8 @@
-"""Typed configuration from the environment (SPEC section 9).
+"""Typed configuration from the environment (SPEC section 9): every variable is named ``PIN_<FIELD>``.
 
-Every variable is named ``PIN_<FIELD>``. A bad value stops the process at start with exit code 2 and a
-one-line message naming the variable (see :func:`load_settings`). A command run where `pin up` runs (its state
-folder, PIN_HOME) takes the database, broker and development secret `pin up` recorded there for the variables
-that are not set, and says so on stderr.
+A bad value stops the process at start with exit code 2 and one line naming the variable (:func:`load_settings`).
+A command run where `pin up` runs (its state folder, PIN_HOME) takes the database, broker and development secret
+`pin up` recorded there for the variables that are not set, and says so on stderr.
 """
 
 from __future__ import annotations
