@@ -66,14 +66,14 @@ def build_relay(
 
 def run_relay(*, once: bool) -> dict[str, int] | None:
     """`pin relay`: publish the outbox until SIGTERM/SIGINT, or (``once``) what is there now, then stop."""
-    from pin.outbox.relay import RelayConfig, hooks_from_environ
+    from pin.outbox.relay import RelayConfig, hooks_for_fault
 
     context = start_role("relay", metrics=not once)
     settings = context.settings
     settings.require_kafka()
-    # every PIN_RELAY_* value is checked before anything connects (a bad one exits 2 with one line)
-    config = RelayConfig.from_environ()
-    hooks = hooks_from_environ()  # test faults, chosen once here: never read in the publishing path
+    # every PIN_RELAY_* value was checked when the settings were loaded (a bad one exits 2 with one line)
+    config = RelayConfig.from_settings(settings)
+    hooks = hooks_for_fault(settings.relay_test_fault)  # chosen once here: never read in the publishing path
     if not wait_until_reachable("database", _database_answers(settings.require_database_url()), context.stop):
         return None
     pool = create_pool(settings.require_database_url(), min_size=1, max_size=4, name="relay")
@@ -135,7 +135,6 @@ def _run_polling_job(
 
 def run_consumer(group: str) -> None:
     """`pin consume <group>`: one consumer instance of the group until SIGTERM/SIGINT (SPEC section 7)."""
-    import os
     import time
 
     from pin.messaging.groups import build_runtime, routes_of
@@ -155,7 +154,7 @@ def run_consumer(group: str) -> None:
     ):
         return
     options: dict[str, object] = {}
-    if os.environ.get("PIN_CONSUMER_TEST_FAULT") == "hang-after-effect":
+    if settings.consumer_test_fault == "hang-after-effect":
         # Test only: freeze after the first effect committed and before its offset commit, for a kill -9.
         def hang(message: object) -> None:
             del message

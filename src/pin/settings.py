@@ -1,19 +1,18 @@
-"""Typed configuration from the environment (SPEC section 9).
+"""Typed configuration from the environment (SPEC section 9): every variable is named ``PIN_<FIELD>``.
 
-Every variable is named ``PIN_<FIELD>``. A bad value stops the process at start with exit code 2 and a
-one-line message naming the variable (see :func:`load_settings`). A command run where `pin up` runs (its state
-folder, PIN_HOME) takes the database, broker and development secret `pin up` recorded there for the variables
-that are not set, and says so on stderr.
+A bad value stops the process at start with exit code 2 and one line naming the variable (:func:`load_settings`).
+A command run where `pin up` runs (its state folder, PIN_HOME) takes the database, broker and development secret
+`pin up` recorded there for the variables that are not set, and says so on stderr.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Literal
+from typing import Any, Literal
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pin import state
@@ -73,6 +72,71 @@ class Settings(BaseSettings):
     log_format: Literal["json", "console", "auto"] = "auto"
     # The state folder of `pin up`: embedded database, development secret, and the endpoints other commands read.
     home: str = ".pin"
+
+    # The relay (`pin relay`); see docs/design/relay.md. Each must be greater than 0.
+    # Rows per batch (about: spread evenly over the owned vparts, at least 8 each); one DELETE per batch.
+    relay_batch_size: int = 2000
+    # Seconds between reads when no NOTIFY arrives (the fallback: NOTIFY is lost across reconnects).
+    relay_poll_interval_seconds: float = 1.0
+    # Seconds between lease renewals (and acquisitions of a fair share).
+    relay_heartbeat_seconds: float = 1.0
+    # Lease lifetime on the database clock: a dead instance's vparts are taken over after at most this.
+    relay_lease_ttl_seconds: float = 5.0
+    # Failures of a row (broker unavailability not counted) before it is dead-lettered.
+    relay_max_attempts: int = 10
+    # First retry delay of a failed row; doubles per attempt, with +-20 % jitter.
+    relay_backoff_base_seconds: float = 0.5
+    # Longest retry delay; also how long a drained broker outage can delay a row after the broker returns.
+    relay_backoff_max_seconds: float = 15.0
+    # librdkafka message.timeout.ms: a send fails after this, so a batch never hangs on a dead broker.
+    relay_message_timeout_ms: int = 10_000
+    # Seconds between refreshes of the backlog, lag and dead-letter gauges (one bounded query each).
+    relay_gauge_refresh_seconds: float = 5.0
+    # Cap of the backlog count (a bounded count, never a scan of a huge table per refresh).
+    relay_backlog_count_cap: int = 100_000
+
+    # Test only, never set in production: `pin relay` freezes at ``after-produce|after-ack[:N]`` (of batch N).
+    relay_test_fault: str = ""
+    # Test only, never set in production: ``hang-after-effect`` freezes a consumer after its first effect commits.
+    consumer_test_fault: str = ""
+
+    @field_validator(
+        "relay_batch_size",
+        "relay_poll_interval_seconds",
+        "relay_heartbeat_seconds",
+        "relay_lease_ttl_seconds",
+        "relay_max_attempts",
+        "relay_backoff_base_seconds",
+        "relay_backoff_max_seconds",
+        "relay_message_timeout_ms",
+        "relay_gauge_refresh_seconds",
+        "relay_backlog_count_cap",
+        mode="before",
+    )
+    @classmethod
+    def _relay_number(cls, raw: Any, info: ValidationInfo) -> Any:
+        """A positive number; an empty variable means the default (ConfigurationError names the variable)."""
+        assert info.field_name is not None
+        field = cls.model_fields[info.field_name]
+        if not isinstance(raw, str):
+            return raw
+        if raw == "":
+            return field.default
+        name = f"PIN_{info.field_name.upper()}"
+        caster = int if field.annotation is int else float
+        try:
+            value = caster(raw)
+        except ValueError:
+            raise ConfigurationError(f"{name}: expected a number, got {raw!r}") from None
+        if value <= 0:
+            raise ConfigurationError(f"{name}: must be greater than 0")
+        return value
+
+    @model_validator(mode="after")
+    def _relay_lease_outlives_heartbeats(self) -> Settings:
+        if self.relay_lease_ttl_seconds < 2 * self.relay_heartbeat_seconds:
+            raise ConfigurationError("PIN_RELAY_LEASE_TTL_SECONDS: must be at least twice the heartbeat")
+        return self
 
     @model_validator(mode="after")
     def _jwt_key_is_usable(self) -> Settings:

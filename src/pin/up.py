@@ -1,12 +1,6 @@
-"""`pin up`: the whole system in one command, for a newcomer's laptop or a demo.
-
-It starts an embedded PostgreSQL and broker unless PIN_DATABASE_URL / PIN_KAFKA_BOOTSTRAP_SERVERS are set,
-applies migrations, creates topics, then runs every role as its own `pin ...` process (restarting one that
-dies), and on Ctrl-C or SIGTERM stops the roles, then the broker, then the database.
-
-Before it starts anything it checks what would make it fail half-way: the state folder (usable, and not in use by
-another `pin up`), the API port (free), and the embedded servers (installed, when they are needed). Once running
-it records its endpoints in the state folder, where `pin status`, `pin dlq`, `pin outbox` and `pin token` find them.
+"""`pin up`: the whole system in one command, for a newcomer's laptop or a demo: embedded PostgreSQL and broker unless
+configured, migrations, topics, every role as its own `pin ...` process (restarted when it dies), stopped in order on
+Ctrl-C or SIGTERM. What it checks first and what it records: docs/operations.md, "Roles".
 """
 
 from __future__ import annotations
@@ -26,6 +20,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from pin import state
+from pin.backoff import exponential_backoff
 from pin.db import migrate
 from pin.demo import DEMO_PENDING_TTL_SECONDS, DemoError, load_demo_data, wait_until_ready
 from pin.messaging.kafka import ensure_topics
@@ -218,7 +213,7 @@ def _supervise(children: list[_Child]) -> None:
         code = child.process.poll()
         if code is None:
             continue
-        delay = min(30.0, 2.0 ** min(child.restarts, 5))
+        delay = exponential_backoff(child.restarts + 1, base=1.0, cap=30.0)
         if time.monotonic() - child.started_at < delay:
             continue
         child.restarts += 1

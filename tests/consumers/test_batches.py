@@ -20,9 +20,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
+from structlog.testing import capture_logs
 
 from pin.messaging import topics
-from pin.messaging.consumer import ConsumerRuntime
 from pin.messaging.dlq_command import read_dead_letters
 from tests.consumers.conftest import FAST_SESSION_TIMEOUT_MS
 from tests.consumers.support import (
@@ -67,16 +67,18 @@ def _produce_many(bootstrap: str, events: list[dict[str, Any]]) -> None:
     assert producer.flush(30) == 0
 
 
-def test_a_poison_message_in_the_middle_of_a_batch_is_isolated(settings, kafka, pool, producer, monkeypatch):
-    calls: list[tuple[int, bool]] = []
-    original = ConsumerRuntime._apply_run
+def _batch_transactions(logs: list[dict[str, Any]]) -> list[tuple[int, bool]]:
+    """(messages, committed) of each batch transaction, from the runtime's log lines about them."""
+    outcomes: list[tuple[int, bool]] = []
+    for entry in logs:
+        if entry["event"] == "messages handled":
+            outcomes.append((entry["handled"] + entry["duplicates"], True))
+        elif entry["event"] == "batch failed; handling its messages one by one":
+            outcomes.append((entry["messages"], False))
+    return outcomes
 
-    def spy(self: ConsumerRuntime, decoded: list[Any]) -> bool:
-        outcome = original(self, decoded)
-        calls.append((len(decoded), outcome))
-        return outcome
 
-    monkeypatch.setattr(ConsumerRuntime, "_apply_run", spy)
+def test_a_poison_message_in_the_middle_of_a_batch_is_isolated(settings, kafka, pool, producer):
     before = [_event(), _event()]
     bad = _event()
     refuse_feed_entries(pool, bad["AppointmentId"])  # readable, but its effect fails on every attempt
@@ -87,7 +89,7 @@ def test_a_poison_message_in_the_middle_of_a_batch_is_isolated(settings, kafka, 
         producer.send(TOPIC, event, partition=0)
     dead_before = metric("pin_consumer_dead_lettered_total", group="crm", topic=TOPIC)
 
-    with running("crm", settings, pool, max_attempts=3, backoff_base=1.0, backoff_cap=2.0):
+    with capture_logs() as logs, running("crm", settings, pool, max_attempts=3, backoff_base=1.0, backoff_cap=2.0):
         for event in before:
             wait_for(lambda e=event: feed_entries(pool, e["AppointmentId"]), what="the messages before the poison")
         # while the poison is retried its partition's committed offset never passes it (offset 2)
@@ -117,6 +119,7 @@ def test_a_poison_message_in_the_middle_of_a_batch_is_isolated(settings, kafka, 
     failed_at = datetime.fromisoformat(letter.provenance["dlt-failed-at"].replace("Z", "+00:00"))
     assert all(feed_entries(pool, e["AppointmentId"])[0]["recorded_at"] >= failed_at for e in after)
     # the batch with the poison was tried in one transaction and failed as a whole (then one by one)
+    calls = _batch_transactions(logs)
     assert any(size >= 3 and not ok for size, ok in calls), calls
 
 
@@ -186,27 +189,17 @@ def test_each_message_of_a_batch_gets_its_span_in_the_producers_trace(
     pool,
     producer,
     spans: InMemorySpanExporter,  # noqa: F811 - the fixture imported above
-    monkeypatch,
 ):
-    sizes: list[int] = []
-    original = ConsumerRuntime._apply_run
-
-    def spy(self: ConsumerRuntime, decoded: list[Any]) -> bool:
-        outcome = original(self, decoded)
-        if outcome:
-            sizes.append(len(decoded))
-        return outcome
-
-    monkeypatch.setattr(ConsumerRuntime, "_apply_run", spy)
     events = [_event() for _ in range(5)]
     parents = {}
     for event in events:
         trace_id, span_id = f"{uuid.uuid4().int:032x}", f"{uuid.uuid4().int & (2**64 - 1):016x}"
         parents[event["MessageId"]] = (int(trace_id, 16), int(span_id, 16))
         producer.send(TOPIC, event, partition=0, headers={"traceparent": f"00-{trace_id}-{span_id}-01"})
-    with running("crm", settings, pool):
+    with capture_logs() as logs, running("crm", settings, pool):
         for event in events:
             wait_for(lambda e=event: feed_entries(pool, e["AppointmentId"]), what="the batch handled")
+    sizes = [size for size, committed in _batch_transactions(logs) if committed]
     assert sizes, "the messages were not handled as a batch"
     mine = [s for s in spans.get_finished_spans() if s.kind is SpanKind.CONSUMER and s.name.startswith(TOPIC)]
     got = {(s.context.trace_id, s.parent.span_id) for s in mine if s.context is not None and s.parent is not None}

@@ -188,8 +188,8 @@ class _FakeConsumer:
         assert (num_messages, timeout) == (199, 0)
         if self.revoke:
             tp = TopicPartition(self.first.topic(), self.first.partition())
-            self.runtime._on_revoke(self, [tp])  # type: ignore[arg-type]
-            self.runtime._on_assign(self, [tp])  # type: ignore[arg-type]
+            self.runtime.on_revoke(self, [tp])  # type: ignore[arg-type]
+            self.runtime.on_assign(self, [tp])  # type: ignore[arg-type]
         return self.more
 
     def commit(self, *, offsets: list[TopicPartition], asynchronous: bool) -> None:
@@ -205,16 +205,15 @@ def test_a_message_polled_before_a_revoke_of_its_partition_is_dropped_those_afte
     runtime = ConsumerRuntime(
         group="crm", routes=crm_routes(), pool=None, consumer_config={}, producer_config={}, batch_size=200
     )  # type: ignore[arg-type]
-    runtime._to_commit[("t", 0)] = 7  # handled before: committed (synchronously) when the partition is revoked
+    runtime.offsets.to_commit[("t", 0)] = 7  # handled before: committed (synchronously) when the partition is revoked
     stale = _FakeMessage("t", 0, 7)
     fresh = [_FakeMessage("t", 0, 7), _FakeMessage("t", 0, 8)]  # the new assignment reads from the committed offset
     fake = _FakeConsumer(runtime, stale, fresh, revoke=revoke)
-    runtime._consumer = fake  # type: ignore[assignment]
-    polled = runtime._poll()
+    polled = runtime.poll_batch(fake)  # type: ignore[arg-type]
     assert polled == (fresh if revoke else [stale, *fresh])
     if revoke:
         assert [(tp.topic, tp.partition, tp.offset) for tp in fake.committed[0]] == [("t", 0, 7)]
-        assert runtime._to_commit == {}
+        assert runtime.offsets.to_commit == {}
 
 
 def _provenance() -> list[tuple[str, bytes]]:

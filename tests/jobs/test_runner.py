@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from pin.jobs import runner
 from pin.jobs.runner import JobRunner, RunnerConfig
 
 pytestmark = pytest.mark.unit
@@ -131,9 +132,8 @@ def test_stop_ends_a_doze_at_once() -> None:
 
 
 def test_ticks_missed_during_a_long_cycle_are_skipped_not_queued() -> None:
-    runner = JobRunner(_ScriptedJob(threading.Event()), RunnerConfig(interval_seconds=1.0), threading.Event())
     now = time.monotonic()
 
-    next_tick = runner._next_tick(now - 3.5)  # the cycle took 3.5 intervals
+    next_tick = runner.next_tick(now - 3.5, 1.0, now)  # the cycle took 3.5 intervals (of 1 s)
 
     assert now < next_tick <= now + 1.0

@@ -10,12 +10,12 @@ from confluent_kafka import KafkaError
 
 from pin.db import parse_queries
 from pin.outbox import metrics
-from pin.outbox.relay import RelayConfig, RelayHooks, hooks_from_environ
+from pin.outbox.relay import RelayConfig, RelayHooks, hooks_for_fault
 from pin.outbox.relay.batch import PendingRow, waves
 from pin.outbox.relay.encoding import encode_value, kafka_headers
 from pin.outbox.relay.errors import send_error_of
 from pin.outbox.relay.hooks import PauseAt
-from pin.settings import ConfigurationError
+from pin.settings import ConfigurationError, Settings
 
 pytestmark = pytest.mark.unit
 
@@ -103,25 +103,39 @@ def test_send_errors_are_classified(code: int, retriable: bool, permanent: bool,
     assert (error.retriable, error.permanent, error.fatal) == (retriable, permanent, fatal)
 
 
-def test_config_reads_pin_relay_variables_and_rejects_bad_values() -> None:
-    config = RelayConfig.from_environ({"PIN_RELAY_BATCH_SIZE": "1000", "PIN_RELAY_LEASE_TTL_SECONDS": "7.5"})
+def _relay_config(monkeypatch: pytest.MonkeyPatch, **variables: str) -> RelayConfig:
+    """RelayConfig from Settings read from an environment holding exactly ``variables`` among PIN_RELAY_*."""
+    for name in Settings.model_fields:
+        if name.startswith("relay_"):
+            monkeypatch.delenv(f"PIN_{name.upper()}", raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    return RelayConfig.from_settings(Settings())
+
+
+def test_config_reads_pin_relay_variables_and_rejects_bad_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = _relay_config(monkeypatch, PIN_RELAY_BATCH_SIZE="1000", PIN_RELAY_LEASE_TTL_SECONDS="7.5")
 
     assert (config.batch_size, config.lease_ttl_seconds, config.heartbeat_seconds) == (1000, 7.5, 1.0)
     with pytest.raises(ConfigurationError, match="PIN_RELAY_BATCH_SIZE"):
-        RelayConfig.from_environ({"PIN_RELAY_BATCH_SIZE": "many"})
+        _relay_config(monkeypatch, PIN_RELAY_BATCH_SIZE="many")
     with pytest.raises(ConfigurationError, match="PIN_RELAY_MAX_ATTEMPTS"):
-        RelayConfig.from_environ({"PIN_RELAY_MAX_ATTEMPTS": "0"})
+        _relay_config(monkeypatch, PIN_RELAY_MAX_ATTEMPTS="0")
     with pytest.raises(ConfigurationError, match="LEASE_TTL"):
-        RelayConfig.from_environ({"PIN_RELAY_LEASE_TTL_SECONDS": "1"})
+        _relay_config(monkeypatch, PIN_RELAY_LEASE_TTL_SECONDS="1")
+
+
+def test_relay_config_defaults_are_settings_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _relay_config(monkeypatch) == RelayConfig()
 
 
 def test_test_faults_are_off_unless_asked_for() -> None:
-    assert type(hooks_from_environ({})) is RelayHooks  # does nothing
-    pause = hooks_from_environ({"PIN_RELAY_TEST_FAULT": "after-ack:3"})
+    assert type(hooks_for_fault("")) is RelayHooks  # does nothing
+    pause = hooks_for_fault("after-ack:3")
     assert isinstance(pause, PauseAt)
     assert (pause.point, pause.batch_number) == ("after-ack", 3)
     with pytest.raises(ConfigurationError):
-        hooks_from_environ({"PIN_RELAY_TEST_FAULT": "sometimes"})
+        hooks_for_fault("sometimes")
 
 
 def test_a_query_file_keeps_each_statement_as_written() -> None:

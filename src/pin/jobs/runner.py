@@ -57,6 +57,12 @@ class RunnerConfig:
     due_poll_seconds: float = 1.0
 
 
+def next_tick(previous_tick: float, interval: float, now: float) -> float:
+    """The next tick of the fixed schedule after ``now``; ticks that passed during the cycle are skipped."""
+    missed = max(0, int((now - previous_tick) // interval))
+    return previous_tick + (missed + 1) * interval
+
+
 class JobRunner:
     """Runs one job until the stop event is set."""
 
@@ -73,7 +79,7 @@ class JobRunner:
         # The liveness probe fails when the loop stops turning (a hung call): beats come per cycle and per doze poll.
         liveness.expect_beats_within(max(liveness.DEFAULT_MAX_SILENCE_SECONDS, 3 * self._config.interval_seconds))
         failures = 0
-        next_tick = time.monotonic()
+        tick = time.monotonic()
         while not self._stop.is_set():
             liveness.beat()
             self._cycle_started = time.monotonic()
@@ -87,19 +93,12 @@ class JobRunner:
             failures = 0
             if result.is_full:
                 continue  # backlog: the next cycle starts at once (River PR #663)
-            next_tick = self._next_tick(next_tick)
-            self._doze(next_tick)
+            tick = next_tick(tick, self._config.interval_seconds, time.monotonic())
+            self._doze(tick)
         log.info("worker stopped", job=self._job.name)
 
     def _backoff(self, failures: int) -> float:
         return exponential_backoff(failures, base=self._config.error_backoff_seconds, cap=self._config.interval_seconds)
-
-    def _next_tick(self, previous_tick: float) -> float:
-        """The next tick of the fixed schedule; ticks that passed during the cycle are skipped."""
-        interval = self._config.interval_seconds
-        now = time.monotonic()
-        missed = max(0, int((now - previous_tick) // interval))
-        return previous_tick + (missed + 1) * interval
 
     def _doze(self, next_tick: float) -> None:
         """Sleep until the tick (with jitter) or the next deadline, re-asking the deadline every poll interval."""

@@ -1,15 +1,6 @@
-"""Is a contract's current JSON Schema a compatible evolution of its committed one? (docs/contracts/README.md)
-
-Within a contract version only additive changes are allowed: a new optional field, a new enum value. Everything
-else a reader of the committed schema could trip on is a break: a field removed or renamed, its type, format,
-pattern or constant changed, an optional field made required or a required one optional, a new required field,
-a known enum value removed, an enum or an object closed, the topic, key or event type changed. A break needs a
-new contract version (a new ``.v2`` topic published beside ``.v1``), never an edit of ``.v1``.
-
-The comparison is structural, over the shape :mod:`pin.messaging.contract_docs` generates (properties, required,
-``anyOf`` options for nullable fields and open enums, nested objects and arrays): a semantic checker of "every
-value valid under B is valid under A" cannot see a known value removed from an open enum (both accept any
-string) and calls a new optional field a break once objects are open, so it judges the cases above wrongly.
+"""Is a contract's current JSON Schema a compatible evolution of its committed one? A structural comparison over the
+shape :mod:`pin.messaging.contract_docs` generates (the rules: docs/contracts/README.md; why structural:
+docs/design/contracts.md, "The compatibility gate").
 """
 
 from __future__ import annotations

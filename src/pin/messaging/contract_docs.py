@@ -1,15 +1,6 @@
-"""Published documents of a context's integration events: a JSON Schema per message value and an AsyncAPI 3 document.
-
-Each context declares its :class:`ContractSet` beside its contracts and writes the documents with
-``python -m pin.<context>.contracts [DIR]`` (default ``docs/contracts``); tests check the committed files against
-the models and validate what the use cases really write to the outbox against them.
-
-The schemas say what a reader may rely on, and leave room for what v1 may still add (additive changes only):
-a field is required unless the model gives it a default (an optional field: the producer still sends it, as
-null when it has no value, but a reader copes with its absence); every object is open
-(``additionalProperties: true``: a field added later is no reason to reject a message); every enum is open
-(``anyOf: [{enum: [the known values]}, {type: string}]``: a value added later is a string a reader keeps and
-handles neutrally). :mod:`pin.messaging.contract_compat` compares these schemas with the committed ones.
+"""Published documents of a context's integration events: a JSON Schema per message value and an AsyncAPI 3 document,
+written by ``python -m pin.<context>.contracts [DIR]`` from the context's :class:`ContractSet` (what the schemas
+say: docs/design/contracts.md, "What the published schemas say").
 """
 
 from __future__ import annotations

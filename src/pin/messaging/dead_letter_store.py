@@ -1,17 +1,6 @@
-"""Dead letters the dead-letter topic cannot carry whole, kept in the database (``messaging.dead_letter``).
-
-Two cases put a message's original bytes (key, value, headers) in a row:
-
-- **truncated**: the message is larger than the dead-letter producer may send (``PIN_KAFKA_MAX_MESSAGE_BYTES``,
-  headers included). The row is written first; the dead-letter topic then gets a copy whose value is cut to a
-  bound, with the original size, a sha256 digest of the value and the row's id in headers
-  (:data:`DLT_ORIGINAL_SIZE`, :data:`DLT_ORIGINAL_SHA256`, :data:`DLT_STORED_ID`). ``pin dlq replay`` sends the
-  row's full bytes, not the cut copy.
-- **parked**: the dead-letter topic refused the letter on every one of a bounded number of attempts. The row *is*
-  the dead letter; the partition goes on. ``pin dlq list`` and ``pin dlq replay`` read such rows too.
-
-A row is keyed by the message's origin (group, topic, partition, offset): storing the same message again (a
-retried publish, a redelivery) updates the row instead of adding one.
+"""Dead letters the dead-letter topic cannot carry whole (*truncated* or *parked*), kept with their original bytes in
+``messaging.dead_letter``, one row per origin (group, topic, partition, offset); see docs/design/consumers.md,
+"Dead letters".
 """
 
 from __future__ import annotations

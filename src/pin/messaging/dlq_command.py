@@ -1,16 +1,6 @@
-"""Inspecting and replaying dead-lettered messages (`pin dlq list|replay`, SPEC section 9).
-
-A dead letter is the original message (key, value, headers) plus the ``dlt-*`` provenance headers the
-consumer runtime added. Listing reads the dead-letter topic from the beginning without a consumer group
-commit, so it changes nothing. Replaying publishes the original key, value and headers back to the original
-topic: the MessageId is unchanged, so a message that was in fact handled before is skipped by the inbox, and a
-fixed consumer handles the rest exactly once. Replay does not remove anything from the dead-letter topic.
-
-Some dead letters have their bytes in the database (``messaging.dead_letter``, see
-:mod:`pin.messaging.dead_letter_store`): a *truncated* letter is in the topic cut to the dead-letter producer's
-bound, and its listing says so and names the row with the full bytes; replaying it sends the row's full bytes. A
-*parked* letter is only in the database (the topic refused it); listing and replay read those rows too, so
-both need ``PIN_DATABASE_URL`` to show every letter.
+"""Inspecting and replaying dead-lettered messages (`pin dlq list|replay`, SPEC section 9): listing commits nothing,
+replay sends the original key, value and headers (or a stored letter's full bytes) back to the original topic;
+see docs/design/consumers.md, "Dead letters".
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """Reading a consumed message's value: the one envelope and payload validation every consumer group shares.
 
 Whatever the bytes, :func:`decode_envelope` returns an :class:`Envelope` or raises :class:`UnreadableMessageError`,
-nothing else (a property test feeds it arbitrary bytes). The bounds that make this hold:
-
-- **size first**: a value larger than the consumer's bound is refused before any parsing;
-- **depth**: orjson refuses nesting deeper than 1024 with a ``JSONDecodeError`` (the standard library's parser
-  recurses and raises ``RecursionError`` on deep input, which escapes ``except ValueError`` and killed the loop);
-- **what PostgreSQL cannot hold**: a string with NUL (U+0000) anywhere in the value (a key or a value, at any
-  depth) is refused here, at once, instead of failing the handler's transaction on every retry;
-- **times**: ``OccurredAt`` of the envelope, and every time field of the tolerant models (:data:`Rfc3339Time`),
-  must be RFC 3339 text with an offset; a Unix number or "yesterday" is unreadable in every group alike.
-
-An unreadable message is never retried: it goes to the group's dead-letter topic at once.
+nothing else; the bounds that make this hold are in docs/design/consumers.md, "Dead letters".
 """
 
 from __future__ import annotations

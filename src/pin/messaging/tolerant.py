@@ -1,10 +1,6 @@
-"""The tolerant reader every consumer uses for the messages it reads (seed 003, «Версионирование»).
-
-A consumer models only the fields it reads. Unknown fields are ignored; an enum field keeps the raw string,
-and :func:`known` maps it to the consumer's enum or None, so a value added by a newer producer takes the
-neutral path instead of failing the message. A missing required field or a wrong type is a validation error:
-the message can never be read and goes to the dead-letter topic. A time field is :data:`Rfc3339Time` in every
-group (the envelope's own validation, shared), so what one group refuses no other group handles.
+"""The tolerant reader every consumer uses for the messages it reads: only the fields it reads, unknown fields
+ignored, enums kept raw and mapped by :func:`known`, times :data:`Rfc3339Time` in every group (docs/design/consumers.md,
+"Tolerant reading").
 """
 
 from __future__ import annotations

@@ -1,13 +1,5 @@
-"""The liveness signal of a long-running role (worker, relay, consumer), probed on its metrics port.
-
-A role calls :func:`beat` once per turn of its loop (each cycle, each poll). ``GET /healthz/liveness`` on
-``PIN_METRICS_PORT`` answers 200 while the last beat is younger than the allowed silence and 503 once the
-loop has stopped turning (a hung database call, a deadlocked thread), so that an orchestrator restarts the
-process. Until a role's first beat the endpoint answers 200 with ``"status": "starting"``: a role that does
-not report heartbeats is judged only by its process answering, as the API's ``/healthz`` is.
-
-The allowed silence defaults to 300 s (seed 000: no successful cycle for more than 5 minutes is the alert);
-a role whose loop may legitimately sleep longer sets it with :func:`expect_beats_within`.
+"""The liveness signal of a long-running role (worker, relay, consumer): :func:`beat` once per turn of its loop,
+``GET /healthz/liveness`` on ``PIN_METRICS_PORT`` 503 once the loop is silent too long (docs/operations.md, "Probes").
 """
 
 from __future__ import annotations

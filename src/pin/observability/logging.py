@@ -1,11 +1,6 @@
-"""Structured logging: one JSON object per line (or a readable console view on a terminal).
-
-Log only identifiers, times, enums and counts: never names, phones, free-text reasons or tokens. The
-:func:`redact_sensitive` processor is the safety net under that rule: it runs last, after exceptions are
-formatted, on every event (ours and the standard library's), and masks what must never reach a log line
-even when a caller slips: credentials by key (``authorization``, ``password``, ``secret``, ``token``, ...),
-free-text fields by key (``cancel_reason``, ``comment``, ...), bearer tokens and JWTs wherever they appear,
-and the row values PostgreSQL echoes in error details ("Failing row contains (...)", "Key (...)=(...)").
+"""Structured logging: one JSON object per line (or a readable console view on a terminal), with
+:func:`redact_sensitive` as the last processor: the safety net under "no PII in logs" (docs/operations.md, "Logs
+and traces").
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
-"""OpenTelemetry tracing: spans always carry context; they are exported only when OTEL_ variables ask.
-
-Spans: one per worker cycle (attribute ``pin.run_id``, the correlation id), one per item (``pin.tenant_id``);
-the W3C ``traceparent`` of the active span is stored on outbox rows, sent by the relay as a Kafka header, and
-continued by consumers.
-
-Configuration (the standard variables, read by :func:`configure_tracing_from_env` at role start):
-
-- ``OTEL_SDK_DISABLED=true``: no SDK at all (the API's no-op tracer; outbox rows carry no traceparent).
-- ``OTEL_TRACES_EXPORTER``: ``none`` (our default, unlike the SDK's ``otlp``), ``console`` (one JSON span per
-  line on stdout), ``otlp`` (needs the package ``opentelemetry-exporter-otlp-proto-http`` or ``-grpc``,
-  which is not a dependency: without it a warning is logged and spans are not exported). Comma-separated.
-- ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_TRACES_SAMPLER``, ``OTEL_EXPORTER_OTLP_*``,
-  ``OTEL_BSP_*``: read by the SDK itself.
-
-With the exporter off, the SDK provider is still installed: spans are recorded in memory only long enough
-to give the outbox a valid traceparent, so a trace started here continues in the relay and the consumers.
+"""OpenTelemetry tracing: a span per worker cycle (``pin.run_id``) and per item, whose W3C ``traceparent`` travels
+on outbox rows, the relay's Kafka headers and the consumers' spans. Spans always carry context; they are exported
+only when the standard OTEL_ variables ask (docs/operations.md, "Logs and traces").
 """
 
 from __future__ import annotations

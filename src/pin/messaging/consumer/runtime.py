@@ -111,7 +111,8 @@ class ConsumerRuntime:
         self._revoked_in_poll: set[tuple[str, int]] = set()
         self._consumer: Consumer | None = None
         self._log = log.bind(group=group)
-        self._offsets = Offsets(self._log)
+        # what was handled and not yet committed, per partition (committed per poll, and on revoke and stop)
+        self.offsets = Offsets(self._log)
         self._dead_letters = DeadLetters(
             group=group, pool=pool, log=self._log, max_message_bytes=max_message_bytes, dlq_timeout=dlq_timeout,
             attempts=dead_letter_attempts, db_timeout=db_timeout,
@@ -129,32 +130,27 @@ class ConsumerRuntime:
         """The topics this group reads."""
         return sorted(self._routes)
 
-    @property
-    def _to_commit(self) -> dict[tuple[str, int], int]:
-        """The offsets handled and not yet sent (the unit tests look at them)."""
-        return self._offsets.to_commit
-
     def run(self, stop: threading.Event) -> None:
         """Consume until ``stop`` is set; the batch in hand is finished, offsets committed, then the group left."""
-        on_commit = self._offsets.on_commit
+        on_commit = self.offsets.on_commit
         consumer = Consumer({**self._consumer_config, "stats_cb": self._on_stats, "on_commit": on_commit})
         self._consumer = consumer
         producer = self._dead_letters.producer = Producer(self._producer_config)
         self._debug = logging.getLogger(__name__).isEnabledFor(logging.DEBUG)
-        consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
+        consumer.subscribe(self.topics, on_assign=self.on_assign, on_revoke=self.on_revoke, on_lost=self.on_lost)
         self._log.info("consumer started", topics=self.topics, batch_size=self._batch_size)
         try:
             while not stop.is_set():
                 self._retry_due()
                 self._prune_inbox_if_due()
-                self._on_batch(self._poll())
-                self._offsets.commit_async(consumer)
+                self._on_batch(self.poll_batch(consumer))
+                self.offsets.commit_async(consumer)
                 producer.poll(0)  # the dead-letter producer's own log lines (librdkafka serves them on poll)
         finally:
             self._held.clear()
             self._paused.clear()
             with contextlib.suppress(Exception):  # a failed last commit only means a redelivery (deduplicated)
-                self._offsets.commit_sync(consumer, None)
+                self.offsets.commit_sync(consumer, None)
             consumer.close()  # leaves the group, so the partitions move at once
             producer.flush(5)
             producer.close()
@@ -170,7 +166,7 @@ class ConsumerRuntime:
         soonest = min(held.retry_at for held in self._held.values())
         return max(0.0, min(self._poll_timeout, soonest - time.monotonic()))
 
-    def _poll(self) -> list[Message]:
+    def poll_batch(self, consumer: Consumer) -> list[Message]:
         """One message (waiting up to the poll wait), then whatever else is already fetched, up to the batch size.
 
         ``consume(n, timeout)`` alone would wait for all n messages or the whole timeout, delaying a lone message.
@@ -178,7 +174,6 @@ class ConsumerRuntime:
         assignment, but the first one was returned before the second call; if its partition was revoked during
         that call it is dropped (its next owner, perhaps this instance again, reads it from the committed offset).
         """
-        consumer = self._consumer_or_fail()
         first = consumer.poll(self._poll_wait())
         if first is None:
             return []
@@ -264,7 +259,7 @@ class ConsumerRuntime:
 
     def _done(self, message: Received) -> None:
         """``message`` is handled (effect committed, skipped, or dead-lettered): its partition may commit past it."""
-        self._offsets.done(message)
+        self.offsets.done(message)
         self._dead_letters.settled(message)
 
     # -- one message on its own -----------------------------------------------------------------------------------
@@ -398,32 +393,33 @@ class ConsumerRuntime:
 
     # -- rebalance, statistics, housekeeping ------------------------------------------------------------------
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """librdkafka's rebalance callback: ``partitions`` are this instance's now."""
         # A partition paused for a retry before it was revoked must not come back paused.
         consumer.resume(partitions)
         self._assigned = self._assigned | {(p.topic, p.partition) for p in partitions}
         self._log.info("partitions assigned", partitions=[f"{p.topic}[{p.partition}]" for p in partitions])
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """librdkafka's rebalance callback: ``partitions`` move away; their handled offsets are committed first."""
         # Called inside poll(): no message is being handled. The offsets of what was handled are committed (and
         # waited for) before the partitions move; held messages are not committed: the next owner reads them
         # again from the committed offset.
-        del consumer
-        self._revoke([(p.topic, p.partition) for p in partitions], lost=False)
+        self._revoke(consumer, [(p.topic, p.partition) for p in partitions], lost=False)
         self._log.info("partitions revoked", partitions=[f"{p.topic}[{p.partition}]" for p in partitions])
 
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """librdkafka's rebalance callback: ``partitions`` were taken away; their offsets are forgotten."""
         # The partitions are already someone else's: their offsets can no longer be committed by this instance.
-        del consumer
-        self._revoke([(p.topic, p.partition) for p in partitions], lost=True)
+        self._revoke(consumer, [(p.topic, p.partition) for p in partitions], lost=True)
         self._log.info("partitions lost", partitions=[f"{p.topic}[{p.partition}]" for p in partitions])
 
-    def _revoke(self, keys: list[tuple[str, int]], *, lost: bool) -> None:
+    def _revoke(self, consumer: Consumer, keys: list[tuple[str, int]], *, lost: bool) -> None:
         gone = set(keys)
         if lost:
-            self._offsets.drop(gone)
+            self.offsets.drop(gone)
         else:
-            self._offsets.commit_sync(self._consumer, gone)
+            self.offsets.commit_sync(consumer, gone)
         self._assigned = self._assigned - gone
         self._revoked_in_poll |= gone
         self._dead_letters.forget(gone)

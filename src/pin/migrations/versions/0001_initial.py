@@ -1,7 +1,4 @@
-"""Initial schema: one PostgreSQL schema per bounded context.
-
-Until the first release the initial revision is assembled from each context's ``schema.sql`` (each context
-owns its DDL); once released, every change goes into a new revision instead.
+"""Initial schema: one PostgreSQL schema per bounded context, from each context's ``schema.sql`` (docs/architecture.md).
 
 Revision ID: 0001
 Revises:

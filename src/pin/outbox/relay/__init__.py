@@ -2,7 +2,7 @@
 instances (SPEC section 5). How and why: docs/design/relay.md."""
 
 from pin.outbox.relay.config import RelayConfig
-from pin.outbox.relay.hooks import RelayHooks, hooks_from_environ
+from pin.outbox.relay.hooks import RelayHooks, hooks_for_fault
 from pin.outbox.relay.relay import OutboxRelay
 
-__all__ = ["OutboxRelay", "RelayConfig", "RelayHooks", "hooks_from_environ"]
+__all__ = ["OutboxRelay", "RelayConfig", "RelayHooks", "hooks_for_fault"]

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Mapping
 
 import structlog
 
@@ -56,14 +54,12 @@ class PauseAt(RelayHooks):
             time.sleep(3600)
 
 
-def hooks_from_environ(environ: Mapping[str, str] | None = None) -> RelayHooks:
-    """The hooks of `pin relay`, chosen once at start-up: none, or the pause PIN_RELAY_TEST_FAULT asks for
-    (``after-produce|after-ack[:N]``, test only)."""
-    env = os.environ if environ is None else environ
-    raw = env.get("PIN_RELAY_TEST_FAULT", "")
-    if not raw:
+def hooks_for_fault(fault: str) -> RelayHooks:
+    """The hooks of `pin relay`, chosen once at start-up from Settings' test-only ``relay_test_fault``: none, or
+    the pause it asks for (``after-produce|after-ack[:N]``)."""
+    if not fault:
         return RelayHooks()
-    point, _, batch = raw.partition(":")
+    point, _, batch = fault.partition(":")
     if point not in _PAUSE_POINTS or not (batch or "1").isdigit():
-        raise ConfigurationError(f"PIN_RELAY_TEST_FAULT: expected after-produce|after-ack[:N], got {raw!r}")
+        raise ConfigurationError(f"PIN_RELAY_TEST_FAULT: expected after-produce|after-ack[:N], got {fault!r}")
     return PauseAt(point, int(batch or "1"))
