@@ -1,4 +1,4 @@
-"""`python -m bench [--quick | --full] [--only NAMES] [--out DIR]`: every benchmark with its same-run baseline.
+"""`python -m bench [--quick | --full] [--only NAMES] [--repeat N] [--out DIR]`: every benchmark beside its baseline.
 
 Writes summary.json, summary.md, run.json, the PNG plots and the generated pgbench scripts to ``--out``
 (bench/results by default). See bench/README.md for what each figure means and how it is measured.
@@ -18,7 +18,7 @@ from typing import Any
 
 from bench import consumers, live, plots, promotion, relay, timeout
 from bench.env import BenchEnv, make_env
-from bench.results import Figure, Results, ratio
+from bench.results import Figure, LoadWindow, Results, aggregate, ratio
 from bench.seed import MessageFactory
 
 SIZES: dict[str, dict[str, Any]] = {
@@ -210,6 +210,7 @@ class Run:
 
     def phase_scaling(self) -> None:
         """7. Drain time against the amount of work, one worker, and dead tuples after each run."""
+        self.scaling_runs = []  # this run's drains only (--repeat runs the phase again)
         for n in self.sizes["scaling"]:
             run = timeout.worker_drain(self.env, n, 1, label=f"scaling_{n}")
             self.scaling_runs.append(run)
@@ -297,8 +298,11 @@ def main(argv: list[str] | None = None) -> int:
     size.add_argument("--quick", action="store_true", help="small sizes (a smoke run of a minute or two)")
     size.add_argument("--full", action="store_true", help="the issue's sizes everywhere (50,000 per group, 200,000)")
     parser.add_argument("--only", default="", help=f"comma-separated phases of {','.join(PHASES)}")
+    parser.add_argument("--repeat", type=int, default=1, help="run each phase N times; report median and min..max")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     mode = "quick" if args.quick else "full" if args.full else "default"
     phases = [p for p in args.only.split(",") if p] or list(PHASES)
     unknown = set(phases) - set(PHASES)
@@ -320,13 +324,12 @@ def main(argv: list[str] | None = None) -> int:
     run = Run(env, mode, out)
     failures = 0
     try:
-        print(f"bench: mode {mode}, phases {','.join(phases)}, work dir {env.work_dir}")
+        print(f"bench: mode {mode}, phases {','.join(phases)}, {args.repeat} run(s) each, work dir {env.work_dir}")
         env.start()
         run.results.machine = env.machine()
         _step("capture", run.capture)
         for phase in phases:
-            ok = _step(phase, getattr(run, f"phase_{phase}"), run.results)
-            failures += 0 if ok else 1
+            failures += _run_phase(run, phase, args.repeat)
         plots.ratios(run.results, out)
     finally:
         try:
@@ -345,6 +348,64 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"bench: {failures} phase(s) failed; logs kept in {env.work_dir}", file=sys.stderr)
     return 1 if failures else 0
+
+
+def _run_phase(run: Run, phase: str, repeat: int) -> int:
+    """Run a phase ``repeat`` times, each between two load samples; keep the median of each figure; count failures.
+
+    Each run fills fresh figures and details; the last run's details, profiles and plots are kept, every run's
+    details go to run.json under ``repeats`` when there is more than one.
+    """
+    results = run.results
+    figures, details = results.figures, results.details
+    sections_before = len(results.sections)
+    per_run: dict[str, list[Figure]] = {}
+    failures = 0
+    for i in range(repeat):
+        label = phase if repeat == 1 else f"{phase} (run {i + 1}/{repeat})"
+        results.figures, results.details = {}, {}
+        del results.sections[sections_before:]  # an earlier run's profile sections: the last run's replace them
+        start = _load_1m()
+        ok = _step(label, getattr(run, f"phase_{phase}"), results)
+        end = _load_1m()
+        failures += 0 if ok else 1
+        window = None if start is None or end is None else LoadWindow(start, end, os.cpu_count() or 1)
+        if window is not None:
+            print(f"bench: {label} load (1 min) {window.describe()}", flush=True)
+            details.setdefault("phase_load", {}).setdefault(phase, []).append(window.as_dict())
+        for name, figure in results.figures.items():
+            figure.loads = [window] if window is not None else []
+            per_run.setdefault(name, []).append(figure)
+        run_details = results.details
+        details.setdefault("phase_seconds", {}).update(run_details.pop("phase_seconds", {}))
+        details.update(run_details)
+        if repeat > 1:
+            details.setdefault("repeats", {}).setdefault(phase, []).append(run_details)
+    results.figures, results.details = figures, details
+    for name, runs in per_run.items():
+        figures[name] = runs[0] if len(runs) == 1 else aggregate(runs)
+        if repeat > 1:
+            _print_aggregate(name, figures[name])
+    return failures
+
+
+def _load_1m() -> float | None:
+    """The machine's 1-minute load average, or None where the platform has none."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def _print_aggregate(name: str, figure: Figure) -> None:
+    shown = figure.as_dict()
+    spread = "" if figure.spread is None else f" ({figure.spread[0]:.3g}..{figure.spread[1]:.3g})"
+    what = "ratio" if figure.ratio is not None else "value"
+    noisy = f", noisy in {sum(w.noisy for w in figure.loads)} of {len(figure.loads)} runs" if figure.noisy else ""
+    print(
+        f"  {name}: median of {figure.runs}: {shown['value']} {figure.unit}  baseline={shown['baseline']}  "
+        f"ratio={shown['ratio']}  {what} spread{spread}{noisy}"
+    )
 
 
 def _update_readme(summary: Path) -> None:

@@ -21,6 +21,14 @@ class Figure:
     goal: str | None = None
     met: bool | None = None
     note: str = ""
+    runs: int = 1
+    spread: tuple[float, float] | None = None  # min..max of the ratio (of the value without a ratio) over the runs
+    loads: list[LoadWindow] = field(default_factory=list)  # the machine's load around each run of the phase
+
+    @property
+    def noisy(self) -> bool:
+        """Whether any run of the phase behind this figure ran on a busy or changing machine."""
+        return any(load.noisy for load in self.loads)
 
     def as_dict(self) -> dict[str, Any]:
         """The summary.json entry."""
@@ -30,12 +38,107 @@ class Figure:
             "baseline": _round(self.baseline),
             "ratio": _round(self.ratio, 3),
         }
+        if self.runs > 1:
+            out["runs"] = self.runs
+            out["spread"] = None if self.spread is None else [_round(x, 3) for x in self.spread]
         if self.goal is not None:
             out["goal"] = self.goal
             out["met"] = self.met
+        if self.loads:
+            out["load_1m"] = [[load.start, load.end] for load in self.loads]
+            out["noisy"] = self.noisy
         if self.note:
             out["note"] = self.note
         return out
+
+
+@dataclass(frozen=True)
+class LoadWindow:
+    """The 1-minute load average at the start and the end of one run of a phase, on a machine of ``cores`` CPUs.
+
+    Noisy when the load moved by more than one core during the run (a neighbour started or stopped: value and
+    baseline did not share the same machine), or when it already exceeded the cores at the start (every process,
+    ours and the baseline, waited for a CPU). The 1-minute figure lags: a run shorter than a minute sees only part
+    of a change, so a quiet verdict on a short run is weaker than a noisy one.
+    """
+
+    start: float
+    end: float
+    cores: int
+
+    @property
+    def reason(self) -> str | None:
+        """Why the run is noisy, or None when it is not."""
+        moved = self.end - self.start
+        if abs(moved) > 1:
+            return f"load moved by {moved:+.2f} (more than one core)"
+        if self.start > self.cores:
+            return f"load {self.start:.2f} above the {self.cores} cores at the start"
+        return None
+
+    @property
+    def noisy(self) -> bool:
+        """Whether the run is noisy (see the class docstring)."""
+        return self.reason is not None
+
+    def describe(self) -> str:
+        """One line for the console: start -> end, and the verdict with its reason."""
+        shown = f"{self.start:.2f} -> {self.end:.2f} of {self.cores} cores"
+        return f"{shown}, NOISY: {self.reason}" if self.reason else f"{shown}, quiet"
+
+    def cell(self) -> str:
+        """The table's short form: start→end, marked when noisy."""
+        shown = f"{self.start:.2f}→{self.end:.2f}"
+        return f"{shown} **noisy**" if self.noisy else shown
+
+    def as_dict(self) -> dict[str, Any]:
+        """The run.json entry."""
+        return {"start": self.start, "end": self.end, "cores": self.cores, "noisy": self.noisy, "reason": self.reason}
+
+
+def median(values: Sequence[float]) -> float:
+    """The median (the mean of the two middle values for an even count); NaN for no values."""
+    return percentile(values, 50)
+
+
+def aggregate(runs: Sequence[Figure]) -> Figure:
+    """One figure from the same figure of N runs: median value, baseline and ratio, each on its own; min..max spread.
+
+    The median ratio is taken over the runs' ratios (not the ratio of the medians): each ratio pairs a value with
+    the baseline measured beside it, which is the point of a same-run baseline. The goal is judged on the medians.
+    """
+    if not runs:
+        raise ValueError("aggregate: no runs")
+    last = runs[-1]
+    values = [f.value for f in runs if f.value is not None]
+    baselines = [f.baseline for f in runs if f.baseline is not None]
+    ratios = [f.ratio for f in runs if f.ratio is not None]
+    value = median(values) if values else None
+    ratio_ = median(ratios) if ratios else None
+    spread_of = ratios or values
+    return Figure(
+        value=value,
+        unit=last.unit,
+        baseline=median(baselines) if baselines else None,
+        ratio=ratio_,
+        goal=last.goal,
+        met=goal_met(last.goal, value, ratio_),
+        note=last.note,
+        runs=len(runs),
+        spread=(min(spread_of), max(spread_of)) if spread_of else None,
+        loads=[load for f in runs for load in f.loads],
+    )
+
+
+def goal_met(goal: str | None, value: float | None, ratio_: float | None) -> bool | None:
+    """Judge a goal as the phases write it: ">= 0.8" is on the ratio, "<= 200 ms" (with a unit) on the value."""
+    if goal is None:
+        return None
+    op, number, *unit = goal.split()
+    subject = value if unit else ratio_
+    if subject is None:
+        return False
+    return subject >= float(number) if op == ">=" else subject <= float(number)
 
 
 def _round(value: float | None, digits: int = 2) -> float | None:
@@ -103,15 +206,17 @@ class Results:
             f"synchronous_commit={m.get('pg_synchronous_commit')}), broker: {m.get('broker')}, "
             f"load average at start {m.get('loadavg_at_start')}.",
             "",
-            "| figure | value | unit | baseline | ratio | goal | met |",
-            "|---|---:|---|---:|---:|---|---|",
+            "| figure | value | unit | baseline | ratio | spread | goal | met | load (1 min, per run) |",
+            "|---|---:|---|---:|---:|---|---|---|---|",
         ]
         for name, figure in self.figures.items():
             d = figure.as_dict()
             met = "" if figure.met is None else ("yes" if figure.met else "**no**")
+            spread = "" if figure.spread is None else f"{figure.spread[0]:.3g}..{figure.spread[1]:.3g} ({figure.runs})"
+            load = ", ".join(window.cell() for window in figure.loads)
             lines.append(
                 f"| {name} | {_show(d['value'])} | {figure.unit} | {_show(d['baseline'])} | {_show(d['ratio'])} "
-                f"| {figure.goal or ''} | {met} |"
+                f"| {spread} | {figure.goal or ''} | {met} | {load} |"
             )
         if self.notes:
             lines += ["", "Notes:", ""]
@@ -120,7 +225,7 @@ class Results:
             lines += ["", section.rstrip()]
         if self.plots:
             lines += ["", "## Plots", ""]
-            lines += [f"![{name}]({name})" for name in self.plots]
+            lines += [f"![{name}]({name})" for name in dict.fromkeys(self.plots)]  # --repeat redraws each plot
         return "\n".join(lines) + "\n"
 
 

@@ -39,6 +39,13 @@ class Settings(BaseSettings):
     # The largest record the dead-letter producer sends (its message.max.bytes, headers included); a consumed value
     # larger than this is unreadable. A dead letter that does not fit is sent cut, its full bytes in the database.
     kafka_max_message_bytes: int = Field(default=1_000_000, ge=16_384, le=100_000_000)
+    # Consumers only (librdkafka fetch.wait.max.ms; producers never see it): the longest the broker holds a fetch
+    # that found nothing new. An idle consumer sends about 1000/N fetch requests per second to each broker it reads
+    # from; a broker that answers an empty fetch only at this deadline (the embedded one) delays a new message by up
+    # to N ms. Measured end to end (bench e2e, 2,000 deadlines): the consumers' hop p50/p99 was 132/260 ms at
+    # librdkafka's 500, 21/64 at 100, 16/37 at 50 and 4/50 at 10. 50 keeps the end-to-end p99 under 150 ms for
+    # 20 idle fetches per second; 10 would save about 12 ms at the median for five times the requests.
+    kafka_consumer_fetch_wait_max_ms: int = Field(default=50, ge=1, le=60_000)
     # HS256 secret for bearer tokens.
     jwt_secret: SecretStr | None = None
     # RS256 public key (PEM) for bearer tokens; takes precedence over the secret when both are set.

@@ -102,6 +102,8 @@ def consumer_config(settings: Settings, group: str, **overrides: Any) -> dict[st
             "auto.offset.reset": "earliest",
             "session.timeout.ms": settings.kafka_session_timeout_ms,
             "heartbeat.interval.ms": max(500, settings.kafka_session_timeout_ms // 5),
+            # the consumer-only fetch wait: set here, not in client_config, so producers and admin clients never see it
+            "fetch.wait.max.ms": settings.kafka_consumer_fetch_wait_max_ms,
             **overrides,
         },
     )
