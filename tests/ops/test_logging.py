@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -169,3 +170,30 @@ def test_a_repeated_library_line_goes_through_once_per_interval_with_the_count_h
     ]
     assert "repeated" not in lines[0]
     assert lines[2]["repeated"] == 49
+
+
+@pytest.mark.parametrize(
+    "suspect",
+    [
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl",
+        "BASIC\tdXNlcjpwYXNzd29yZA==",
+        "postgresql://pin:hunter2@db/pin",
+        "new row violates check: Failing row contains (1, zebra-17)",
+        "Key (reason)=(zebra-17) already exists",
+    ],
+)
+def test_one_suspect_field_among_plain_ones_is_masked_and_the_plain_ones_are_written_as_they_are(
+    json_log: Callable[[], list[dict[str, Any]]], suspect: str
+) -> None:
+    """A line is cleared in one pass when no field needs a look; a line with one suspect field still has it masked."""
+    log = structlog.get_logger("pin.test")
+    plain = {"PurchaseId": "4e958111-a3ca-66a5-b1ff-d9a9c6cba421", "PackageKind": "Boost", "Count": 3}
+    log.info("promotion expired", **plain, detail=suspect)
+
+    (line,) = json_log.raw.getvalue().splitlines()  # type: ignore[attr-defined]
+    (event,) = json_log()
+    assert event["detail"] != suspect
+    assert REDACTED in event["detail"]
+    assert {key: event[key] for key in plain} == plain
+    # the standard library's JSON text (", " and ": " separators, non-ASCII escaped), whatever encodes it
+    assert line == json.dumps(event)

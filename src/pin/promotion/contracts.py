@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import sys
 import uuid
+from datetime import datetime
 from decimal import Decimal
-from typing import Annotated, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, PlainSerializer, WithJsonSchema
 
 from pin.messaging import topics
 from pin.messaging.contract_docs import ContractSet
-from pin.messaging.contracts import Contract, UtcDateTime
+from pin.messaging.contracts import Contract, UtcDateTime, utc_iso
 from pin.promotion.domain import PaymentStatus, PromotionPurchase, PurchaseStatus, TargetKind
 
 _CENT = Decimal("0.01")
@@ -105,6 +106,42 @@ class PromotionPurchaseChangedKafkaEvent(Contract):
             ),
             version=purchase.version,
         )
+
+    @classmethod
+    def payload_of(cls, purchase: PromotionPurchase) -> dict[str, Any]:
+        """``cls.of(purchase).to_payload()`` built straight from the aggregate (the same keys in the same order, the
+        same values), without building and dumping the model: the expire-promotions batch builds 200 per cycle.
+
+        The aggregate's fields are already typed; the one check the model made that they do not carry is that
+        every time is timezone-aware.
+        """
+        price = purchase.price
+        return {
+            "PurchaseId": str(purchase.id),
+            "TenantId": str(purchase.tenant_id),
+            "BuyerUserId": str(purchase.buyer_user_id),
+            "PackageId": str(purchase.package_id),
+            "PackageCode": purchase.package_code,
+            "PackageKind": purchase.package_kind,
+            "Targets": [{"TargetKind": t.kind.value, "TargetId": str(t.id)} for t in purchase.targets],
+            "Status": purchase.status.value,
+            "PaymentStatus": purchase.payment_status.value,
+            "BoostWeight": purchase.boost_weight,
+            "StartsAt": _aware_iso(purchase.starts_at),
+            "EndsAt": _aware_iso(purchase.ends_at),
+            "Price": {
+                "Amount": _amount_text(price.amount),
+                "CurrencyId": str(price.currency_id),
+                "Currency": {"Code": price.currency_code, "Symbol": price.currency_symbol},
+            },
+            "Version": purchase.version,
+        }
+
+
+def _aware_iso(value: datetime) -> str:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("a contract time must be timezone-aware")  # what the model's AwareDatetime refuses
+    return utc_iso(value)
 
 
 DOCUMENTS = ContractSet(

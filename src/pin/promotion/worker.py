@@ -19,10 +19,10 @@ from pin.db import Conn, database_now
 from pin.jobs import bookkeeping
 from pin.jobs.cycle import Cycle, JobCycles, JobDefinition
 from pin.observability.tracing import current_traceparent, spans_exported, tracer
-from pin.outbox.writer import MessageContext, OutboxRow, build_row
+from pin.outbox.writer import MessageContext, OutboxRow, build_payload_row
 from pin.promotion import metrics, repository
 from pin.promotion.contracts import PromotionPurchaseChangedKafkaEvent
-from pin.promotion.domain import PromotionPurchase, PurchaseStatus
+from pin.promotion.domain import PromotionPurchase, PurchaseChanged, PurchaseStatus
 from pin.unit_of_work import UnitOfWork
 
 JOB_NAME = "expire-promotions"
@@ -206,10 +206,7 @@ class ExpirePromotionsJob:
             assert cycle.as_of is not None
             purchase.expire(cycle.as_of)
             # built here, so that a purchase whose event cannot be built is a poison item too
-            rows = [
-                build_row(PromotionPurchaseChangedKafkaEvent.of(e.purchase), occurred_at=e.occurred_at, context=context)
-                for e in purchase.events
-            ]
+            rows = [_outbox_row(e, context) for e in purchase.events]
         except Exception as exc:  # noqa: BLE001 - any failure of one purchase's domain work makes it poison (A2)
             if span is not None:
                 span.record_exception(exc)
@@ -293,6 +290,14 @@ class ExpirePromotionsJob:
             "item skipped: changed concurrently", PurchaseId=str(purchase.id),
             Status=None if current is None else current.status.value,
         )  # fmt: skip
+
+
+def _outbox_row(event: PurchaseChanged, context: MessageContext) -> OutboxRow:
+    """The event's outbox row, its payload built straight from the aggregate (the model's dump, field for field,
+    without building and dumping the model: 200 per cycle)."""
+    kind = PromotionPurchaseChangedKafkaEvent
+    payload = kind.payload_of(event.purchase)
+    return build_payload_row(kind, str(event.purchase.id), payload, occurred_at=event.occurred_at, context=context)
 
 
 @dataclass(frozen=True)
