@@ -8,16 +8,22 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+from fastapi import FastAPI
 from psycopg_pool import ConnectionPool
 
+from pin.api.app import create_app
 from pin.api.auth import mint_token
 from pin.db import Conn, create_pool
 from pin.embedded.kafka import EmbeddedKafka
 from pin.settings import Settings
 from tests.support.infra import TestDatabases, postgres_server
 from tests.support.processes import RoleProcess
+
+if TYPE_CHECKING:  # imported by the fixture: starlette warns when its test client is imported this early
+    from fastapi.testclient import TestClient
 
 JWT_SECRET = "test-secret-of-at-least-16-chars"
 
@@ -121,6 +127,21 @@ def make_settings(database_url: str) -> Callable[..., Settings]:
         return Settings.model_validate(values)
 
     return _make
+
+
+@pytest.fixture
+def app(make_settings: Callable[..., Settings], pool: ConnectionPool[Conn]) -> FastAPI:
+    """The real API on this test's database."""
+    return create_app(make_settings(), pool)
+
+
+@pytest.fixture
+def client(app: FastAPI) -> Iterator[TestClient]:
+    """An in-process client of the API that never raises a server error: a 500 shows as a 500, as to a caller."""
+    from fastapi.testclient import TestClient
+
+    with TestClient(app, raise_server_exceptions=False) as test_client:
+        yield test_client
 
 
 @pytest.fixture

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from fastapi import FastAPI
 from psycopg_pool import ConnectionPool
 
-from pin.api.app import create_app
 from pin.db import Conn, database_now
-from pin.settings import Settings
 
 # Starlette 1.x warns at import when the test client runs on httpx rather than httpx2 (not installed here);
 # the client works the same. Scoped to this import so that every other warning still fails the tests.
@@ -101,19 +98,6 @@ class CalendarApi:
     def get(self, path: str, person: Person | None) -> Any:
         """GET with a person's token (None: no token)."""
         return self.client.get(path, headers=person.headers if person else {})
-
-
-@pytest.fixture
-def app(make_settings: Callable[..., Settings], pool: ConnectionPool[Conn]) -> FastAPI:
-    """The API on this test's database."""
-    return create_app(make_settings(), pool)
-
-
-@pytest.fixture
-def client(app: FastAPI) -> Iterator[TestClient]:
-    """A test client of the API (errors become responses, as for a real caller)."""
-    with TestClient(app, raise_server_exceptions=False) as test_client:
-        yield test_client
 
 
 @pytest.fixture

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from psycopg_pool import ConnectionPool
 
-from pin.api.app import create_app
 from pin.db import Conn
-from pin.settings import Settings
 from tests.promotion.support import RUB, STANDARD_7D, TOP_1D, db_now, purchase_events, seed_purchases
 
 # Starlette 1.x warns at import when the test client runs on httpx rather than httpx2 (not installed here).
@@ -23,12 +21,6 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def client(pool: ConnectionPool[Conn], make_settings: Callable[..., Settings]) -> Iterator[TestClient]:
-    with TestClient(create_app(make_settings(), pool), raise_server_exceptions=False) as test_client:
-        yield test_client
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import json
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,9 +19,7 @@ import pytest
 from fastapi import FastAPI
 from psycopg_pool import ConnectionPool
 
-from pin.api.app import create_app
 from pin.db import Conn
-from pin.settings import Settings
 from tests.conftest import JWT_SECRET
 
 # Starlette warns at import when its test client runs on httpx rather than httpx2 (not installed); scoped here.
@@ -99,19 +96,6 @@ class World:
     purchase: str
     card: str
     post: str
-
-
-@pytest.fixture
-def app(make_settings: Callable[..., Settings], pool: ConnectionPool[Conn]) -> FastAPI:
-    """The real app on the test's database."""
-    return create_app(make_settings(), pool)
-
-
-@pytest.fixture
-def client(app: FastAPI) -> Iterator[TestClient]:
-    """An in-process client that never raises server exceptions (a 500 must show as a 500)."""
-    with TestClient(app, raise_server_exceptions=False) as test_client:
-        yield test_client
 
 
 def _slot(client: TestClient, users: Users, agent: uuid.UUID, hours: int, *, auto: bool = False) -> str:

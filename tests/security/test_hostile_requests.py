@@ -17,7 +17,7 @@ import sys
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -27,7 +27,6 @@ import httpx
 import jwt
 import psycopg
 import pytest
-from fastapi import FastAPI
 from psycopg_pool import ConnectionPool
 
 from pin.api.app import create_app
@@ -84,19 +83,6 @@ class Tenant:
         """A fresh tenant with one user per role."""
         tenant = uuid.uuid4()
         return cls(tenant, *(bearer(tenant, uuid.uuid4(), role) for role in ("agent", "investor", "manager", "admin")))
-
-
-@pytest.fixture
-def app(make_settings: Callable[..., Settings], pool: ConnectionPool[Conn]) -> FastAPI:
-    """The real app on the test's database."""
-    return create_app(make_settings(), pool)
-
-
-@pytest.fixture
-def client(app: FastAPI) -> Iterator[TestClient]:
-    """An in-process client that shows a server error as a 500 (it never raises it)."""
-    with TestClient(app, raise_server_exceptions=False) as test_client:
-        yield test_client
 
 
 def pending_appointment(client: TestClient, tenant: Tenant, hours: int = 5) -> str:
