@@ -18,7 +18,8 @@ log = structlog.get_logger(__name__)
 _UPSERT_CONTRIBUTION = """
 INSERT INTO catalog.boost_contribution AS c
     (purchase_id, target_kind, target_id, tenant_id, boost_weight, active, purchase_version)
-VALUES (%s, %s, %s, %s, %s, %s, %s)
+SELECT %s, %s, %s, %s, %s, %s, %s
+WHERE EXISTS (SELECT FROM catalog.purchase WHERE purchase_id = %s AND version = %s)
 ON CONFLICT (purchase_id, target_kind, target_id) DO UPDATE
 SET boost_weight = EXCLUDED.boost_weight, active = EXCLUDED.active,
     purchase_version = EXCLUDED.purchase_version, updated_at = now()
@@ -31,6 +32,7 @@ UPDATE catalog.boost_contribution
 SET active = false, purchase_version = %s, updated_at = now()
 WHERE purchase_id = %s AND active
   AND (target_kind, target_id) NOT IN (SELECT k, i FROM unnest(%s::text[], %s::uuid[]) AS t(k, i))
+  AND EXISTS (SELECT FROM catalog.purchase WHERE purchase_id = %s AND version = %s)
 """
 
 

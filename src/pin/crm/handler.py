@@ -70,13 +70,17 @@ def record_cancellation(conn: Conn, event: AppointmentCancelled, context: Handli
              event.time_zone, event.rescheduled_to_appointment_id, context.message_id, event.occurred_at),
         )  # fmt: skip
         return
-    inserted = conn.execute(
+    cursor = conn.execute(
         _INSERT_TERMINAL,
         (*common, kind.value, event.reason, event.cancelled_by, FEED_TEXTS[kind], event.kind, event.start_at,
          event.time_zone, context.message_id, event.occurred_at),
-    ).rowcount  # fmt: skip
-    if not inserted:
-        log.info("appointment already has its feed entry", appointment_id=str(event.appointment_id))
+    )  # fmt: skip
+
+    def check() -> None:
+        if not cursor.rowcount:
+            log.info("appointment already has its feed entry", appointment_id=str(event.appointment_id))
+
+    context.after_results(check)
 
 
 def _report_unknown_kind_and_actor(event: AppointmentCancelled, context: HandlingContext) -> None:

@@ -17,7 +17,8 @@ log = structlog.get_logger(__name__)
 _UPSERT_CONTRIBUTION = """
 INSERT INTO news.boost_contribution AS c
     (purchase_id, post_id, tenant_id, boost_weight, active, purchase_version)
-VALUES (%s, %s, %s, %s, %s, %s)
+SELECT %s, %s, %s, %s, %s, %s
+WHERE EXISTS (SELECT FROM news.purchase WHERE purchase_id = %s AND version = %s)
 ON CONFLICT (purchase_id, post_id) DO UPDATE
 SET boost_weight = EXCLUDED.boost_weight, active = EXCLUDED.active,
     purchase_version = EXCLUDED.purchase_version, updated_at = now()
@@ -29,6 +30,7 @@ _DEACTIVATE_DROPPED = """
 UPDATE news.boost_contribution
 SET active = false, purchase_version = %s, updated_at = now()
 WHERE purchase_id = %s AND active AND post_id <> ALL(%s::uuid[])
+  AND EXISTS (SELECT FROM news.purchase WHERE purchase_id = %s AND version = %s)
 """
 
 

@@ -7,6 +7,7 @@ connection of the consumer's transaction so that a channel which records before 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -24,10 +25,15 @@ class Notification:
     notice: Notice
 
 
-class NotificationDelivery(Protocol):
-    """Delivers notifications; returns False for one already delivered (same subject, template, recipient)."""
+# Asked once the transaction's results are in: False for a notification already delivered (same subject, template,
+# recipient). A batch's statements go in one pipeline, so the answer is read after they were all sent.
+Delivered = Callable[[], bool]
 
-    def deliver(self, conn: Conn, notification: Notification) -> bool:
+
+class NotificationDelivery(Protocol):
+    """Delivers notifications; the answer says whether each was new."""
+
+    def deliver(self, conn: Conn, notification: Notification) -> Delivered:
         """Deliver within the caller's transaction."""
 
 
@@ -42,7 +48,7 @@ ON CONFLICT ON CONSTRAINT notification_once DO NOTHING
 class DatabaseDelivery:
     """Stores notifications in ``notifications.notification``, read by GET /notifications."""
 
-    def deliver(self, conn: Conn, notification: Notification) -> bool:
+    def deliver(self, conn: Conn, notification: Notification) -> Delivered:
         """Insert the notification unless this outcome was already notified to this recipient."""
         notice = notification.notice
         cursor = conn.execute(
@@ -50,4 +56,4 @@ class DatabaseDelivery:
             (notification.tenant_id, notice.recipient_user_id, notice.kind.value, notice.template_key, notice.text,
              notification.subject_id, notification.message_id),
         )  # fmt: skip
-        return cursor.rowcount == 1
+        return lambda: cursor.rowcount == 1

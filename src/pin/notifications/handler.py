@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
 import structlog
@@ -14,7 +15,7 @@ from pin.messaging import topics
 from pin.messaging.appointment_events import AppointmentCancelledBy, AppointmentCancelReason, EventKind
 from pin.messaging.consumer import HandlingContext, Route
 from pin.messaging.tolerant import known
-from pin.notifications.delivery import DatabaseDelivery, Notification, NotificationDelivery
+from pin.notifications.delivery import DatabaseDelivery, Delivered, Notification, NotificationDelivery
 from pin.notifications.domain import (
     Meeting,
     Notice,
@@ -123,8 +124,13 @@ class NotificationHandlers:
         self, conn: Conn, notices: Iterable[Notice], tenant: uuid.UUID, subject: uuid.UUID, context: HandlingContext
     ) -> None:
         for notice in notices:
-            if not self._delivery.deliver(conn, Notification(tenant, subject, context.message_id, notice)):
-                log.info("already notified", template_key=notice.template_key, subject_id=str(subject))
+            delivered = self._delivery.deliver(conn, Notification(tenant, subject, context.message_id, notice))
+            context.after_results(partial(_log_if_not_new, delivered, notice, subject))
+
+
+def _log_if_not_new(delivered: Delivered, notice: Notice, subject: uuid.UUID) -> None:
+    if not delivered():
+        log.info("already notified", template_key=notice.template_key, subject_id=str(subject))
 
 
 def _parser(model: Any) -> Any:

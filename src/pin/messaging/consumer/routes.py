@@ -23,10 +23,26 @@ class HandlingContext:
     topic: str
     message_id: uuid.UUID
     unknown: list[tuple[str, str]] = field(default_factory=list)
+    # what the handler reads from its statements' results, run once they are in (see :meth:`after_results`)
+    pending: list[Callable[[], None]] = field(default_factory=list)
 
     def unknown_value(self, field_name: str, raw: str) -> None:
         """Record an enum value this consumer does not know; logged and counted once the message is handled."""
         self.unknown.append((field_name, raw))
+
+    def after_results(self, check: Callable[[], None]) -> None:
+        """Run ``check`` once the results of the statements sent so far are in, still in the transaction.
+
+        A batch's statements are sent in one pipeline (one round trip for all of them); a handler that only
+        logs from a result (a row count, an ignored Version) reads it here instead of waiting for it at once.
+        """
+        self.pending.append(check)
+
+    def run_pending(self) -> None:
+        """The checks :meth:`after_results` deferred, in the order they were made."""
+        for check in self.pending:
+            check()
+        self.pending.clear()
 
 
 @dataclass(frozen=True)

@@ -309,6 +309,7 @@ class ConsumerRuntime:
             if not inbox_insert(conn, self.group, message, context.message_id):
                 return False
             route.apply(conn, event, context)
+            context.run_pending()
         return True
 
     def _hold(self, message: Received, attempts: int, *, behind: list[Received]) -> None:
@@ -360,16 +361,22 @@ class ConsumerRuntime:
                     message_ids=[d.envelope.message_id for d in decoded], offsets=[d.message.offset for d in decoded],
                 )  # fmt: skip
                 applied: list[tuple[Decoded, HandlingContext]] = []
-                for item in decoded:
-                    message_id = item.envelope.message_id
-                    if message_id not in new:
-                        continue
-                    new.discard(message_id)  # a MessageId twice in one batch: the second is a duplicate
-                    context = HandlingContext(self.group, first.topic, message_id)
-                    span = message_span(self.group, item.message, item.headers) if spans else contextlib.nullcontext()
-                    with span:
-                        item.route.apply(conn, item.event, context)
-                    applied.append((item, context))
+                # every effect's statements in one pipeline: one round trip for the batch, not one per statement
+                with conn.pipeline():
+                    for item in decoded:
+                        message_id = item.envelope.message_id
+                        if message_id not in new:
+                            continue
+                        new.discard(message_id)  # a MessageId twice in one batch: the second is a duplicate
+                        context = HandlingContext(self.group, first.topic, message_id)
+                        span = (
+                            message_span(self.group, item.message, item.headers) if spans else contextlib.nullcontext()
+                        )
+                        with span:
+                            item.route.apply(conn, item.event, context)
+                        applied.append((item, context))
+                for _, context in applied:
+                    context.run_pending()
         except Exception as exc:  # noqa: BLE001 - the batch is handled again one message per transaction
             self._log.info(
                 "batch failed; handling its messages one by one",

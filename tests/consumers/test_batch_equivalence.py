@@ -1,0 +1,123 @@
+"""A batch applies exactly what the one-message path applies: duplicates and Versions out of order included.
+
+The batch's effects go to PostgreSQL in one pipeline, the boost's Version guard riding on each statement instead of
+on an answer read in between; the final tables must be those of one message per transaction, in the same order.
+The runtime is driven on a real PostgreSQL; the broker plays no part in what is compared, so none is started.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from pin.messaging import topics
+from pin.messaging.consumer.received import Received
+from pin.messaging.groups import build_runtime
+from tests.consumers.support import EVENT_TYPES, purchase, rows
+
+pytestmark = pytest.mark.integration
+
+TOPIC = topics.PURCHASE_CHANGED
+
+# each group's tables the batch writes, in a stable order and without the clock's columns
+SNAPSHOTS = {
+    "catalog": [
+        "SELECT purchase_id, tenant_id, status, version FROM catalog.purchase ORDER BY purchase_id",
+        "SELECT purchase_id, target_kind, target_id, tenant_id, boost_weight, active, purchase_version"
+        " FROM catalog.boost_contribution ORDER BY purchase_id, target_kind, target_id",
+    ],
+    "news": [
+        "SELECT purchase_id, tenant_id, status, version FROM news.purchase ORDER BY purchase_id",
+        "SELECT purchase_id, post_id, tenant_id, boost_weight, active, purchase_version"
+        " FROM news.boost_contribution ORDER BY purchase_id, post_id",
+    ],
+}
+INBOX = 'SELECT message_id, "offset" FROM messaging.inbox WHERE consumer_group = %s ORDER BY message_id'
+
+
+def _received(values: list[dict[str, Any]]) -> list[Received]:
+    """The messages as one partition delivers them, in this order."""
+    return [
+        Received(
+            topic=TOPIC,
+            partition=0,
+            offset=offset,
+            key=str(value["PurchaseId"]).encode(),
+            value=json.dumps(value).encode(),
+            headers=[("message-id", value["MessageId"].encode()), ("event-type", EVENT_TYPES[TOPIC].encode())],
+            timestamp_ms=0,
+        )
+        for offset, value in enumerate(values)
+    ]
+
+
+def _messages() -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, uuid.UUID]]:
+    """One message handled before, then a batch with duplicates and an out-of-order pair of Versions per purchase."""
+    tenant, p, q = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    project_x, project_y, object_z, post_a, post_b = (uuid.uuid4() for _ in range(5))
+    earlier = purchase(tenant=tenant, purchase_id=p, version=1,
+                       targets=[("Project", project_x), ("Project", project_y), ("Post", post_a)])  # fmt: skip
+    p_v3 = purchase(tenant=tenant, purchase_id=p, version=3, weight=20, targets=[("Project", project_x)])
+    p_v2 = purchase(tenant=tenant, purchase_id=p, version=2, weight=30,
+                    targets=[("Project", project_y), ("PropertyObject", object_z), ("Post", post_b)])  # fmt: skip
+    q_v2 = purchase(tenant=tenant, purchase_id=q, version=2, status="Expired",
+                    targets=[("Project", project_x), ("Post", post_a)])  # fmt: skip
+    q_v1 = purchase(tenant=tenant, purchase_id=q, version=1,
+                    targets=[("Project", project_y), ("Post", post_b), ("Post", post_a)])  # fmt: skip
+    q_v2_again = purchase(tenant=tenant, purchase_id=q, version=2, targets=[("Post", post_b)])
+    batch = [earlier, p_v3, p_v3, p_v2, q_v2, q_v1, q_v2_again, q_v1]
+    ids = {"p": p, "q": q, "x": project_x, "y": project_y, "a": post_a, "b": post_b}
+    return earlier, batch, ids
+
+
+def _expected(group: str, ids: dict[str, uuid.UUID]) -> set[tuple[Any, ...]]:
+    """(purchase, target, weight, active, version) of each contribution, worked out by hand message by message.
+
+    p: v1 names x, y (and post a); v3 names only x (weight 20), so y and a stop contributing at v3; v2 comes late
+    and changes nothing. q: v2 (Expired) names x and a, inactive; v1 comes late; a second v2 (Active, only post b)
+    applies (same Version) and adds b.
+    """
+    p, q, x, y, a, b = (ids[name] for name in "pqxyab")
+    if group == "catalog":
+        return {(p, x, 20, True, 3), (p, y, 10, False, 3), (q, x, 10, False, 2)}
+    return {(p, a, 10, False, 3), (q, a, 10, False, 2), (q, b, 10, True, 2)}
+
+
+@pytest.mark.parametrize("group", ["catalog", "news"])
+def test_a_batch_with_duplicates_and_older_versions_ends_as_one_message_per_transaction(group, make_settings, pool):
+    settings = make_settings(kafka_bootstrap_servers="127.0.0.1:9")  # never reached: no broker is needed here
+    earlier, batch, ids = _messages()
+    messages = _received(batch)
+    endings = []
+    for one_by_one in (False, True):
+        with pool.connection() as conn:
+            conn.execute(f"TRUNCATE {group}.purchase, {group}.boost_contribution, messaging.inbox")
+        runtime = build_runtime(group, settings, pool)
+        runtime._process(_received([earlier]), attempts=1)  # handled before: in the inbox already
+        with capture_logs() as logs:
+            if one_by_one:
+                for message in messages:
+                    runtime._process([message], attempts=1)
+            else:
+                runtime._process(messages, attempts=1)
+        events = [entry["event"] for entry in logs]
+        assert "batch failed; handling its messages one by one" not in events
+        assert events.count("older purchase version ignored") == 2, events
+        endings.append([rows(pool, sql) for sql in SNAPSHOTS[group]] + [rows(pool, INBOX, group)])
+    in_batch, alone = endings
+    assert in_batch == alone
+    purchases, contributions, inbox = in_batch
+    assert {(row["purchase_id"], row["version"], row["status"]) for row in purchases} == {
+        (ids["p"], 3, "Active"),
+        (ids["q"], 2, "Active"),
+    }
+    target = "target_id" if group == "catalog" else "post_id"
+    assert {
+        (row["purchase_id"], row[target], row["boost_weight"], row["active"], row["purchase_version"])
+        for row in contributions
+    } == _expected(group, ids)
+    assert len(inbox) == 6  # the earlier message, then p v3, p v2, q v2, q v1 and q's second v2: once each
