@@ -124,20 +124,27 @@ def _as_is(text: str) -> str:
     return text
 
 
-@functools.lru_cache(maxsize=4096)
-def _jsonb_key(key: str) -> tuple[int, bytes]:
-    """jsonb keeps an object's keys shorter first, then bytewise."""
-    data = key.encode("utf-8")
-    return len(data), data
+# values that come back out of jsonb as they went in (a bool is an int)
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
+@functools.lru_cache(maxsize=1024)
+def _jsonb_order(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """An object's keys in jsonb's order, shorter first, then bytewise (cached: a contract's payloads share them)."""
+    return tuple(sorted(keys, key=lambda key: (len(key.encode("utf-8")), key.encode("utf-8"))))
 
 
 def _jsonb_form(value: object) -> object:
     """``value`` as it comes back out of a jsonb column: keys in jsonb's order, a float with an exponent and no
     fraction (1e+16) printed by PostgreSQL as the integer it is."""
     if isinstance(value, Mapping):
-        return {k: _jsonb_form(value[k]) for k in sorted(value, key=_jsonb_key)}
+        out = {}
+        for key in _jsonb_order(tuple(value)):
+            item = value[key]
+            out[key] = item if type(item) in _PLAIN else _jsonb_form(item)
+        return out
     if isinstance(value, list | tuple):
-        return [_jsonb_form(item) for item in value]
+        return [item if type(item) in _PLAIN else _jsonb_form(item) for item in value]
     if isinstance(value, float) and value.is_integer() and "e" in repr(value):
         return int(value)
     return value
