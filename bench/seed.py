@@ -12,7 +12,6 @@ targets.
 from __future__ import annotations
 
 import copy
-import json
 import uuid
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
@@ -21,7 +20,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from pin.outbox.writer import vpart_of
+from pin.outbox.writer import kafka_value, vpart_of
 
 _SLOTS = """
 INSERT INTO calendar.availability_slot
@@ -175,8 +174,8 @@ class MessageFactory:
 
     @staticmethod
     def kafka_value(message: Mapping[str, Any]) -> bytes:
-        """The value the relay sends (compact UTF-8 JSON, as pin.outbox.relay encodes it)."""
-        return json.dumps(message["payload"], separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        """The value the relay sends (the row's value, as pin.outbox.writer encodes it)."""
+        return kafka_value(message["payload"]).encode("utf-8")
 
     @staticmethod
     def kafka_headers(message: Mapping[str, Any]) -> list[tuple[str, bytes]]:
@@ -204,7 +203,9 @@ def outbox_templates(conn: psycopg.Connection[Any]) -> dict[str, dict[str, Any]]
 def copy_outbox(conn: psycopg.Connection[Any], messages: Iterator[Mapping[str, Any]], occurred_at: datetime) -> int:
     """COPY messages into outbox.message (vpart from the key, as the writer computes it); returns the count."""
     count = 0
-    columns = "message_id, vpart, topic, message_key, event_type, contract_version, payload, headers, occurred_at"
+    columns = (
+        "message_id, vpart, topic, message_key, event_type, contract_version, payload, value, headers, occurred_at"
+    )
     with conn.cursor() as cur, cur.copy(f"COPY outbox.message ({columns}) FROM STDIN") as copy_:
         for m in messages:
             copy_.write_row(
@@ -216,6 +217,7 @@ def copy_outbox(conn: psycopg.Connection[Any], messages: Iterator[Mapping[str, A
                     m["event_type"],
                     m["contract_version"],
                     Jsonb(m["payload"]),
+                    kafka_value(m["payload"]),
                     Jsonb(m["headers"]),
                     occurred_at,
                 )

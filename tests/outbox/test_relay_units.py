@@ -30,7 +30,8 @@ def _row(row_id: int, key: str) -> PendingRow:
         key=key,
         event_type="e",
         contract_version=1,
-        payload="{}",
+        value="{}",
+        payload=None,
         headers='{"correlation-id": "c", "message-id": "forged"}',
         attempts=0,
     )

@@ -11,6 +11,9 @@ CREATE TABLE outbox.message (
     event_type       text        NOT NULL,
     contract_version integer     NOT NULL,
     payload          jsonb       NOT NULL,                    -- contract fields plus the envelope
+    -- the Kafka value, written with the row (outbox/writer.py: kafka_value) and sent as is, so the relay never
+    -- parses a payload; NULL on a row put back from the dead letters, whose value the relay encodes from payload
+    value            text,
     headers          jsonb       NOT NULL DEFAULT '{}',       -- correlation-id, traceparent, ...
     occurred_at      timestamptz NOT NULL,
     created_at       timestamptz NOT NULL DEFAULT clock_timestamp(),

@@ -96,6 +96,7 @@ _COLUMNS: tuple[tuple[str, str], ...] = (
     ("event_type", "text"),
     ("contract_version", "integer"),
     ("payload", "text"),
+    ("value", "text"),
     ("headers", "text"),
     ("occurred_at", "timestamptz"),
 )
@@ -105,12 +106,53 @@ _INSERT = f"{_INTO} VALUES ({', '.join(['%s'] * len(INSERT_COLUMNS))})"
 
 
 def encode_json(value: Mapping[str, object]) -> str:
-    """A payload or headers mapping as JSON text (the one encoding of every path; stored as jsonb)."""
+    """A headers mapping as JSON text (the one encoding of every path; stored as jsonb)."""
     return json.dumps(dict(value))
+
+
+_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def kafka_value(payload: Mapping[str, object]) -> str:
+    """The message value exactly as the relay sends it (stored in the row's ``value``, sent as is): compact UTF-8
+    JSON with the keys in jsonb's order, byte for byte what the relay sent when it re-encoded the jsonb column."""
+    return _compact(_jsonb_form(payload))
+
+
+def _as_is(text: str) -> str:
+    """The payload's jsonb parameter is its value's text: the row's JSON is encoded once."""
+    return text
+
+
+# values that come back out of jsonb as they went in (a bool is an int)
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
+@functools.lru_cache(maxsize=1024)
+def _jsonb_order(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """An object's keys in jsonb's order, shorter first, then bytewise (cached: a contract's payloads share them)."""
+    return tuple(sorted(keys, key=lambda key: (len(key.encode("utf-8")), key.encode("utf-8"))))
+
+
+def _jsonb_form(value: object) -> object:
+    """``value`` as it comes back out of a jsonb column: keys in jsonb's order, a float with an exponent and no
+    fraction (1e+16) printed by PostgreSQL as the integer it is."""
+    if isinstance(value, Mapping):
+        out = {}
+        for key in _jsonb_order(tuple(value)):
+            item = value[key]
+            out[key] = item if type(item) in _PLAIN else _jsonb_form(item)
+        return out
+    if isinstance(value, list | tuple):
+        return [item if type(item) in _PLAIN else _jsonb_form(item) for item in value]
+    if isinstance(value, float) and value.is_integer() and "e" in repr(value):
+        return int(value)
+    return value
 
 
 def insert_params(row: OutboxRow) -> tuple[object, ...]:
     """The values of one row's insert, in the order of INSERT_COLUMNS."""
+    value = kafka_value(row.payload)
     return (
         row.message_id,
         vpart_of(row.key),
@@ -118,7 +160,8 @@ def insert_params(row: OutboxRow) -> tuple[object, ...]:
         row.key,
         row.event_type,
         row.contract_version,
-        Jsonb(dict(row.payload), dumps=encode_json),
+        Jsonb(value, dumps=_as_is),
+        value,
         Jsonb(dict(row.headers), dumps=encode_json),
         row.occurred_at,
     )
@@ -169,6 +212,7 @@ def insert_unnest_sql(*, owner_type: str, where: str) -> str:
 def insert_unnest_params(owned: Sequence[tuple[object, OutboxRow]]) -> dict[str, object]:
     """The parameters of :func:`insert_unnest_sql`: ``(owner id, row)`` pairs as one array per column."""
     rows = [row for _, row in owned]
+    values = [kafka_value(row.payload) for row in rows]
     return {
         "outbox_owner": [owner for owner, _ in owned],
         "outbox_message_id": [row.message_id for row in rows],
@@ -177,7 +221,8 @@ def insert_unnest_params(owned: Sequence[tuple[object, OutboxRow]]) -> dict[str,
         "outbox_message_key": [row.key for row in rows],
         "outbox_event_type": [row.event_type for row in rows],
         "outbox_contract_version": [row.contract_version for row in rows],
-        "outbox_payload": [encode_json(row.payload) for row in rows],
+        "outbox_payload": values,
+        "outbox_value": values,
         "outbox_headers": _encode_all([row.headers for row in rows]),
         "outbox_occurred_at": [row.occurred_at for row in rows],
     }

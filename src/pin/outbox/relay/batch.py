@@ -15,8 +15,9 @@ from pin.outbox.relay.errors import SendError
 class PendingRow(NamedTuple):
     """An outbox row read by its vpart's lease owner, with the lease epoch it was read under.
 
-    ``payload`` and ``headers`` are the columns' JSON text as PostgreSQL prints them; the fields are in the
-    order of the read's columns (one tuple per row, no per-column conversion in Python).
+    ``value`` is the Kafka value the writer stored (sent as is, never parsed); ``payload`` is read only when it is
+    missing (a row replayed from the dead letters), as PostgreSQL prints the jsonb, and so is ``headers``. The
+    fields are in the order of the read's columns (one tuple per row, no per-column conversion in Python).
     """
 
     id: int
@@ -27,7 +28,8 @@ class PendingRow(NamedTuple):
     key: str
     event_type: str
     contract_version: int
-    payload: str
+    value: str | None
+    payload: str | None
     headers: str
     attempts: int
 

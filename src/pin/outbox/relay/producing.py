@@ -26,7 +26,7 @@ def _produce_row(producer: Producer, row: PendingRow, outcomes: dict[int, SendEr
     """Hand one row to the producer; its delivery report lands in ``outcomes``. Raises as ``produce`` does."""
     producer.produce(
         row.topic,
-        encode_value(row.payload),
+        row.value if row.value is not None else encode_value(row.payload or "{}"),
         row.key,
         on_delivery=partial(_deliver, outcomes, row.id),
         headers=kafka_headers(row),

@@ -5,7 +5,8 @@
 -- Due rows of the vparts whose unexpired lease we hold, behind no waiting row of their key, in id order per vpart.
 -- No FOR UPDATE: the lease is the claim (a row lock cannot be held across a broker flush).
 SELECT m.id, m.message_id::text, m.vpart::int, l.epoch, m.topic, m.message_key, m.event_type, m.contract_version,
-       m.payload::text, m.headers::text, m.attempts
+       m.value,
+       CASE WHEN m.value IS NULL THEN m.payload::text END, m.headers::text, m.attempts
 FROM outbox.relay_lease l
 CROSS JOIN LATERAL (
     SELECT * FROM outbox.message m
