@@ -40,8 +40,6 @@ DLT_HEADERS = (
     "dlt-attempts",
     "dlt-failed-at",
 )
-# Added to a truncated dead letter only (see messaging/dead_letter_store.py).
-DLT_TRUNCATION_HEADERS = (DLT_ORIGINAL_SIZE, DLT_ORIGINAL_SHA256, DLT_STORED_ID)
 _MAX_ERROR_TEXT = 1000
 
 # A message by where it was read: (topic, partition, offset).
