@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pin.embedded.postgres import free_port
+from pin.ports import free_port
 from tests.conftest import JWT_SECRET
 
 pytestmark = [pytest.mark.integration]

@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 from pin.embedded.kafka import EmbeddedKafka
-from pin.embedded.postgres import free_port
 from pin.messaging import topics
+from pin.ports import free_port
 from tests.support.kafka import read_topic
 from tests.support.processes import RoleProcess
 

@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from pin import state
-from pin.embedded.postgres import free_port
+from pin.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -31,7 +31,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.api.app import create_app
 from pin.db import Conn
-from pin.embedded.postgres import free_port
+from pin.ports import free_port
 from pin.settings import Settings
 from tests.conftest import JWT_SECRET
 from tests.support.processes import RoleProcess

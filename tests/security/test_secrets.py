@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from pin.embedded.kafka import EmbeddedKafka
-from pin.embedded.postgres import free_port
 from pin.messaging.kafka import client_config, consumer_config, producer_config
+from pin.ports import free_port
 from pin.settings import Settings
 from tests.conftest import JWT_SECRET
 from tests.support.processes import RoleProcess

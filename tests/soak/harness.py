@@ -21,8 +21,9 @@ import psycopg
 from pin.api.auth import mint_token
 from pin.db import migrate
 from pin.embedded.kafka import EmbeddedKafka
-from pin.embedded.postgres import EmbeddedPostgres, free_port
+from pin.embedded.postgres import EmbeddedPostgres
 from pin.messaging.kafka import ensure_topics
+from pin.ports import free_port
 from pin.settings import Settings
 from tests.support.processes import RoleProcess
 

@@ -25,8 +25,6 @@ with warnings.catch_warnings():
 # PostgreSQL refuses to run as root; pgserver creates this unprivileged user for the same reason.
 _SYSTEM_USER = "pgserver"
 
-__all__ = ["EmbeddedPostgres", "free_port"]  # free_port: imported from here by the tests
-
 
 @dataclass
 class EmbeddedPostgres:
