@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     # The most bytes of a request line and headers the HTTP server buffers (h11's max_incomplete_event_size);
     # a larger head is answered 431. At least 16 KiB: the API itself refuses a bearer token above 8 KiB.
     http_max_header_bytes: int = Field(default=65_536, ge=16_384, le=1_048_576)
+    # The most bytes of a request body the API reads; a larger one is answered 413 before (Content-Length) or as
+    # soon as (chunked) it passes the limit. The largest body of the API is a few KiB: 64 KiB leaves room.
+    http_max_body_bytes: int = Field(default=65_536, ge=1_024, le=16_777_216)
 
     # PendingTtl: how long an agent has to decide on a Pending appointment.
     appointment_pending_ttl_seconds: int = Field(default=86_400, gt=0)

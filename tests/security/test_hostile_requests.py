@@ -373,6 +373,44 @@ def test_a_token_over_the_app_limit_leaves_the_connection_usable(api_server: Api
         connection.close()
 
 
+# ------------------------------------------------------------------------------- request body size
+
+
+def test_a_body_over_the_limit_is_a_413_and_the_connection_serves_the_next_request(api_server: ApiServer) -> None:
+    """A 2 MB body (PIN_HTTP_MAX_BODY_BYTES is 64 KiB by default) is a 413 problem document, sent in full by the
+    client and read in full by it, and the same keep-alive connection then creates a slot."""
+    tenant = Tenant.new()
+    connection = RawConnection(api_server.port)
+    try:
+        body = json.dumps({**slot_body(), "padding": "a" * 2_000_000}).encode()
+        refused, answer = connection.request("POST", "/calendar/slots", tenant.agent, body)
+        assert (refused.status_code, header(refused, "content-type")) == (413, PROBLEM_JSON), answer[:200]
+        assert b'"payload-too-large"' in answer
+        created, answer = connection.request("POST", "/calendar/slots", tenant.agent, json.dumps(slot_body()).encode())
+        assert created.status_code == 201, answer
+    finally:
+        connection.close()
+
+
+def test_a_chunked_body_over_the_limit_is_a_413(api_server: ApiServer) -> None:
+    """Without a Content-Length the bytes are counted as they are read: past the limit, a 413 problem document."""
+    tenant = Tenant.new()
+
+    def chunks() -> Any:
+        yield b'{"padding": "'
+        for _ in range(40):
+            yield b"a" * 65_536
+        yield b'"}'
+
+    url = f"http://127.0.0.1:{api_server.port}/calendar/slots"
+    headers = {**tenant.agent, "content-type": "application/json"}
+    response = httpx.post(url, headers=headers, content=chunks(), timeout=15)
+    assert (response.status_code, response.headers["content-type"]) == (413, PROBLEM_JSON), response.text[:200]
+    assert response.json()["code"] == "payload-too-large"
+    small = httpx.post(url, headers=headers, content=iter([json.dumps(slot_body()).encode()]), timeout=15)
+    assert small.status_code == 201, small.text
+
+
 # ------------------------------------------------------------------------------- 8: loose input
 
 

@@ -7,6 +7,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from psycopg_pool import ConnectionPool
 
 from pin.api.auth import TokenVerifier
+from pin.api.limits import BodyLimitMiddleware
 from pin.api.problems import install_problem_handlers, problem_openapi_responses, problem_response
 from pin.db import Conn
 from pin.settings import Settings
@@ -17,6 +18,7 @@ Bearer JWT (`sub`, `tenant_id`, `roles`, `exp`). A token living longer than PIN_
 a token whose roles are empty or all unknown (not agent, investor, manager or admin) is a 403 on every route.
 Bodies are strict JSON: no coercion between booleans, numbers and strings; times are RFC 3339 strings with an
 offset; no NUL in any string. Headers above the server's limit, or an Authorization header above 8 KiB, are a 431.
+A request body above PIN_HTTP_MAX_BODY_BYTES is a 413.
 Every error is an `application/problem+json` document with a stable `code`.
 """
 
@@ -34,6 +36,7 @@ def create_app(settings: Settings, pool: ConnectionPool[Conn]) -> FastAPI:
     app.state.pool = pool
     app.state.token_verifier = TokenVerifier(settings)
     install_problem_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.http_max_body_bytes)
     _include_context_routers(app)
 
     @app.get("/healthz", tags=["ops"])

@@ -154,6 +154,7 @@ _STATUS_CODES = {
     405: "method-not-allowed",
     409: "conflict",
     412: "precondition-failed",
+    413: "payload-too-large",
     415: "unsupported-media-type",
     422: "validation-error",
     431: "header-too-large",
