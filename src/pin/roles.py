@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
@@ -41,7 +43,22 @@ def start_role(role: str, *, metrics: bool = True) -> RoleContext:
 
     signal.signal(signal.SIGTERM, _request_stop)
     signal.signal(signal.SIGINT, _request_stop)
+    if settings.up_pid is not None:
+        _stop_when_gone(settings.up_pid)
     return RoleContext(settings=settings, stop=stop)
+
+
+def _stop_when_gone(parent_pid: int) -> None:
+    """A role of `pin up`: SIGTERM to itself once ``parent_pid`` is no longer its parent (killed with SIGKILL,
+    `pin up` cannot stop its children). A signal, so that the API's server stops the way it always does."""
+
+    def _watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        structlog.get_logger(__name__).warning("pin up is gone; stopping", up_pid=parent_pid)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=_watch, name="parent-watch", daemon=True).start()
 
 
 def wait_until_reachable(

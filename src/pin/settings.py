@@ -82,6 +82,9 @@ class Settings(BaseSettings):
     log_format: Literal["json", "console", "auto"] = "auto"
     # The state folder of `pin up`: embedded database, development secret, and the endpoints other commands read.
     home: str = ".pin"
+    # Set by `pin up` for the processes it runs (its own pid): a role stops once that process is gone, so that
+    # a `pin up` killed with SIGKILL leaves no role running. Unset: a role runs until it is told to stop.
+    up_pid: int | None = Field(default=None, gt=0)
 
     # The relay (`pin relay`); see docs/design/relay.md. Each must be greater than 0.
     # Rows per batch (about: spread evenly over the owned vparts, at least 8 each); one DELETE per batch.

@@ -121,13 +121,16 @@ def _run(settings: Settings, home: Path, *, demo: bool, host: str, port: int) ->
             from pin.embedded.postgres import EmbeddedPostgres
 
             postgres = EmbeddedPostgres(home / "postgres")
+            if postgres.is_running():  # we hold the state folder: a pin up that was killed left it running
+                print("pin up: stopping the embedded PostgreSQL a killed pin up left running", flush=True)
+                postgres.stop("fast")
             postgres.start()
             database_url = postgres.url
         bootstrap = settings.kafka_bootstrap_servers
         if not bootstrap:
             from pin.embedded.kafka import EmbeddedKafka
 
-            kafka = EmbeddedKafka(home / "broker.log")
+            kafka = EmbeddedKafka(home / "broker.log", die_with_parent=True)
             kafka.start()
             bootstrap = kafka.bootstrap_servers
         effective = Settings(
@@ -194,6 +197,7 @@ def _child_env(settings: Settings, home: Path) -> dict[str, str]:
     if settings.jwt_secret is None and not settings.jwt_public_key:
         env["PIN_JWT_SECRET"] = _dev_secret(home)
     env.setdefault("PIN_LOG_FORMAT", "json")
+    env["PIN_UP_PID"] = str(os.getpid())  # each role stops once this process is gone
     return env
 
 

@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from pin import state
+from pin.embedded.postgres import EmbeddedPostgres
 from pin.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -54,31 +55,36 @@ def _pin(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess
     )
 
 
+def _start_up(folder: Path, port: int, log_name: str) -> subprocess.Popen[bytes]:
+    """`pin up` in ``folder`` with nothing configured, returned once its API is ready and its endpoints written."""
+    log = folder / log_name
+    with log.open("wb") as out:
+        up = subprocess.Popen(
+            [sys.executable, "-m", "pin", "up", "--port", str(port)],
+            cwd=folder,
+            env=_bare_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + 90
+    while True:
+        assert up.poll() is None, log.read_text()
+        try:
+            if _get(f"http://127.0.0.1:{port}/readyz")[0] == 200 and (folder / ".pin" / state.ENDPOINTS_FILE).exists():
+                return up
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.3)
+
+
 def test_pin_up_starts_and_stops_cleanly(tmp_path: Path) -> None:
     port = free_port()
-    log = (tmp_path / "up.log").open("wb")
     # run in its folder with nothing configured: the state folder is ./.pin
-    up = subprocess.Popen(
-        [sys.executable, "-m", "pin", "up", "--port", str(port)],
-        cwd=tmp_path,
-        env=_bare_env(),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    up = _start_up(tmp_path, port, "up.log")
     home = tmp_path / ".pin"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert up.poll() is None, (tmp_path / "up.log").read_text()
-            try:
-                status, body = _get(f"http://127.0.0.1:{port}/readyz")
-                if status == 200 and (home / state.ENDPOINTS_FILE).exists():
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, (tmp_path / "up.log").read_text()
-            time.sleep(0.3)
-        assert body == b'{"status":"ready"}'
+        assert _get(f"http://127.0.0.1:{port}/readyz")[1] == b'{"status":"ready"}'
         banner = (tmp_path / "up.log").read_text()
         assert f"http://127.0.0.1:{port}" in banner
         assert "embedded, data in" in banner
@@ -106,7 +112,6 @@ def test_pin_up_starts_and_stops_cleanly(tmp_path: Path) -> None:
                 up.wait(60)
             except subprocess.TimeoutExpired:
                 up.kill()
-        log.close()
 
 
 def _the_other_commands_find_this_pin_up(folder: Path, pid: int, port: int) -> None:
@@ -175,3 +180,34 @@ def test_a_state_folder_in_use_stops_pin_up_before_it_starts_anything(tmp_path: 
     assert f"the state folder {home} is in use by another `pin up` (pid {os.getpid()})" in lines[0]
     assert "PIN_HOME" in lines[0]
     assert sorted(path.name for path in home.iterdir()) == [state.LOCK_FILE]
+
+
+def test_a_killed_pin_up_leaves_no_role_or_broker_running_and_the_next_one_starts(tmp_path: Path) -> None:
+    """SIGKILL gives `pin up` no chance to stop anything: its roles stop by themselves (PIN_UP_PID), the broker
+    gets SIGTERM from the kernel, and the next `pin up` in the folder stops the PostgreSQL left running."""
+    first = _start_up(tmp_path, free_port(), "up-1.log")
+    second: subprocess.Popen[bytes] | None = None
+    children = _descendants(first.pid)
+    try:
+        names = sorted(" ".join(p.cmdline()[2:4]) for p in children)
+        assert len(children) == 9, names  # the API, seven roles and the broker
+        first.kill()
+        first.wait(10)
+        _, alive = psutil.wait_procs(children, timeout=30)
+        orphans = [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+        assert not orphans, [p.cmdline() for p in orphans]
+        second = _start_up(tmp_path, free_port(), "up-2.log")
+        assert "stopping the embedded PostgreSQL a killed pin up left running" in (tmp_path / "up-2.log").read_text()
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(60) == 0
+    finally:
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                process.wait(60)
+        for child in children:
+            if child.is_running() and child.status() != psutil.STATUS_ZOMBIE:
+                child.kill()
+        leftover = EmbeddedPostgres(tmp_path / ".pin" / "postgres")  # a failed run must not leave it running
+        if leftover.is_running():
+            leftover.stop("immediate")
