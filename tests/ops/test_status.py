@@ -25,7 +25,7 @@ from rich.console import Console
 
 from pin.db import Conn
 from pin.embedded.kafka import EmbeddedKafka
-from pin.messaging import topics
+from pin.messaging import dead_letter_store, topics
 from pin.messaging.kafka import ensure_topics
 from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
 from pin.settings import Settings
@@ -84,7 +84,7 @@ def test_status_shows_a_backlog_draining_cycle_by_cycle(
 
 
 @pytest.mark.integration
-def test_status_shows_poison_items_dead_letters_and_relay_leases(
+def test_status_shows_poison_items_dead_letters_parked_letters_and_relay_leases(
     pool: ConnectionPool[Conn], make_settings: Callable[..., Settings]
 ) -> None:
     with pool.connection() as conn:
@@ -107,6 +107,10 @@ def test_status_shows_poison_items_dead_letters_and_relay_leases(
         conn.execute(
             "UPDATE outbox.relay_lease SET owner = 'relay-a', expires_at = now() + interval '1 minute' WHERE vpart < 40"
         )
+        for offset in (5, 6):  # two letters of notifications the dead-letter topic never took
+            origin = dead_letter_store.Origin("notifications", topics.APPOINTMENT_CANCELLED, 0, offset, 0,
+                                              "UnreadableMessageError", "invalid payload", 1)  # fmt: skip
+            dead_letter_store.store(conn, origin, b"k", b"{}", [], disposition=dead_letter_store.PARKED)
         for i in range(12):  # twelve restarts: twelve host:pid instances, the oldest long gone
             conn.execute(
                 "INSERT INTO jobs.cycle (job, instance, run_id, as_of, finished_at, duration_ms, counters, succeeded)"
@@ -133,6 +137,8 @@ def test_status_shows_poison_items_dead_letters_and_relay_leases(
     instances = _promotion(report)["instances"]
     assert [i["instance"] for i in instances] == [f"host:{1000 + i}" for i in range(10)]  # newest first
     assert _promotion(report)["olderInstances"] == 2
+    parked = {c["group"]: c["inbox"]["parkedLetters"] for c in report["consumers"]}
+    assert parked == {group: 2 if group == "notifications" else 0 for group in topics.CONSUMER_GROUPS}
     text = _text(report)
     assert "2 older instances" in text
     assert "24 of 64 vparts unowned" in text

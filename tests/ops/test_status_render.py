@@ -34,7 +34,9 @@ def _snapshot() -> Snapshot:
     backlog = Backlog(count=10_001, capped=True, oldest_due_at=NOW, oldest_overdue_seconds=3725.0, oldest_id="a-1")
     job = JobView("expire-promotions", "Active purchases past EndsAt", backlog, Cycles(), Poison("expire-promotions"))
     missing = Unavailable('not deployed yet (relation "outbox.message" does not exist)')
-    inbox = InboxActivity(last_processed_at=None, last_processed_seconds_ago=None, processed_last_5_min=0)
+    inbox = InboxActivity(
+        last_processed_at=None, last_processed_seconds_ago=None, processed_last_5_min=0, parked_letters=0
+    )
     broker = BrokerUnavailable("not asked (--no-kafka)")
     consumers = tuple(ConsumerView(group, inbox, broker) for group in topics.CONSUMER_GROUPS)
     return Snapshot(clock=NOW, jobs=(job,), outbox=OutboxView(missing, missing, missing), consumers=consumers)

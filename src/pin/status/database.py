@@ -272,11 +272,14 @@ _INBOX_OF_GROUP: LiteralString = f"""
            EXTRACT(EPOCH FROM now() - max(processed_at))::float8 AS last_processed_seconds_ago,
            (SELECT count(*) FROM (SELECT 1 FROM messaging.inbox i
              WHERE i.consumer_group = %(group)s AND i.processed_at > now() - interval '5 minutes'
-             LIMIT {COUNT_CAP}) s) AS processed_last_5_min
+             LIMIT {COUNT_CAP}) s) AS processed_last_5_min,
+           (SELECT count(*) FROM (SELECT 1 FROM messaging.dead_letter d
+             WHERE d.consumer_group = %(group)s AND d.disposition = 'parked'
+             LIMIT {COUNT_CAP}) p) AS parked_letters
     FROM messaging.inbox WHERE consumer_group = %(group)s
 """
 
 
 def inbox(conn: Conn) -> dict[str, InboxActivity]:
-    """What each consumer group processed lately."""
+    """What each consumer group processed lately, and its parked dead letters (the topic never took them)."""
     return {group: _one(conn, InboxActivity, _INBOX_OF_GROUP, {"group": group}) for group in topics.CONSUMER_GROUPS}

@@ -204,8 +204,9 @@ def _outbox_table(outbox: OutboxView) -> RenderableType:
 
 def _consumers_table(consumers: tuple[ConsumerView, ...]) -> Table:
     table = _table(
-        "Consumers", "group", "last processed", "last 5 min", "lag (committed vs end)", "dead-lettered (DLQ topic)"
-    )
+        "Consumers", "group", "last processed", "last 5 min", "parked letters", "lag (committed vs end)",
+        "dead-lettered (DLQ topic)",
+    )  # fmt: skip
     for consumer in consumers:
         table.add_row(consumer.group, *_inbox_cells(consumer.inbox), *_broker_cells(consumer.broker))
     everywhere = next((c.broker for c in consumers if isinstance(c.broker, BrokerUnavailable)), None)
@@ -219,9 +220,10 @@ def _consumers_table(consumers: tuple[ConsumerView, ...]) -> Table:
 
 def _inbox_cells(inbox: InboxActivity | Unavailable) -> list[Cell]:
     if isinstance(inbox, Unavailable):
-        return [_unavailable(inbox), ""]
+        return [_unavailable(inbox), "", ""]
     last = "never" if inbox.last_processed_at is None else f"{_age(inbox.last_processed_seconds_ago)} ago"
-    return [last, str(inbox.processed_last_5_min)]
+    parked = inbox.parked_letters
+    return [last, str(inbox.processed_last_5_min), Text(str(parked), style="red bold" if parked else "")]
 
 
 def _broker_cells(broker: GroupOffsets | Unavailable) -> list[Cell]:

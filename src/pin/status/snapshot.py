@@ -243,11 +243,13 @@ class OutboxView(Part):
 
 @dataclass(frozen=True)
 class InboxActivity(Part):
-    """What a consumer group processed lately, from its inbox."""
+    """What a consumer group processed lately, from its inbox, and its dead letters parked in the database."""
 
     last_processed_at: datetime | None
     last_processed_seconds_ago: float | None
     processed_last_5_min: int
+    # letters the dead-letter topic never took: only in messaging.dead_letter (`pin dlq list` shows them)
+    parked_letters: int
 
 
 @dataclass(frozen=True)
