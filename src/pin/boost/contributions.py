@@ -24,14 +24,14 @@ from pin.messaging.tolerant import known
 # The stored Versions of the batch's purchases, locked (in one order, so two batches cannot deadlock) until the
 # transaction ends: the reduction starts from them, and nothing changes them before the batch's statements run.
 _PURCHASE_VERSIONS = sql.SQL("""
-SELECT purchase_id, version FROM {purchase} WHERE purchase_id = ANY(%s::uuid[]) ORDER BY purchase_id FOR UPDATE
+SELECT purchase_id, version FROM {purchase} WHERE purchase_id = ANY(%b::uuid[]) ORDER BY purchase_id FOR UPDATE
 """)
 
 # purchase_upsert: seed 002 «Guard монотонности»: an event applies only if its Version >= the stored one (replay and
 # reorder safe). One row per purchase: the last event of the batch that applies (its first one's tenant when new).
 _PURCHASE_UPSERT = sql.SQL("""
 INSERT INTO {purchase} AS p (purchase_id, tenant_id, status, version)
-SELECT * FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::int[])
+SELECT * FROM unnest(%b::uuid[], %b::uuid[], %b::text[], %b::int[])
 ON CONFLICT (purchase_id) DO UPDATE
 SET status = EXCLUDED.status, version = EXCLUDED.version, updated_at = now()
 WHERE p.version <= EXCLUDED.version
@@ -97,9 +97,16 @@ def apply_purchases(conn: Conn, items: Items[PurchaseChanged], tables: BoostTabl
         contributions = _contributions(chains, tables.key_columns)
         if contributions[0]:
             conn.execute(tables.upsert_contribution, contributions)
-        applied = cache(lambda: {cast(uuid.UUID, row["purchase_id"]) for row in upserted.fetchall()})
+        applied = cache(partial(_upserted, upserted, set(chains)))
     for event, context, unknown in checks:
         context.after_results(partial(_check, log, event, context, unknown, applied))
+
+
+def _upserted(cursor: Any, sent: set[uuid.UUID]) -> set[uuid.UUID]:
+    """The purchases whose upsert applied (all of them, the usual case, without converting the returned rows)."""
+    if cursor.rowcount == len(sent):
+        return sent
+    return {cast(uuid.UUID, row["purchase_id"]) for row in cursor.fetchall()}
 
 
 def _no_purchases() -> set[uuid.UUID]:

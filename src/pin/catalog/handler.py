@@ -19,7 +19,7 @@ _UPSERT_CONTRIBUTION = """
 INSERT INTO catalog.boost_contribution AS c
     (purchase_id, target_kind, target_id, tenant_id, boost_weight, active, purchase_version)
 SELECT r.purchase_id, r.target_kind, r.target_id, r.tenant_id, r.boost_weight, r.active, r.purchase_version
-FROM unnest(%s::uuid[], %s::text[], %s::uuid[], %s::uuid[], %s::int[], %s::bool[], %s::int[], %s::int[])
+FROM unnest(%b::uuid[], %b::text[], %b::uuid[], %b::uuid[], %b::int[], %b::bool[], %b::int[], %b::int[])
     AS r(purchase_id, target_kind, target_id, tenant_id, boost_weight, active, purchase_version, final_version)
 WHERE EXISTS (SELECT FROM catalog.purchase AS p WHERE p.purchase_id = r.purchase_id AND p.version = r.final_version)
 ON CONFLICT (purchase_id, target_kind, target_id) DO UPDATE
@@ -32,10 +32,10 @@ WHERE c.purchase_version <= EXCLUDED.purchase_version
 _DEACTIVATE_DROPPED = """
 UPDATE catalog.boost_contribution AS c
 SET active = false, purchase_version = d.first_version, updated_at = now()
-FROM unnest(%s::uuid[], %s::int[], %s::int[]) AS d(purchase_id, first_version, final_version)
+FROM unnest(%b::uuid[], %b::int[], %b::int[]) AS d(purchase_id, first_version, final_version)
 WHERE c.purchase_id = d.purchase_id AND c.active
   AND NOT EXISTS (
-      SELECT FROM unnest(%s::uuid[], %s::text[], %s::uuid[]) AS n(purchase_id, target_kind, target_id)
+      SELECT FROM unnest(%b::uuid[], %b::text[], %b::uuid[]) AS n(purchase_id, target_kind, target_id)
       WHERE n.purchase_id = c.purchase_id AND n.target_kind = c.target_kind AND n.target_id = c.target_id
   )
   AND EXISTS (SELECT FROM catalog.purchase AS p WHERE p.purchase_id = d.purchase_id AND p.version = d.final_version)

@@ -42,7 +42,7 @@ class NotificationDelivery(Protocol):
 _INSERT = """
 INSERT INTO notifications.notification
     (tenant_id, recipient_user_id, kind, template_key, text, subject_id, message_id)
-SELECT * FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::text[], %s::text[], %s::uuid[], %s::uuid[])
+SELECT * FROM unnest(%b::uuid[], %b::uuid[], %b::text[], %b::text[], %b::text[], %b::uuid[], %b::uuid[])
 ON CONFLICT ON CONSTRAINT notification_once DO NOTHING
 RETURNING subject_id, template_key, recipient_user_id
 """
@@ -75,6 +75,8 @@ class DatabaseDelivery:
 
         @cache
         def delivered() -> list[bool]:
+            if cursor.rowcount == len(rows):  # all new (the usual case): the returned rows need not be converted
+                return [first[key] == i for i, key in enumerate(map(_once, notifications))]
             inserted = {(r["subject_id"], r["template_key"], r["recipient_user_id"]) for r in cursor.fetchall()}
             return [first[key] == i and key in inserted for i, key in enumerate(map(_once, notifications))]
 

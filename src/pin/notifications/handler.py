@@ -44,12 +44,12 @@ EXPIRED_WITHOUT_BUYER = Counter(
 # appointment of a batch (a statement cannot update a row twice); a new row takes the first message's tenant.
 _MARK_TERMINAL = """
 INSERT INTO notifications.appointment_state (appointment_id, tenant_id, status)
-SELECT m.appointment_id, m.tenant_id, 'Terminal' FROM unnest(%s::uuid[], %s::uuid[]) AS m(appointment_id, tenant_id)
+SELECT m.appointment_id, m.tenant_id, 'Terminal' FROM unnest(%b::uuid[], %b::uuid[]) AS m(appointment_id, tenant_id)
 ON CONFLICT (appointment_id) DO UPDATE SET status = 'Terminal', updated_at = now()
 """
 _MARK_CONFIRMED = """
 INSERT INTO notifications.appointment_state AS s (appointment_id, tenant_id, status)
-SELECT m.appointment_id, m.tenant_id, 'Confirmed' FROM unnest(%s::uuid[], %s::uuid[]) AS m(appointment_id, tenant_id)
+SELECT m.appointment_id, m.tenant_id, 'Confirmed' FROM unnest(%b::uuid[], %b::uuid[]) AS m(appointment_id, tenant_id)
 ON CONFLICT (appointment_id) DO UPDATE SET updated_at = now()
 RETURNING s.appointment_id, s.status
 """
