@@ -71,8 +71,9 @@ class World:
         self.rng = rng
         self.tenant = uuid.uuid4()
         self.people = [(uuid.uuid4(), uuid.uuid4()) for _ in range(2)]  # (agent, investor)
-        self.appointments = [uuid.uuid4() for _ in range(4)]
-        self.purchases = [uuid.uuid4() for _ in range(3)]
+        # few keys (rows repeat within a batch) or more (many keys once in the batch, some written before)
+        self.appointments = [uuid.uuid4() for _ in range(rng.choice([4, 20]))]
+        self.purchases = [uuid.uuid4() for _ in range(rng.choice([3, 15]))]
         self.targets = [("Project", uuid.uuid4()), ("Project", uuid.uuid4()), ("PropertyObject", uuid.uuid4()),
                         ("Post", uuid.uuid4()), ("Post", uuid.uuid4()), ("Banner", uuid.uuid4())]  # fmt: skip
 

@@ -8,6 +8,7 @@ contributions a newer Version no longer names, the contributions named.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, partial
@@ -21,8 +22,9 @@ from pin.db import Conn
 from pin.messaging.consumer import HandlingContext, Items, Route
 from pin.messaging.tolerant import known
 
-# The stored Versions of the batch's purchases, locked (in one order, so two batches cannot deadlock) until the
-# transaction ends: the reduction starts from them, and nothing changes them before the batch's statements run.
+# The stored Versions of the purchases with several events in the batch, locked (in one order, so two batches cannot
+# deadlock) until the transaction ends: the reduction starts from them, and nothing changes them before the batch's
+# statements run.
 _PURCHASE_VERSIONS = sql.SQL("""
 SELECT purchase_id, version FROM {purchase} WHERE purchase_id = ANY(%b::uuid[]) ORDER BY purchase_id FOR UPDATE
 """)
@@ -73,9 +75,13 @@ class _Applied:
 def apply_purchases(conn: Conn, items: Items[PurchaseChanged], tables: BoostTables, log: Any) -> None:
     """Record the purchases' contributions to this context's targets, each event only if its Version is not older."""
     purchase = sql.Identifier(tables.schema, "purchase")
-    ids = sorted({event.purchase_id for event, _ in items})
-    rows = conn.execute(_PURCHASE_VERSIONS.format(purchase=purchase), (ids,)).fetchall()
-    versions = {cast(uuid.UUID, row["purchase_id"]): cast(int, row["version"]) for row in rows}
+    # A purchase with one event in the batch needs no stored Version: its statements' own guards decide, as for a
+    # lone message. Only a purchase with several events needs it, to tell which of them apply (one read, no more).
+    repeated = sorted(pid for pid, n in Counter(event.purchase_id for event, _ in items).items() if n > 1)
+    versions: dict[uuid.UUID, int] = {}
+    if repeated:
+        rows = conn.execute(_PURCHASE_VERSIONS.format(purchase=purchase), (repeated,)).fetchall()
+        versions = {cast(uuid.UUID, row["purchase_id"]): cast(int, row["version"]) for row in rows}
     chains: dict[uuid.UUID, list[_Applied]] = {}
     checks: list[tuple[PurchaseChanged, HandlingContext, list[str] | None]] = []
     for event, context in items:
