@@ -60,9 +60,10 @@ class DatabaseDelivery:
 
     def deliver(self, conn: Conn, notifications: Sequence[Notification]) -> Delivered:
         """Insert the notifications (one statement) but those already notified to their recipient."""
+        keys = [_once(notification) for notification in notifications]
         first: dict[_Once, int] = {}
-        for index, notification in enumerate(notifications):
-            first.setdefault(_once(notification), index)  # a repeat within the call is not new, as one after another
+        for index, key in enumerate(keys):
+            first.setdefault(key, index)  # a repeat within the call is not new, as one after another
         if not first:
             return lambda: []
         rows = [notifications[index] for index in first.values()]
@@ -76,8 +77,8 @@ class DatabaseDelivery:
         @cache
         def delivered() -> list[bool]:
             if cursor.rowcount == len(rows):  # all new (the usual case): the returned rows need not be converted
-                return [first[key] == i for i, key in enumerate(map(_once, notifications))]
+                return [first[key] == i for i, key in enumerate(keys)]
             inserted = {(r["subject_id"], r["template_key"], r["recipient_user_id"]) for r in cursor.fetchall()}
-            return [first[key] == i and key in inserted for i, key in enumerate(map(_once, notifications))]
+            return [first[key] == i and key in inserted for i, key in enumerate(keys)]
 
         return delivered

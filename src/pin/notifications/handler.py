@@ -146,8 +146,11 @@ class NotificationHandlers:
         if not pending:
             return
         delivered = self._delivery.deliver(conn, [notification for notification, _ in pending])
-        for index, (notification, context) in enumerate(pending):
-            context.after_results(partial(_log_if_not_new, delivered, index, notification))
+        start = 0
+        for end in range(1, len(pending) + 1):  # one check per message, over its notifications (consecutive)
+            if end == len(pending) or pending[end][1] is not pending[start][1]:
+                pending[start][1].after_results(partial(_log_if_not_new, delivered, pending, start, end))
+                start = end
 
 
 def _appointments(events: Iterable[AppointmentCancelled | AppointmentConfirmed]) -> tuple[list[uuid.UUID], ...]:
@@ -164,10 +167,13 @@ def _notifications(
     return [(Notification(tenant, subject, context.message_id, notice), context) for notice in notices]
 
 
-def _log_if_not_new(delivered: Delivered, index: int, notification: Notification) -> None:
-    if not delivered()[index]:
-        log.info("already notified", template_key=notification.notice.template_key,
-                 subject_id=str(notification.subject_id))  # fmt: skip
+def _log_if_not_new(delivered: Delivered, pending: _Pending, start: int, end: int) -> None:
+    new = delivered()
+    for index in range(start, end):
+        if not new[index]:
+            notification = pending[index][0]
+            log.info("already notified", template_key=notification.notice.template_key,
+                     subject_id=str(notification.subject_id))  # fmt: skip
 
 
 def _parser(model: Any) -> Any:
