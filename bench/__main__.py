@@ -188,6 +188,13 @@ class Run:
                 Figure(value, "messages_per_second", batch, ratio(value, batch), None, None,
                        "baseline: bare loop, asynchronous commit every 1,000 messages (the broker's ceiling)"),
             )  # fmt: skip
+            same = run["same_statements"]["messages_per_second"]
+            r = ratio(value, same)
+            self.results.add(
+                f"consumer_{group}_vs_same_statements",
+                Figure(value, "messages_per_second", same, r, ">= 0.8", r is not None and r >= 0.8,
+                       "baseline: the same statements for the same batches, a bare consumer and psycopg loop"),
+            )  # fmt: skip
         prof = consumers.profile(self.env, self.factory, "notifications", min(self.sizes["consumers"], 2_000))
         self.results.details["consumer_profile"] = prof
         self.results.sections.append(_profile_section("notifications consumer", prof, None))

@@ -1,5 +1,6 @@
 """Consumers: N messages through each group's real runtime (dedup in the inbox + the handler's effect + offset
-commit per message) vs a bare consume-and-commit loop on the same topic.
+commit per message) vs a bare consume-and-commit loop on the same topic, and vs the same statements for the same
+batches sent by a bare psycopg loop (``bench.consume_proc same``, on a fresh database of its own).
 
 Each group reads a topic of its own (``pin.bench.<run>.consume-<group>``, 3 partitions) holding N copies of a
 real message of the topic it reads in production: appointment-cancelled (Reason Expired: two notifications) for
@@ -46,6 +47,27 @@ def _bare_loop(env: BenchEnv, url: str, group: str, topic: str, *, count: int, m
     return result
 
 
+def _same_statements(env: BenchEnv, group: str, mapping: str, count: int) -> dict[str, Any]:
+    """The group's statements for the same batches, no runtime around them, on a fresh database of its own."""
+    url = env.fresh_database(f"consumers_same_{group}")
+    out = env.work_dir / f"same-{group}.json"
+    role = env.spawn(
+        f"same-{group}",
+        [sys.executable, "-m", "bench.consume_proc", "same", group, f"bench-{env.run_id}-same-{group}", mapping,
+         str(count), str(out)],
+        env.role_env(url),
+    )  # fmt: skip
+    try:
+        code = role.process.wait(timeout=1800)
+        env.roles.remove(role)
+    finally:
+        env.drop_database(url)
+    if code != 0:
+        raise RuntimeError(f"bench: the same-statements loop of {group} failed; see {role.log_path}")
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
 def run_group(env: BenchEnv, url: str, factory: MessageFactory, group: str, count: int) -> dict[str, Any]:
     """One group: produce, bare loops, then the runtime."""
     topic = env.topic(f"consume-{group}")
@@ -59,6 +81,7 @@ def run_group(env: BenchEnv, url: str, factory: MessageFactory, group: str, coun
     del messages
     each = _bare_loop(env, url, group, topic, count=count, mode="each")
     batch = _bare_loop(env, url, group, topic, count=count, mode="batch")
+    same = _same_statements(env, group, f"{topic}={source}", count)
     role = env.spawn(
         f"consume-{group}",
         [
@@ -109,6 +132,7 @@ def run_group(env: BenchEnv, url: str, factory: MessageFactory, group: str, coun
         "messages_per_second": rate,
         "bare_each": each,
         "bare_batch": batch,
+        "same_statements": same,
     }
 
 

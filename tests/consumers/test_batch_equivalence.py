@@ -1,4 +1,4 @@
-"""A batch applies exactly what the one-message path applies: duplicates and Versions out of order included.
+"""A batch applies exactly what the one-message path applies: duplicates, repeats and Versions out of order included.
 
 The batch's effects go to PostgreSQL in one pipeline, the boost's Version guard riding on each statement instead of
 on an answer read in between; the final tables must be those of one message per transaction, in the same order.
@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 from pin.messaging import topics
 from pin.messaging.consumer.received import Received
 from pin.messaging.groups import build_runtime
-from tests.consumers.support import EVENT_TYPES, purchase, rows
+from tests.consumers.support import EVENT_TYPES, cancelled, confirmed, key_of, purchase, rows
 
 pytestmark = pytest.mark.integration
 
@@ -36,19 +36,23 @@ SNAPSHOTS = {
         " FROM news.boost_contribution ORDER BY purchase_id, post_id",
     ],
 }
+NOTIFIED = (
+    "SELECT tenant_id, recipient_user_id, kind, template_key, text, subject_id, message_id"
+    " FROM notifications.notification ORDER BY subject_id, template_key"
+)
 INBOX = 'SELECT message_id, "offset" FROM messaging.inbox WHERE consumer_group = %s ORDER BY message_id'
 
 
-def _received(values: list[dict[str, Any]]) -> list[Received]:
+def _received(values: list[dict[str, Any]], topic: str = TOPIC) -> list[Received]:
     """The messages as one partition delivers them, in this order."""
     return [
         Received(
-            topic=TOPIC,
+            topic=topic,
             partition=0,
             offset=offset,
-            key=str(value["PurchaseId"]).encode(),
+            key=key_of(topic, value).encode(),
             value=json.dumps(value).encode(),
-            headers=[("message-id", value["MessageId"].encode()), ("event-type", EVENT_TYPES[TOPIC].encode())],
+            headers=[("message-id", value["MessageId"].encode()), ("event-type", EVENT_TYPES[topic].encode())],
             timestamp_ms=0,
         )
         for offset, value in enumerate(values)
@@ -121,3 +125,38 @@ def test_a_batch_with_duplicates_and_older_versions_ends_as_one_message_per_tran
         for row in contributions
     } == _expected(group, ids)
     assert len(inbox) == 6  # the earlier message, then p v3, p v2, q v2, q v1 and q's second v2: once each
+
+
+def test_notifications_repeated_within_a_batch_are_sent_once_and_logged_as_one_by_one(make_settings, pool):
+    settings = make_settings(kafka_bootstrap_servers="127.0.0.1:9")  # never reached: no broker is needed here
+    tenant, agent, investor = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    a, b, c = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+
+    def expired(appointment: uuid.UUID) -> dict[str, Any]:
+        return cancelled(tenant=tenant, agent=agent, investor=investor, appointment=appointment, reason="Expired")
+
+    earlier, b_first = expired(a), expired(b)
+    # a again (notified before), b twice under two MessageIds, c once, and b's first message delivered twice
+    batch = [expired(a), b_first, expired(b), expired(c), b_first]
+    late = confirmed(tenant=tenant, agent=agent, investor=investor, appointment=c)
+    endings = []
+    for one_by_one in (False, True):
+        with pool.connection() as conn:
+            conn.execute("TRUNCATE notifications.notification, notifications.appointment_state, messaging.inbox")
+        runtime = build_runtime("notifications", settings, pool)
+        runtime._process(_received([earlier], topics.APPOINTMENT_CANCELLED), attempts=1)
+        messages = _received(batch, topics.APPOINTMENT_CANCELLED)
+        with capture_logs() as logs:
+            for part in [[m] for m in messages] if one_by_one else [messages]:
+                runtime._process(part, attempts=1)
+            runtime._process(_received([late, late], topics.APPOINTMENT_CONFIRMED), attempts=1)
+        events = [entry["event"] for entry in logs]
+        assert "batch failed; handling its messages one by one" not in events
+        assert events.count("already notified") == 4, events  # a's two, and the two of b's second message
+        assert events.count("stale appointment-confirmed after the terminal event ignored") == 1, events
+        endings.append(rows(pool, NOTIFIED))
+    assert endings[0] == endings[1]
+    by_subject = {(row["subject_id"], row["message_id"]) for row in endings[0]}
+    assert by_subject == {(a, uuid.UUID(earlier["MessageId"])), (b, uuid.UUID(b_first["MessageId"])),
+                          (c, uuid.UUID(batch[3]["MessageId"]))}  # fmt: skip
+    assert len(endings[0]) == 6

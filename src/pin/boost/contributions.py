@@ -1,35 +1,48 @@
-"""Recording a purchase's boost contributions in one context's tables, in the consumer runtime's transaction."""
+"""Recording purchases' boost contributions in one context's tables, a batch at a time, in the runtime's transaction.
+
+A batch's messages are reduced in Python to the end state that applying them one after another in offset order
+would leave (the Version guard included), then written with one set-based statement per table: the purchases, the
+contributions a newer Version no longer names, the contributions named.
+"""
 
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from functools import cache, partial
+from typing import Any, cast
 
 from psycopg import sql
 
 from pin.boost.domain import PurchaseStatus, TargetKind, contributes
 from pin.boost.messages import PurchaseChanged
 from pin.db import Conn
-from pin.messaging.consumer import HandlingContext, Route
+from pin.messaging.consumer import HandlingContext, Items, Route
 from pin.messaging.tolerant import known
 
+# The stored Versions of the purchases with several events in the batch, locked (in one order, so two batches cannot
+# deadlock) until the transaction ends: the reduction starts from them, and nothing changes them before the batch's
+# statements run.
+_PURCHASE_VERSIONS = sql.SQL("""
+SELECT purchase_id, version FROM {purchase} WHERE purchase_id = ANY(%b::uuid[]) ORDER BY purchase_id FOR UPDATE
+""")
+
 # purchase_upsert: seed 002 «Guard монотонности»: an event applies only if its Version >= the stored one (replay and
-# reorder safe); the row lock also serializes two deliveries of the same purchase (e.g. a DLQ replay beside the stream).
+# reorder safe). One row per purchase: the last event of the batch that applies (its first one's tenant when new).
 _PURCHASE_UPSERT = sql.SQL("""
-INSERT INTO {purchase} AS p (purchase_id, tenant_id, status, version) VALUES (%s, %s, %s, %s)
+INSERT INTO {purchase} AS p (purchase_id, tenant_id, status, version)
+SELECT * FROM unnest(%b::uuid[], %b::uuid[], %b::text[], %b::int[])
 ON CONFLICT (purchase_id) DO UPDATE
 SET status = EXCLUDED.status, version = EXCLUDED.version, updated_at = now()
 WHERE p.version <= EXCLUDED.version
 RETURNING p.purchase_id
 """)
 
-
-# The guard both contribution statements end with, so that they change nothing when the purchase upsert before them
-# ignored an older Version: "the stored Version is this event's" (parameters: purchase_id, purchase_version). After
-# the upsert it holds exactly when the upsert applied (an ignored one means a newer stored Version, kept locked).
-# The statements need no answer from the upsert first: a batch's effects go to the server in one round trip.
+# Both contribution statements end with the guard "the stored Version is the batch's last for this purchase"
+# (final_version), so that they change nothing for a purchase whose upsert was ignored; they need no answer from the
+# upsert first, and the batch's statements go to the server in one round trip.
 
 
 @dataclass(frozen=True)
@@ -38,10 +51,11 @@ class BoostTables:
 
     # the context's schema, holding its ``purchase`` table (the newest Version of each purchase seen)
     schema: str
-    # parameters: purchase_id, the key's columns, tenant_id, boost_weight, active, purchase_version, then the guard
+    # parameters, one array each: purchase_id, the key's columns, tenant_id, boost_weight, active, purchase_version,
+    # final_version (the guard)
     upsert_contribution: str
-    # parameters: purchase_version, purchase_id, one array per key column (the keys the purchase still names), then
-    # the guard
+    # parameters, one array each: purchase_id, first_version (the Version that drops them), final_version (the
+    # guard), then the keys each purchase's events name: purchase_id and the key's columns
     deactivate_dropped: str
     # the contribution's key for a target of this context, None for another context's target
     key_of: Callable[[TargetKind, uuid.UUID], tuple[Any, ...] | None]
@@ -49,48 +63,140 @@ class BoostTables:
     key_columns: int
 
 
-def apply_purchase(conn: Conn, event: PurchaseChanged, context: HandlingContext, tables: BoostTables, log: Any) -> None:
-    """Record the purchase's contributions to this context's targets, if its Version is not older."""
-    status = known(PurchaseStatus, event.status)
-    if status is None:
-        context.unknown_value("Status", event.status)
-    purchase = _PURCHASE_UPSERT.format(purchase=sql.Identifier(tables.schema, "purchase"))
-    upserted = conn.execute(purchase, (event.purchase_id, event.tenant_id, event.status, event.version))
+@dataclass(frozen=True)
+class _Applied:
+    """An event that applies (its Version not older than the stored one) and the contribution keys it names."""
 
-    unknown_kinds: list[str] = []
+    event: PurchaseChanged
+    active: bool
+    keys: list[tuple[Any, ...]]
 
-    def check() -> None:
-        if upserted.fetchone() is None:
-            log.info("older purchase version ignored", purchase_id=str(event.purchase_id), version=event.version)
-            return
-        for raw in unknown_kinds:  # an ignored Version's targets are not looked at
-            context.unknown_value("TargetKind", raw)
 
-    context.after_results(check)
-    guard = (event.purchase_id, event.version)
-    active = contributes(status)
+def apply_purchases(conn: Conn, items: Items[PurchaseChanged], tables: BoostTables, log: Any) -> None:
+    """Record the purchases' contributions to this context's targets, each event only if its Version is not older."""
+    purchase = sql.Identifier(tables.schema, "purchase")
+    # A purchase with one event in the batch needs no stored Version: its statements' own guards decide, as for a
+    # lone message. Only a purchase with several events needs it, to tell which of them apply (one read, no more).
+    repeated = sorted(pid for pid, n in Counter(event.purchase_id for event, _ in items).items() if n > 1)
+    versions: dict[uuid.UUID, int] = {}
+    if repeated:
+        rows = conn.execute(_PURCHASE_VERSIONS.format(purchase=purchase), (repeated,)).fetchall()
+        versions = {cast(uuid.UUID, row["purchase_id"]): cast(int, row["version"]) for row in rows}
+    chains: dict[uuid.UUID, list[_Applied]] = {}
+    checks: list[tuple[PurchaseChanged, HandlingContext, list[str] | None]] = []
+    for event, context in items:
+        status = known(PurchaseStatus, event.status)
+        if status is None:
+            context.unknown_value("Status", event.status)
+        stored = versions.get(event.purchase_id)
+        if stored is not None and event.version < stored:
+            checks.append((event, context, None))  # an older Version: ignored, its targets not looked at
+            continue
+        versions[event.purchase_id] = event.version
+        keys, unknown_kinds = _keys(event, tables)
+        chains.setdefault(event.purchase_id, []).append(_Applied(event, contributes(status), keys))
+        checks.append((event, context, unknown_kinds))
+    applied = _no_purchases
+    if chains:
+        upserted = conn.execute(_PURCHASE_UPSERT.format(purchase=purchase), _purchase_rows(chains))
+        conn.execute(tables.deactivate_dropped, _dropped(chains, tables.key_columns))
+        contributions = _contributions(chains, tables.key_columns)
+        if contributions[0]:
+            conn.execute(tables.upsert_contribution, contributions)
+        applied = cache(partial(_upserted, upserted, set(chains)))
+    for event, context, unknown in checks:
+        context.after_results(partial(_check, log, event, context, unknown, applied))
+
+
+def _upserted(cursor: Any, sent: set[uuid.UUID]) -> set[uuid.UUID]:
+    """The purchases whose upsert applied (all of them, the usual case, without converting the returned rows)."""
+    if cursor.rowcount == len(sent):
+        return sent
+    return {cast(uuid.UUID, row["purchase_id"]) for row in cursor.fetchall()}
+
+
+def _no_purchases() -> set[uuid.UUID]:
+    return set()
+
+
+def _check(
+    log: Any,
+    event: PurchaseChanged,
+    context: HandlingContext,
+    unknown_kinds: list[str] | None,
+    applied: Callable[[], set[uuid.UUID]],
+) -> None:
+    """Once the results are in: an ignored Version is logged; an applied event's unknown TargetKinds are reported."""
+    if unknown_kinds is None or event.purchase_id not in applied():
+        log.info("older purchase version ignored", purchase_id=str(event.purchase_id), version=event.version)
+        return
+    for raw in unknown_kinds:  # an ignored Version's targets are not looked at
+        context.unknown_value("TargetKind", raw)
+
+
+def _keys(event: PurchaseChanged, tables: BoostTables) -> tuple[list[tuple[Any, ...]], list[str]]:
+    """The contribution keys of this context an event names, and the TargetKinds it does not know."""
     keys: list[tuple[Any, ...]] = []
+    unknown_kinds: list[str] = []
     for target in event.targets:
         target_kind = known(TargetKind, target.target_kind)
         if target_kind is None:
             unknown_kinds.append(target.target_kind)
             continue
         key = tables.key_of(target_kind, target.target_id)
-        if key is None:
-            continue  # another context's target: it keeps that boost
-        conn.execute(
-            tables.upsert_contribution,
-            (event.purchase_id, *key, event.tenant_id, event.boost_weight, active, event.version, *guard),
-        )
-        keys.append(key)
-    named = [[key[column] for key in keys] for column in range(tables.key_columns)]
-    conn.execute(tables.deactivate_dropped, (event.version, event.purchase_id, *named, *guard))
+        if key is not None:  # None: another context's target, it keeps that boost
+            keys.append(key)
+    return keys, unknown_kinds
+
+
+def _purchase_rows(chains: dict[uuid.UUID, list[_Applied]]) -> tuple[list[Any], ...]:
+    """Per purchase: its first applying event's tenant (kept by later updates), its last one's status and Version."""
+    rows = [(pid, chain[0].event.tenant_id, chain[-1].event.status, chain[-1].event.version)
+            for pid, chain in chains.items()]  # fmt: skip
+    return tuple(list(column) for column in zip(*rows, strict=True))
+
+
+def _dropped(chains: dict[uuid.UUID, list[_Applied]], key_columns: int) -> tuple[list[Any], ...]:
+    """The deactivation of stored contributions no applying event names: the first applying event drops them."""
+    purchases = list(chains)
+    first = [chain[0].event.version for chain in chains.values()]
+    final = [chain[-1].event.version for chain in chains.values()]
+    named = [(pid, *key) for pid, chain in chains.items() for key in {k for step in chain for k in step.keys}]
+    columns = [list(column) for column in zip(*named, strict=True)] if named else [[] for _ in range(1 + key_columns)]
+    return (purchases, first, final, *columns)
+
+
+def _contributions(chains: dict[uuid.UUID, list[_Applied]], key_columns: int) -> tuple[list[Any], ...]:
+    """Each named contribution's end state after its purchase's applying events, one after another.
+
+    The last event naming a key sets its weight; if a later event drops it while active, that event's Version
+    deactivates it (an inactive row is not touched again). A new row takes the tenant of the first event naming it.
+    """
+    rows: list[tuple[Any, ...]] = []
+    for pid, chain in chains.items():
+        last: dict[tuple[Any, ...], int] = {}
+        tenant: dict[tuple[Any, ...], uuid.UUID] = {}
+        for index, step in enumerate(chain):
+            for key in step.keys:
+                last[key] = index
+                tenant.setdefault(key, step.event.tenant_id)
+        final = chain[-1].event.version
+        for key, index in last.items():
+            step = chain[index]
+            if index == len(chain) - 1:
+                active, version = step.active, step.event.version
+            else:
+                active, version = False, chain[index + 1].event.version if step.active else step.event.version
+            rows.append((pid, *key, tenant[key], step.event.boost_weight, active, version, final))
+    if not rows:
+        return tuple([] for _ in range(6 + key_columns))
+    return tuple(list(column) for column in zip(*rows, strict=True))
 
 
 def purchase_route(tables: BoostTables, log: Any) -> Route[PurchaseChanged]:
     """How a context reads purchase-changed: the boost's view of it, recorded in ``tables``."""
 
-    def apply(conn: Conn, event: PurchaseChanged, context: HandlingContext) -> None:
-        apply_purchase(conn, event, context, tables, log)
+    def apply_many(conn: Conn, items: Items[PurchaseChanged]) -> None:
+        apply_purchases(conn, items, tables, log)
 
-    return Route(PurchaseChanged.model_validate, apply)
+    return Route(PurchaseChanged.model_validate, apply_many)

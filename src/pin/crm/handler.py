@@ -12,7 +12,7 @@ from pin.crm.messages import AppointmentCancelled, AppointmentCreated
 from pin.db import Conn
 from pin.messaging import topics
 from pin.messaging.appointment_events import AppointmentCancelledBy, AppointmentCancelReason, EventKind
-from pin.messaging.consumer import HandlingContext, Route
+from pin.messaging.consumer import HandlingContext, Route, each
 from pin.messaging.tolerant import known
 
 log = structlog.get_logger(__name__)
@@ -115,6 +115,6 @@ def _parse_created(payload: Mapping[str, Any]) -> AppointmentCreated:
 def routes() -> dict[str, Route[Any]]:
     """The topics crm reads and how it handles each."""
     return {
-        topics.APPOINTMENT_CANCELLED: Route(_parse_cancelled, record_cancellation),
-        topics.APPOINTMENT_CREATED: Route(_parse_created, record_creation),
+        topics.APPOINTMENT_CANCELLED: Route(_parse_cancelled, each(record_cancellation)),
+        topics.APPOINTMENT_CREATED: Route(_parse_created, each(record_creation)),
     }

@@ -7,8 +7,9 @@ connection of the consumer's transaction so that a channel which records before 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Protocol
 
 from pin.db import Conn
@@ -25,35 +26,59 @@ class Notification:
     notice: Notice
 
 
-# Asked once the transaction's results are in: False for a notification already delivered (same subject, template,
-# recipient). A batch's statements go in one pipeline, so the answer is read after they were all sent.
-Delivered = Callable[[], bool]
+# Asked once the transaction's results are in: per notification delivered, in order, False for one already delivered
+# (same subject, template, recipient: before, or earlier in the same call). The statements of a batch go in one
+# pipeline, so the answer is read after they were all sent.
+Delivered = Callable[[], list[bool]]
 
 
 class NotificationDelivery(Protocol):
     """Delivers notifications; the answer says whether each was new."""
 
-    def deliver(self, conn: Conn, notification: Notification) -> Delivered:
-        """Deliver within the caller's transaction."""
+    def deliver(self, conn: Conn, notifications: Sequence[Notification]) -> Delivered:
+        """Deliver within the caller's transaction, in order."""
 
 
 _INSERT = """
 INSERT INTO notifications.notification
     (tenant_id, recipient_user_id, kind, template_key, text, subject_id, message_id)
-VALUES (%s, %s, %s, %s, %s, %s, %s)
+SELECT * FROM unnest(%b::uuid[], %b::uuid[], %b::text[], %b::text[], %b::text[], %b::uuid[], %b::uuid[])
 ON CONFLICT ON CONSTRAINT notification_once DO NOTHING
+RETURNING subject_id, template_key, recipient_user_id
 """
+
+_Once = tuple[uuid.UUID, str, uuid.UUID]
+
+
+def _once(notification: Notification) -> _Once:
+    """The key of ``notification_once``: one notification per subject, template and recipient."""
+    return notification.subject_id, notification.notice.template_key, notification.notice.recipient_user_id
 
 
 class DatabaseDelivery:
     """Stores notifications in ``notifications.notification``, read by GET /notifications."""
 
-    def deliver(self, conn: Conn, notification: Notification) -> Delivered:
-        """Insert the notification unless this outcome was already notified to this recipient."""
-        notice = notification.notice
+    def deliver(self, conn: Conn, notifications: Sequence[Notification]) -> Delivered:
+        """Insert the notifications (one statement) but those already notified to their recipient."""
+        keys = [_once(notification) for notification in notifications]
+        first: dict[_Once, int] = {}
+        for index, key in enumerate(keys):
+            first.setdefault(key, index)  # a repeat within the call is not new, as one after another
+        if not first:
+            return lambda: []
+        rows = [notifications[index] for index in first.values()]
         cursor = conn.execute(
             _INSERT,
-            (notification.tenant_id, notice.recipient_user_id, notice.kind.value, notice.template_key, notice.text,
-             notification.subject_id, notification.message_id),
+            ([n.tenant_id for n in rows], [n.notice.recipient_user_id for n in rows],
+             [n.notice.kind.value for n in rows], [n.notice.template_key for n in rows], [n.notice.text for n in rows],
+             [n.subject_id for n in rows], [n.message_id for n in rows]),
         )  # fmt: skip
-        return lambda: cursor.rowcount == 1
+
+        @cache
+        def delivered() -> list[bool]:
+            if cursor.rowcount == len(rows):  # all new (the usual case): the returned rows need not be converted
+                return [first[key] == i for i, key in enumerate(keys)]
+            inserted = {(r["subject_id"], r["template_key"], r["recipient_user_id"]) for r in cursor.fetchall()}
+            return [first[key] == i and key in inserted for i, key in enumerate(keys)]
+
+        return delivered

@@ -13,7 +13,7 @@ from prometheus_client import Counter
 from pin.db import Conn
 from pin.messaging import topics
 from pin.messaging.appointment_events import AppointmentCancelledBy, AppointmentCancelReason, EventKind
-from pin.messaging.consumer import HandlingContext, Route
+from pin.messaging.consumer import HandlingContext, Items, Route
 from pin.messaging.tolerant import known
 from pin.notifications.delivery import DatabaseDelivery, Delivered, Notification, NotificationDelivery
 from pin.notifications.domain import (
@@ -40,78 +40,99 @@ EXPIRED_WITHOUT_BUYER = Counter(
     "Expired purchases whose message has no BuyerUserId: nobody was told «срок истёк».",
 )
 
-# The terminal outcome wins: once Terminal, an appointment never goes back to Confirmed here.
+# The terminal outcome wins: once Terminal, an appointment never goes back to Confirmed here. One row per
+# appointment of a batch (a statement cannot update a row twice); a new row takes the first message's tenant.
 _MARK_TERMINAL = """
-INSERT INTO notifications.appointment_state (appointment_id, tenant_id, status) VALUES (%s, %s, 'Terminal')
+INSERT INTO notifications.appointment_state (appointment_id, tenant_id, status)
+SELECT m.appointment_id, m.tenant_id, 'Terminal' FROM unnest(%b::uuid[], %b::uuid[]) AS m(appointment_id, tenant_id)
 ON CONFLICT (appointment_id) DO UPDATE SET status = 'Terminal', updated_at = now()
 """
 _MARK_CONFIRMED = """
-INSERT INTO notifications.appointment_state AS s (appointment_id, tenant_id, status) VALUES (%s, %s, 'Confirmed')
+INSERT INTO notifications.appointment_state AS s (appointment_id, tenant_id, status)
+SELECT m.appointment_id, m.tenant_id, 'Confirmed' FROM unnest(%b::uuid[], %b::uuid[]) AS m(appointment_id, tenant_id)
 ON CONFLICT (appointment_id) DO UPDATE SET updated_at = now()
-RETURNING s.status
+RETURNING s.appointment_id, s.status
 """
+
+# A batch's notifications to deliver, each with the context of the message it comes from.
+_Pending = list[tuple[Notification, HandlingContext]]
 
 
 class NotificationHandlers:
-    """The handlers of the notifications group over one delivery channel."""
+    """The handlers of the notifications group over one delivery channel, each taking a batch of one topic."""
 
     def __init__(self, delivery: NotificationDelivery) -> None:
         self._delivery = delivery
 
-    def on_cancelled(self, conn: Conn, event: AppointmentCancelled, context: HandlingContext) -> None:
-        """AppointmentCancelled to the recipients of seed 003's table; remembers the appointment is terminal."""
-        reason = known(AppointmentCancelReason, event.reason)
-        if reason is None:
-            context.unknown_value("Reason", event.reason)  # seed 003: both sides, neutral text
-        if event.cancelled_by is not None and known(AppointmentCancelledBy, event.cancelled_by) is None:
-            context.unknown_value("CancelledBy", event.cancelled_by)
-        conn.execute(_MARK_TERMINAL, (event.appointment_id, event.tenant_id))
-        notices = cancellation_notices(
-            reason,
-            rescheduled=event.rescheduled_to_appointment_id is not None,
-            agent=event.agent_user_id,
-            investor=event.investor_user_id,
-            meeting=self._meeting(event.kind, event, context),
-        )
-        self._deliver(conn, notices, event.tenant_id, event.appointment_id, context)
+    def on_cancelled(self, conn: Conn, items: Items[AppointmentCancelled]) -> None:
+        """AppointmentCancelled to the recipients of seed 003's table; remembers the appointments are terminal."""
+        pending: _Pending = []
+        for event, context in items:
+            reason = known(AppointmentCancelReason, event.reason)
+            if reason is None:
+                context.unknown_value("Reason", event.reason)  # seed 003: both sides, neutral text
+            if event.cancelled_by is not None and known(AppointmentCancelledBy, event.cancelled_by) is None:
+                context.unknown_value("CancelledBy", event.cancelled_by)
+            notices = cancellation_notices(
+                reason,
+                rescheduled=event.rescheduled_to_appointment_id is not None,
+                agent=event.agent_user_id,
+                investor=event.investor_user_id,
+                meeting=self._meeting(event.kind, event, context),
+            )
+            pending.extend(_notifications(notices, event.tenant_id, event.appointment_id, context))
+        conn.execute(_MARK_TERMINAL, _appointments(event for event, _ in items))
+        self._deliver(conn, pending)
 
-    def on_confirmed(self, conn: Conn, event: AppointmentConfirmed, context: HandlingContext) -> None:
+    def on_confirmed(self, conn: Conn, items: Items[AppointmentConfirmed]) -> None:
         """The investor hears of the confirmation, unless the appointment already ended (stale: no-op)."""
-        row = conn.execute(_MARK_CONFIRMED, (event.appointment_id, event.tenant_id)).fetchone()
-        if row is not None and row["status"] == "Terminal":
-            log.warning("stale appointment-confirmed after the terminal event ignored",
-                        appointment_id=str(event.appointment_id), message_id=str(context.message_id))  # fmt: skip
-            return
-        notice = confirmation_notice(investor=event.investor_user_id, meeting=self._meeting(event.kind, event, context))
-        self._deliver(conn, [notice], event.tenant_id, event.appointment_id, context)
+        rows = conn.execute(_MARK_CONFIRMED, _appointments(event for event, _ in items)).fetchall()
+        status = {row["appointment_id"]: row["status"] for row in rows}
+        pending: _Pending = []
+        for event, context in items:
+            if status[event.appointment_id] == "Terminal":
+                log.warning("stale appointment-confirmed after the terminal event ignored",
+                            appointment_id=str(event.appointment_id), message_id=str(context.message_id))  # fmt: skip
+                continue
+            notice = confirmation_notice(
+                investor=event.investor_user_id, meeting=self._meeting(event.kind, event, context)
+            )
+            pending.extend(_notifications([notice], event.tenant_id, event.appointment_id, context))
+        self._deliver(conn, pending)
 
-    def on_created(self, conn: Conn, event: AppointmentCreated, context: HandlingContext) -> None:
+    def on_created(self, conn: Conn, items: Items[AppointmentCreated]) -> None:
         """The agent hears of a new booking or of the new appointment of a reschedule."""
-        notice = creation_notice(
-            agent=event.agent_user_id,
-            meeting=self._meeting(event.kind, event, context),
-            pending=event.status == "Pending",
-            rescheduled=event.rescheduled_from_appointment_id is not None,
-        )
-        self._deliver(conn, [notice], event.tenant_id, event.appointment_id, context)
+        pending: _Pending = []
+        for event, context in items:
+            notice = creation_notice(
+                agent=event.agent_user_id,
+                meeting=self._meeting(event.kind, event, context),
+                pending=event.status == "Pending",
+                rescheduled=event.rescheduled_from_appointment_id is not None,
+            )
+            pending.extend(_notifications([notice], event.tenant_id, event.appointment_id, context))
+        self._deliver(conn, pending)
 
-    def on_event_status_changed(self, conn: Conn, event: CalendarEventStatusChanged, context: HandlingContext) -> None:
+    def on_event_status_changed(self, conn: Conn, items: Items[CalendarEventStatusChanged]) -> None:
         """Nobody is told: the appointment events already tell both sides of an appointment's event."""
-        del conn, event, context
+        del conn, items
 
-    def on_purchase_changed(self, conn: Conn, event: PurchaseChanged, context: HandlingContext) -> None:
+    def on_purchase_changed(self, conn: Conn, items: Items[PurchaseChanged]) -> None:
         """Seed 002: the buyer hears «срок истёк» when the purchase expires."""
-        status = known(PurchaseStatus, event.status)
-        if status is None:
-            context.unknown_value("Status", event.status)
-        if status is PurchaseStatus.EXPIRED and event.buyer_user_id is None:
-            # BuyerUserId is this project's additive field: a producer of the contract without it leaves nobody
-            # to tell; that must show, not pass silently.
-            EXPIRED_WITHOUT_BUYER.inc()
-            log.warning("expired purchase without BuyerUserId; nobody notified",
-                        purchase_id=str(event.purchase_id), message_id=str(context.message_id))  # fmt: skip
-        notices = purchase_notices(status, buyer=event.buyer_user_id, package_code=event.package_code)
-        self._deliver(conn, notices, event.tenant_id, event.purchase_id, context)
+        pending: _Pending = []
+        for event, context in items:
+            status = known(PurchaseStatus, event.status)
+            if status is None:
+                context.unknown_value("Status", event.status)
+            if status is PurchaseStatus.EXPIRED and event.buyer_user_id is None:
+                # BuyerUserId is this project's additive field: a producer of the contract without it leaves nobody
+                # to tell; that must show, not pass silently.
+                EXPIRED_WITHOUT_BUYER.inc()
+                log.warning("expired purchase without BuyerUserId; nobody notified",
+                            purchase_id=str(event.purchase_id), message_id=str(context.message_id))  # fmt: skip
+            notices = purchase_notices(status, buyer=event.buyer_user_id, package_code=event.package_code)
+            pending.extend(_notifications(notices, event.tenant_id, event.purchase_id, context))
+        self._deliver(conn, pending)
 
     def _meeting(self, raw_kind: str, event: AppointmentConfirmed | AppointmentCancelled | AppointmentCreated,
                  context: HandlingContext) -> Meeting:  # fmt: skip
@@ -120,17 +141,39 @@ class NotificationHandlers:
             context.unknown_value("Kind", raw_kind)
         return Meeting(kind, event.start_at, event.time_zone)
 
-    def _deliver(
-        self, conn: Conn, notices: Iterable[Notice], tenant: uuid.UUID, subject: uuid.UUID, context: HandlingContext
-    ) -> None:
-        for notice in notices:
-            delivered = self._delivery.deliver(conn, Notification(tenant, subject, context.message_id, notice))
-            context.after_results(partial(_log_if_not_new, delivered, notice, subject))
+    def _deliver(self, conn: Conn, pending: _Pending) -> None:
+        """The batch's notifications in one delivery; each message logs its own that were not new."""
+        if not pending:
+            return
+        delivered = self._delivery.deliver(conn, [notification for notification, _ in pending])
+        start = 0
+        for end in range(1, len(pending) + 1):  # one check per message, over its notifications (consecutive)
+            if end == len(pending) or pending[end][1] is not pending[start][1]:
+                pending[start][1].after_results(partial(_log_if_not_new, delivered, pending, start, end))
+                start = end
 
 
-def _log_if_not_new(delivered: Delivered, notice: Notice, subject: uuid.UUID) -> None:
-    if not delivered():
-        log.info("already notified", template_key=notice.template_key, subject_id=str(subject))
+def _appointments(events: Iterable[AppointmentCancelled | AppointmentConfirmed]) -> tuple[list[uuid.UUID], ...]:
+    """Each appointment once, with the tenant of its first message (a later one finds the row and keeps it)."""
+    tenants: dict[uuid.UUID, uuid.UUID] = {}
+    for event in events:
+        tenants.setdefault(event.appointment_id, event.tenant_id)
+    return list(tenants), list(tenants.values())
+
+
+def _notifications(
+    notices: Iterable[Notice], tenant: uuid.UUID, subject: uuid.UUID, context: HandlingContext
+) -> _Pending:
+    return [(Notification(tenant, subject, context.message_id, notice), context) for notice in notices]
+
+
+def _log_if_not_new(delivered: Delivered, pending: _Pending, start: int, end: int) -> None:
+    new = delivered()
+    for index in range(start, end):
+        if not new[index]:
+            notification = pending[index][0]
+            log.info("already notified", template_key=notification.notice.template_key,
+                     subject_id=str(notification.subject_id))  # fmt: skip
 
 
 def _parser(model: Any) -> Any:

@@ -22,7 +22,7 @@ RETURNING message_id
 # inbox_insert_many: the rows of one partition's messages from one poll; returns the ids not there before.
 INBOX_INSERT_MANY = """
 INSERT INTO messaging.inbox (consumer_group, message_id, topic, "partition", "offset")
-SELECT %s, m.message_id, %s, %s, m."offset" FROM unnest(%s::uuid[], %s::bigint[]) AS m(message_id, "offset")
+SELECT %s, m.message_id, %s, %s, m."offset" FROM unnest(%b::uuid[], %b::bigint[]) AS m(message_id, "offset")
 ON CONFLICT (consumer_group, message_id) DO NOTHING
 RETURNING message_id
 """
@@ -53,8 +53,10 @@ def inbox_insert_many(
     conn: Conn, group: str, *, topic: str, partition: int, message_ids: Sequence[uuid.UUID], offsets: Sequence[int]
 ) -> set[uuid.UUID]:
     """Record the messages of one partition as handled by ``group``; the ids that were not there before."""
-    rows = conn.execute(INBOX_INSERT_MANY, (group, topic, partition, list(message_ids), list(offsets))).fetchall()
-    return {cast(uuid.UUID, row["message_id"]) for row in rows}
+    cursor = conn.execute(INBOX_INSERT_MANY, (group, topic, partition, list(message_ids), list(offsets)))
+    if cursor.rowcount == len(message_ids):
+        return set(message_ids)  # all new (the usual case): the returned rows need not be converted
+    return {cast(uuid.UUID, row["message_id"]) for row in cursor.fetchall()}
 
 
 def inbox_prune(conn: Conn, group: str, retention_seconds: float) -> int:

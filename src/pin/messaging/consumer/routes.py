@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -45,12 +45,25 @@ class HandlingContext:
         self.pending.clear()
 
 
+# A batch's messages for an effect: each new message's model and context, in offset order.
+Items = Sequence[tuple[T, HandlingContext]]
+
+
 @dataclass(frozen=True)
 class Route(Generic[T]):
-    """How a group handles one topic: a pure parse of the payload, then the effect in the caller's transaction."""
+    """How a group handles one topic: a pure parse of the payload, then the effect in the caller's transaction.
+
+    The effect takes the new messages of a batch at once (a lone message is a batch of one), so that a group can
+    write each table with one set-based statement per batch; its end state must be that of applying the messages
+    one after another in offset order.
+    """
 
     parse: Callable[[Mapping[str, Any]], T]
-    apply: Callable[[Conn, T, HandlingContext], None]
+    apply_many: Callable[[Conn, Items[T]], None]
+
+    def apply(self, conn: Conn, event: T, context: HandlingContext) -> None:
+        """One message's effect: the batch effect over a batch of one."""
+        self.apply_many(conn, [(event, context)])
 
     def parse_or_unreadable(self, payload: Mapping[str, Any]) -> T:
         """The handler's model of the payload; a validation error makes the message unreadable."""
@@ -58,6 +71,16 @@ class Route(Generic[T]):
             return self.parse(payload)
         except ValidationError as exc:
             raise UnreadableMessageError(_validation_summary(exc)) from exc
+
+
+def each(apply: Callable[[Conn, T, HandlingContext], None]) -> Callable[[Conn, Items[T]], None]:
+    """A batch effect that runs a one-message effect per message, in order (for effects with no set-based form)."""
+
+    def apply_many(conn: Conn, items: Items[T]) -> None:
+        for event, context in items:
+            apply(conn, event, context)
+
+    return apply_many
 
 
 def _validation_summary(exc: ValidationError) -> str:

@@ -352,7 +352,8 @@ class ConsumerRuntime:
         False when anything fails: then nothing of them was kept.
         """
         first = decoded[0].message
-        # a span per message only when spans leave the process (without a processor the SDK records and drops them)
+        # a span per message (all open around the batch's effect) only when spans leave the process (without a
+        # processor the SDK records and drops them)
         spans = spans_exported()
         try:
             with self._pool.connection(timeout=self._db_timeout) as conn, conn.transaction():
@@ -361,20 +362,18 @@ class ConsumerRuntime:
                     message_ids=[d.envelope.message_id for d in decoded], offsets=[d.message.offset for d in decoded],
                 )  # fmt: skip
                 applied: list[tuple[Decoded, HandlingContext]] = []
-                # every effect's statements in one pipeline: one round trip for the batch, not one per statement
-                with conn.pipeline():
-                    for item in decoded:
-                        message_id = item.envelope.message_id
-                        if message_id not in new:
-                            continue
+                for item in decoded:
+                    message_id = item.envelope.message_id
+                    if message_id in new:
                         new.discard(message_id)  # a MessageId twice in one batch: the second is a duplicate
-                        context = HandlingContext(self.group, first.topic, message_id)
-                        span = (
-                            message_span(self.group, item.message, item.headers) if spans else contextlib.nullcontext()
-                        )
-                        with span:
-                            item.route.apply(conn, item.event, context)
-                        applied.append((item, context))
+                        applied.append((item, HandlingContext(self.group, first.topic, message_id)))
+                # the new messages' effect at once, its statements in one pipeline: one round trip for the batch
+                with contextlib.ExitStack() as spans_open, conn.pipeline():
+                    if spans:
+                        for item, _ in applied:
+                            spans_open.enter_context(message_span(self.group, item.message, item.headers))
+                    if applied:
+                        decoded[0].route.apply_many(conn, [(item.event, context) for item, context in applied])
                 for _, context in applied:
                     context.run_pending()
         except Exception as exc:  # noqa: BLE001 - the batch is handled again one message per transaction
