@@ -140,9 +140,40 @@ def test_kill9_in_the_middle_of_a_batch_loses_nothing_and_keeps_order(
     records = read_topic(kafka.bootstrap_servers, TOPIC, expected=None, idle=2.0, timeout=30)
     assert {r.headers["message-id"] for r in records} == {str(row.message_id) for row in written}
     assert first_seqs_by_key(records) == {f"thing-{k}": list(range(1, 13)) for k in range(25)}
-    # only the batches in hand at the crash can be sent twice (the pipeline has at most three unsettled)
+    # only the batches in hand at the crash can be sent twice (at most batches in flight + 1: three by default)
     assert duplicates(records) <= 150, duplicates(records)
     print(f"duplicates after kill -9 mid-batch: {duplicates(records)}")
+    assert survivor.process.poll() is None
+
+
+def test_kill9_with_a_full_pipeline_resends_at_most_the_unsettled_batches(
+    database_url: str,
+    kafka: EmbeddedKafka,
+    make_settings: Callable[..., Settings],
+    spawn_role: Callable[..., RoleProcess],
+) -> None:
+    broker_settings(make_settings, kafka.bootstrap_servers)
+    # 250 keys of two rows each: the first five batches of 50 hold distinct keys, so nothing is held back and the
+    # pipeline fills: four batches in flight, the oldest of them acknowledged, one settling
+    written = insert_rows(database_url, [event_row(f"thing-{n % 250}", n // 250 + 1) for n in range(500)])
+    in_flight = 4
+    settings = {"PIN_RELAY_BATCH_SIZE": "50", "PIN_RELAY_BATCHES_IN_FLIGHT": str(in_flight)}
+    victim = spawn_role(
+        "relay", env=_relay_env(kafka, **settings, PIN_RELAY_TEST_FAULT=f"after-produce:{in_flight + 1}")
+    )
+    wait_for(lambda: "relay test fault: paused" in victim.output(), timeout=60, what="the victim with a full pipeline")
+    victim.kill9()
+    assert outbox_count(database_url) > 0
+
+    survivor = spawn_role("relay", env=_relay_env(kafka, **settings))
+    wait_for(lambda: outbox_count(database_url) == 0, timeout=60, what="the survivor drains the outbox")
+
+    records = read_topic(kafka.bootstrap_servers, TOPIC, expected=None, idle=2.0, timeout=30)
+    assert {r.headers["message-id"] for r in records} == {str(row.message_id) for row in written}
+    assert first_seqs_by_key(records) == {f"thing-{k}": [1, 2] for k in range(250)}
+    # what a crash can send twice: the unsettled batches, at most batches in flight + 1 (the one settling)
+    assert duplicates(records) <= (in_flight + 1) * 50, duplicates(records)
+    print(f"duplicates after kill -9 with {in_flight} batches in flight: {duplicates(records)}")
     assert survivor.process.poll() is None
 
 

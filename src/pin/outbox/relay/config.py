@@ -18,6 +18,7 @@ class RelayConfig:
     """How a relay instance paces, batches, leases and retries (meaning of each field: pin.settings.Settings)."""
 
     batch_size: int = _default("batch_size")
+    batches_in_flight: int = _default("batches_in_flight")
     poll_interval_seconds: float = _default("poll_interval_seconds")
     heartbeat_seconds: float = _default("heartbeat_seconds")
     lease_ttl_seconds: float = _default("lease_ttl_seconds")

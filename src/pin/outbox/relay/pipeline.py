@@ -28,8 +28,10 @@ class _Read(NamedTuple):
 
 
 class Pipeline:
-    """At most three unsettled batches: one in flight, one acknowledged waiting for the settling thread, one
-    settling (see docs/design/relay.md). ``step`` moves them on by one batch; ``settle_all`` empties it."""
+    """At most ``batches_in_flight`` + 1 unsettled batches: up to ``batches_in_flight`` handed to the producer
+    (the oldest possibly acknowledged and waiting for the settling thread) and one settling (see
+    docs/design/relay.md). ``step`` reads and produces one batch and finishes the oldest when it must;
+    ``settle_all`` empties the pipeline."""
 
     def __init__(
         self,
@@ -37,6 +39,7 @@ class Pipeline:
         owner: str,
         *,
         batch_size: int,
+        batches_in_flight: int,
         owned_count: Callable[[], int],
         producer: BatchProducer,
         settler: Settler,
@@ -44,10 +47,11 @@ class Pipeline:
         self._pool = pool
         self._owner = owner
         self._batch_size = batch_size
+        self._batches_in_flight = batches_in_flight
         self._owned_count = owned_count
         self._producer = producer
         self._settler = settler
-        self._in_flight: Batch | None = None  # handed to the producer, not yet acknowledged
+        self._in_flight: deque[Batch] = deque()  # handed to the producer, not yet awaited; oldest first
         # batches acknowledged (or failed) whose rows the settling thread is deleting or marking, oldest first
         self._settling: deque[tuple[Batch, Future[RelayCycle]]] = deque()
         self._settling_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="relay-settle")
@@ -55,8 +59,8 @@ class Pipeline:
 
     @property
     def in_flight(self) -> bool:
-        """A batch was handed to the producer and its outcomes are not all in yet."""
-        return self._in_flight is not None
+        """Some batch was handed to the producer and its outcomes are not all in yet."""
+        return bool(self._in_flight)
 
     @property
     def settling(self) -> bool:
@@ -76,34 +80,41 @@ class Pipeline:
         return replace(cycle, read=read.read, more_waiting=read.more_waiting)
 
     def step(self) -> RelayCycle:
-        """Read the next batch while the broker acknowledges the batch in flight, produce its first wave, await
-        the batch in flight and hand it to the settling thread. Returns the rows read and the counters of the
-        batches settled meanwhile."""
+        """Read the next batch while the broker acknowledges the batches in flight, and produce its first wave.
+        Then finish (await, hand to the settling thread) every batch in flight when no backlog is left, else the
+        oldest when the pipeline is full or the read added no batch. Returns the rows read and the counters of
+        the batches settled meanwhile."""
         done = self._collect(wait=False)
-        previous = self._in_flight
         read = self._read()
-        self._in_flight = self._producer.produce(read.rows) if read.rows else None
-        if previous is not None:
-            done += self._hand_to_settler(previous)
-        if self._in_flight is not None and not (read.more_waiting or read.held):
-            # no backlog: await this batch now rather than after the next read (commit -> ack latency)
-            batch, self._in_flight = self._in_flight, None
-            done += self._hand_to_settler(batch)
+        if read.rows:
+            self._in_flight.append(self._producer.produce(read.rows))
+        if not (read.more_waiting or read.held):
+            # no backlog: await what is in flight now rather than after the next read (commit -> ack latency)
+            while self._in_flight:
+                done += self._finish_oldest()
+        elif self._in_flight and (len(self._in_flight) >= self._batches_in_flight or not read.rows):
+            # a read that added nothing (every row it found is held behind a key in flight) must finish a batch:
+            # otherwise the next read finds the same rows held, and `pin relay --once` would spin for ever
+            done += self._finish_oldest()
         done += self._collect(wait=False)
         held_back = done.held_back + read.held
         return replace(done, read=read.read, held_back=held_back, more_waiting=read.more_waiting or read.held > 0)
 
     def settle_all(self) -> RelayCycle:
-        """Await the batch in flight and wait until every batch is settled (before a stop, a lease release or
+        """Await the batches in flight and wait until every batch is settled (before a stop, a lease release or
         a synchronous round); returns their counters."""
-        batch, self._in_flight = self._in_flight, None
-        done = RelayCycle() if batch is None else self._hand_to_settler(batch)
+        done = RelayCycle()
+        while self._in_flight:
+            done += self._finish_oldest()
         return done + self._collect(wait=True)
 
-    def _hand_to_settler(self, batch: Batch) -> RelayCycle:
-        """Await the batch's outcomes, then hand it to the settling thread; the counters of the batches that
-        had to be waited for (one batch settles at a time: when the database is behind, wait for it)."""
-        self._producer.await_outcomes(batch, flush=self._in_flight is None)
+    def _finish_oldest(self) -> RelayCycle:
+        """Await the oldest batch's outcomes, then hand it to the settling thread; the counters of the batches
+        that had to be waited for (one batch settles at a time: when the database is behind, wait for it)."""
+        batch = self._in_flight.popleft()
+        # flush when nothing else is in flight (sent at once, not after linger.ms); else poll, which does not
+        # wait for the younger batches' acknowledgements
+        self._producer.await_outcomes(batch, flush=not self._in_flight)
         done = RelayCycle()
         while self._settling:
             done += self._collect(wait=True, oldest_only=True)
@@ -135,12 +146,12 @@ class Pipeline:
         per_vpart = max(8, math.ceil(limit / max(1, self._active_vparts or self._owned_count())))
         unsettled: list[int] = []
         held_keys: set[str] = set()
-        if self._in_flight is not None:
-            unsettled += self._in_flight.ids
-            held_keys |= self._in_flight.keys  # a row in flight may still fail
-        for batch, _future in self._settling:
+        for batch in self._in_flight:
             unsettled += batch.ids
-            held_keys |= batch.blocked  # a failure whose backoff or dead letter is not committed yet
+            held_keys |= batch.keys  # a row in flight may still fail
+        for settling, _future in self._settling:
+            unsettled += settling.ids
+            held_keys |= settling.blocked  # a failure whose backoff or dead letter is not committed yet
         params = {
             "owner": self._owner,
             "per_vpart": per_vpart,

@@ -64,6 +64,7 @@ class OutboxRelay:
             pool,
             self.instance_id,
             batch_size=self._config.batch_size,
+            batches_in_flight=self._config.batches_in_flight,
             owned_count=lambda: self._leases.count,
             producer=self._producer,
             settler=settler,
