@@ -34,12 +34,15 @@ from pin.calendar.rows import (
     SLOT_COLUMNS,
     SLOT_NAMES,
     appointment_from_row,
+    appointment_from_values,
     appointment_params,
     as_row,
     event_from_rows,
+    event_from_values,
     event_params,
     params,
     slot_from_row,
+    slot_from_values,
     slot_params,
 )
 from pin.db import Conn
@@ -209,23 +212,28 @@ def _cluster_lock(
 # ------------------------------------------------------------------- the cluster locked in one statement
 
 
-def cluster_from_locked_row(row: dict[str, Any]) -> AppointmentCluster:
+# Where each part of the cluster is in the claim's row (pin.calendar.claims: the appointment's columns, the slot's,
+# the event's, the reminders' three arrays, then passed_over).
+_SLOT_AT = len(APPOINTMENT_NAMES)
+_EVENT_AT = _SLOT_AT + len(SLOT_NAMES)
+_REMINDERS_AT = _EVENT_AT + len(EVENT_NAMES)
+
+
+def cluster_from_locked_row(row: Sequence[Any]) -> AppointmentCluster:
     """The cluster a one-statement lock returned (the appointment present); a broken cluster raises.
 
     SlotMissingError or CalendarEventMissingError, as :func:`appointment_cluster_lock` (a poison item).
     """
-    appointment = appointment_from_row(row)
-    if row["s_id"] is None:
+    appointment = appointment_from_values(row[:_SLOT_AT])
+    if row[_SLOT_AT] is None:
         raise SlotMissingError
-    slot = slot_from_row({name: row[f"s_{name}"] for name in SLOT_NAMES})
-    if row["e_id"] is None:
+    slot = slot_from_values(row[_SLOT_AT:_EVENT_AT])
+    event_id = row[_EVENT_AT]
+    if event_id is None:
         raise CalendarEventMissingError
-    ids, remind_ats, statuses = row["r_ids"] or [], row["r_remind_ats"] or [], row["r_statuses"] or []
-    reminders = [
-        {"id": i, "calendar_event_id": row["e_id"], "remind_at": at, "status": st}
-        for i, at, st in zip(ids, remind_ats, statuses, strict=True)
-    ]
-    event = event_from_rows({name: row[f"e_{name}"] for name in EVENT_NAMES}, reminders)
+    ids, remind_ats, statuses = (values or [] for values in row[_REMINDERS_AT : _REMINDERS_AT + 3])
+    reminders = [(i, event_id, at, st) for i, at, st in zip(ids, remind_ats, statuses, strict=True)]
+    event = event_from_values(row[_EVENT_AT:_REMINDERS_AT], reminders)
     return AppointmentCluster(appointment, slot, event)
 
 
