@@ -131,15 +131,5 @@ def slot_params(slot: AvailabilitySlot) -> dict[str, Any]:
     return params(slot, SLOT_NAMES)
 
 
-def appointment_params(appointment: Appointment) -> dict[str, Any]:
-    """Every column of an appointment as query parameters."""
-    return params(appointment, APPOINTMENT_NAMES)
-
-
-def event_params(event: CalendarEvent) -> dict[str, Any]:
-    """Every column of a calendar event as query parameters."""
-    return params(event, EVENT_NAMES)
-
-
 def _db_value(value: object) -> object:
     return value.value if isinstance(value, Enum) else value

@@ -193,9 +193,9 @@ def purchase_expire_many(
         "expected_versions": [expected for _, expected in transitions],
         **insert_unnest_params(outbox_rows),
     }
-    with translated_errors():
-        rows = conn.execute(_EXPIRE_MANY, params).fetchall()
-    return {row["id"] for row in rows}  # type: ignore[misc]
+    with translated_errors(), conn.cursor(row_factory=tuple_row, binary=True) as cur:
+        rows = cur.execute(_EXPIRE_MANY, params).fetchall()
+    return {row[0] for row in rows}
 
 
 @dataclass(frozen=True)
@@ -309,6 +309,13 @@ def purchase_from_row(row: Mapping[str, Any]) -> PromotionPurchase:
     return purchase_from_values([row[name] for name in _PURCHASE_NAMES])
 
 
+# Each enum's members by value: a dict lookup per column, where calling the enum costs several times more (an
+# unknown value is a KeyError instead of a ValueError; the schema's CHECKs admit none).
+_TARGET_KINDS = {kind.value: kind for kind in TargetKind}
+_STATUSES = {status.value: status for status in PurchaseStatus}
+_PAYMENT_STATUSES = {status.value: status for status in PaymentStatus}
+
+
 def purchase_from_values(values: Sequence[Any]) -> PromotionPurchase:
     """Map the values of ``_PURCHASE_COLUMNS``, in their order, to the aggregate."""
     (
@@ -325,11 +332,11 @@ def purchase_from_values(values: Sequence[Any]) -> PromotionPurchase:
         package_kind=package_kind,
         boost_weight=boost_weight,
         price=Money(price_amount, currency_id, currency_code, currency_symbol),
-        targets=tuple(Target(TargetKind(k), i) for k, i in zip(target_kinds or (), target_ids or (), strict=True)),
+        targets=tuple(Target(_TARGET_KINDS[k], i) for k, i in zip(target_kinds or (), target_ids or (), strict=True)),
         starts_at=starts_at,
         ends_at=ends_at,
-        status=PurchaseStatus(status),
-        payment_status=PaymentStatus(payment_status),
+        status=_STATUSES[status],
+        payment_status=_PAYMENT_STATUSES[payment_status],
         version=version,
         created_at=created_at,
         updated_at=updated_at,
