@@ -62,6 +62,10 @@ def build_row(contract: Contract, *, occurred_at: datetime, context: MessageCont
     )
 
 
+# the rows of one unit of work or batch share their OccurredAt (the cycle's AsOf): written once
+_occurred_iso = functools.lru_cache(maxsize=16)(utc_iso)
+
+
 def build_payload_row(
     kind: type[Contract], key: str, payload: Mapping[str, object], *, occurred_at: datetime, context: MessageContext
 ) -> OutboxRow:
@@ -72,7 +76,7 @@ def build_payload_row(
         **payload,
         "MessageId": str(message_id),
         "ContractVersion": kind.CONTRACT_VERSION,
-        "OccurredAt": utc_iso(occurred_at),
+        "OccurredAt": _occurred_iso(occurred_at),
     }
     headers = {"correlation-id": context.correlation_id, **context.extra_headers}
     if context.traceparent:
@@ -155,15 +159,16 @@ def _jsonb_form(value: object, float_form: Callable[[float], object]) -> object:
 
     A UUID or an enum that is neither a str nor an int, which orjson would write but the standard library
     refuses, is refused here."""
-    if isinstance(value, Mapping):
-        out = {}
-        for key in _jsonb_order(tuple(value)):
-            item = value[key]
-            out[key] = item if type(item) in _PLAIN else _jsonb_form(item, float_form)
+    kind = type(value)
+    if kind is dict or isinstance(value, Mapping):  # the usual dict without the ABC's slower check
+        out = {key: value[key] for key in _jsonb_order(tuple(value))}
+        for key, item in out.items():
+            if type(item) not in _PLAIN:
+                out[key] = _jsonb_form(item, float_form)
         return out
-    if isinstance(value, list | tuple):
+    if kind is list or isinstance(value, list | tuple):
         return [item if type(item) in _PLAIN else _jsonb_form(item, float_form) for item in value]
-    if isinstance(value, float):
+    if kind is float or isinstance(value, float):
         if value.is_integer() and "e" in repr(value):
             return int(value)
         return float_form(value)
