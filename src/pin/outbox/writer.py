@@ -159,16 +159,15 @@ def _jsonb_form(value: object, float_form: Callable[[float], object]) -> object:
 
     A UUID or an enum that is neither a str nor an int, which orjson would write but the standard library
     refuses, is refused here."""
-    kind = type(value)
-    if kind is dict or isinstance(value, Mapping):  # the usual dict without the ABC's slower check
+    if isinstance(value, dict | Mapping):  # a dict first: the usual case without the ABC's slower check
         out = {key: value[key] for key in _jsonb_order(tuple(value))}
         for key, item in out.items():
             if type(item) not in _PLAIN:
                 out[key] = _jsonb_form(item, float_form)
         return out
-    if kind is list or isinstance(value, list | tuple):
+    if isinstance(value, list | tuple):
         return [item if type(item) in _PLAIN else _jsonb_form(item, float_form) for item in value]
-    if kind is float or isinstance(value, float):
+    if isinstance(value, float):
         if value.is_integer() and "e" in repr(value):
             return int(value)
         return float_form(value)
