@@ -7,7 +7,7 @@ business transaction: the relay does, after commit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from types import TracebackType
 
@@ -15,7 +15,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.db import Conn
 from pin.messaging.contracts import Contract
-from pin.outbox.writer import MessageContext, OutboxRow, build_row, outbox_insert
+from pin.outbox.writer import MessageContext, OutboxRow, build_payload_row, outbox_insert
 
 
 class UnitOfWork:
@@ -37,7 +37,8 @@ class UnitOfWork:
         self._pool = pool
         self._context = context
         self._traceparent_provider = traceparent_provider
-        self._events: list[tuple[Contract, datetime]] = []
+        # each event as its contract, key and payload (built when recorded: a contract is frozen) and its time
+        self._events: list[tuple[type[Contract], str, Mapping[str, object], datetime]] = []
         self._rows: list[OutboxRow] = []  # rows a caller built already (add_outbox_rows)
         self._given = connection
         self._conn: Conn | None = None
@@ -57,7 +58,14 @@ class UnitOfWork:
 
     def record(self, event: Contract, occurred_at: datetime) -> None:
         """Queue an integration event; it is written to the outbox in this transaction at commit."""
-        self._events.append((event, occurred_at))
+        self._events.append((type(event), event.message_key(), event.to_payload(), occurred_at))
+
+    def record_payload(
+        self, kind: type[Contract], key: str, payload: Mapping[str, object], occurred_at: datetime
+    ) -> None:
+        """Queue an integration event given as its contract's payload (the model's, built without the model: see
+        :meth:`~pin.messaging.contracts.Contract.payload_from`) and Kafka key; written as :meth:`record` writes."""
+        self._events.append((kind, key, payload, occurred_at))
 
     def add_outbox_rows(self, rows: Iterable[OutboxRow]) -> None:
         """Queue rows already built (by :func:`~pin.outbox.writer.build_row`); written with the events at commit."""
@@ -79,7 +87,11 @@ class UnitOfWork:
         if self._traceparent_provider is not None:
             traceparent = self._traceparent_provider()
             context = MessageContext(context.correlation_id, traceparent or context.traceparent, context.extra_headers)
-        return [build_row(event, occurred_at=at, context=context) for event, at in self._events] + self._rows
+        events = [
+            build_payload_row(kind, key, payload, occurred_at=at, context=context)
+            for kind, key, payload, at in self._events
+        ]
+        return events + self._rows
 
     def commit(self) -> None:
         """Write the recorded events as outbox rows and commit, atomically with the state change."""

@@ -9,7 +9,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, LiteralString, cast
+from typing import Any, LiteralString
+
+from psycopg.rows import tuple_row
 
 from pin.calendar.repository import APPOINTMENT_IS_DUE
 from pin.calendar.rows import APPOINTMENT_NAMES, EVENT_NAMES, REMINDER_COLUMNS, SLOT_NAMES
@@ -50,7 +52,7 @@ reminders_locked AS MATERIALIZED (
 )"""
 
 # The locked cluster's columns: the appointment's under their own names, the slot's and the event's prefixed
-# (s_, e_), the reminders as arrays (what repository.cluster_from_locked_row reads).
+# (s_, e_), the reminders as arrays (what repository.cluster_from_locked_row reads, by position), passed_over last.
 _CLUSTER_COLUMNS: LiteralString = ", ".join(
     [
         "c.*",
@@ -130,7 +132,8 @@ class ClaimedItem:
     pending_expires_at: datetime | None
     has_failure: bool
     passed_over: list[uuid.UUID]
-    row: dict[str, Any] | None = None  # with the cluster locked by the claim: every column of it
+    # with the cluster locked by the claim: the whole row, in the order repository.cluster_from_locked_row reads
+    row: tuple[Any, ...] | None = None
 
     @property
     def cursor(self) -> tuple[datetime, uuid.UUID] | None:
@@ -138,6 +141,13 @@ class ClaimedItem:
         if self.pending_expires_at is None or self.appointment_id is None:
             return None
         return self.pending_expires_at, self.appointment_id
+
+
+# Where the claimed appointment's id, tenant and deadline are in a claim's row, with the cluster locked or not.
+_ID_TENANT_DEADLINE = {
+    True: tuple(APPOINTMENT_NAMES.index(name) for name in ("id", "tenant_id", "pending_expires_at")),
+    False: (0, 1, 2),
+}
 
 
 def appointment_claim_next(
@@ -160,12 +170,16 @@ def appointment_claim_next(
     params: dict[str, object] = {"as_of": as_of, "after_at": after_at, "after_id": after_id, "job": JOB_NAME}
     if poison:
         params["failed"] = failed or []
-    row = cast(dict[str, Any], conn.execute(CLAIMS[lock_cluster, poison], params).fetchone())
+    # A tuple in binary: no dict of some 50 columns per item, and uuids and times load from their binary form.
+    with conn.cursor(row_factory=tuple_row, binary=True) as cur:
+        row = cur.execute(CLAIMS[lock_cluster, poison], params).fetchone()
+    assert row is not None  # the statement returns one row, claimed or not
+    at_id, at_tenant, at_deadline = _ID_TENANT_DEADLINE[lock_cluster]
     return ClaimedItem(
-        row["id"],
-        row["tenant_id"],
-        row["pending_expires_at"],
+        row[at_id],
+        row[at_tenant],
+        row[at_deadline],
         poison,
-        list(row["passed_over"]),
+        list(row[-1]),
         row if lock_cluster else None,
     )

@@ -112,6 +112,14 @@ def to_contract(event: domain.DomainEvent) -> Contract:
     return contract_type(**fields)
 
 
+def payload_of(event: domain.DomainEvent) -> tuple[type[Contract], str, dict[str, Any]]:
+    """The contract type, Kafka key and payload of ``to_contract(event)``, built straight from the event's fields
+    (the domain types them as the contract does) without building and dumping the model."""
+    contract_type = _CONTRACT_OF[type(event)]
+    fields = vars(event)  # OccurredAt is not a field of the contract: ignored
+    return contract_type, str(fields[contract_type.KEY_FIELD]), contract_type.payload_from(fields)
+
+
 # ------------------------------------------------------------------------------------ published documents
 
 

@@ -34,12 +34,13 @@ from pin.calendar.rows import (
     SLOT_COLUMNS,
     SLOT_NAMES,
     appointment_from_row,
-    appointment_params,
+    appointment_from_values,
     as_row,
     event_from_rows,
-    event_params,
+    event_from_values,
     params,
     slot_from_row,
+    slot_from_values,
     slot_params,
 )
 from pin.db import Conn
@@ -209,23 +210,28 @@ def _cluster_lock(
 # ------------------------------------------------------------------- the cluster locked in one statement
 
 
-def cluster_from_locked_row(row: dict[str, Any]) -> AppointmentCluster:
+# Where each part of the cluster is in the claim's row (pin.calendar.claims: the appointment's columns, the slot's,
+# the event's, the reminders' three arrays, then passed_over).
+_SLOT_AT = len(APPOINTMENT_NAMES)
+_EVENT_AT = _SLOT_AT + len(SLOT_NAMES)
+_REMINDERS_AT = _EVENT_AT + len(EVENT_NAMES)
+
+
+def cluster_from_locked_row(row: Sequence[Any]) -> AppointmentCluster:
     """The cluster a one-statement lock returned (the appointment present); a broken cluster raises.
 
     SlotMissingError or CalendarEventMissingError, as :func:`appointment_cluster_lock` (a poison item).
     """
-    appointment = appointment_from_row(row)
-    if row["s_id"] is None:
+    appointment = appointment_from_values(row[:_SLOT_AT])
+    if row[_SLOT_AT] is None:
         raise SlotMissingError
-    slot = slot_from_row({name: row[f"s_{name}"] for name in SLOT_NAMES})
-    if row["e_id"] is None:
+    slot = slot_from_values(row[_SLOT_AT:_EVENT_AT])
+    event_id = row[_EVENT_AT]
+    if event_id is None:
         raise CalendarEventMissingError
-    ids, remind_ats, statuses = row["r_ids"] or [], row["r_remind_ats"] or [], row["r_statuses"] or []
-    reminders = [
-        {"id": i, "calendar_event_id": row["e_id"], "remind_at": at, "status": st}
-        for i, at, st in zip(ids, remind_ats, statuses, strict=True)
-    ]
-    event = event_from_rows({name: row[f"e_{name}"] for name in EVENT_NAMES}, reminders)
+    ids, remind_ats, statuses = (values or [] for values in row[_REMINDERS_AT : _REMINDERS_AT + 3])
+    reminders = [(i, event_id, at, st) for i, at, st in zip(ids, remind_ats, statuses, strict=True)]
+    event = event_from_values(row[_EVENT_AT:_REMINDERS_AT], reminders)
     return AppointmentCluster(appointment, slot, event)
 
 
@@ -298,31 +304,26 @@ def cluster_save_with_outbox(conn: Conn, cluster: AppointmentCluster, rows: Sequ
     parts: tuple[Appointment | AvailabilitySlot | CalendarEvent, ...] = (appointment, slot, event)
     if any(part.loaded is None for part in parts) or any(r.loaded is None for r in event.reminders):
         raise ValueError("cluster_save_with_outbox writes loaded rows only; a new part is saved by cluster_save")
-    params: dict[str, Any] = {}
+    values: dict[str, Any] = {}
     expected: dict[str, int] = {}
-    for prefix, part, values in (
-        ("a", appointment, appointment_params(appointment)),
-        ("s", slot, slot_params(slot)),
-        ("e", event, event_params(event)),
-    ):
+    for prefix, part in (("a", appointment), ("s", slot), ("e", event)):
         assert part.loaded is not None
         changed = (part.status, part.version) != (part.loaded.status, part.loaded.version)
         expected[prefix] = 1 if changed else 0
-        for key, name in _WRITTEN_KEYS[prefix]:
-            params[key] = values[name]
-        params[f"{prefix}_expected_status"] = str(part.loaded.status)
-        params[f"{prefix}_expected_version"] = part.loaded.version
+        values.update(zip(_WRITTEN_KEYS[prefix], params(part, _WRITTEN[prefix]).values(), strict=True))
+        values[f"{prefix}_expected_status"] = str(part.loaded.status)
+        values[f"{prefix}_expected_version"] = part.loaded.version
         if not changed:
-            params[f"{prefix}_id"] = None  # matches no row: nothing to write
+            values[f"{prefix}_id"] = None  # matches no row: nothing to write
     changed_reminders = [r for r in event.reminders if r.loaded is not None and r.status != r.loaded.status]
     expected["r"] = len(changed_reminders)
-    params["r_ids"] = [r.id for r in changed_reminders]
-    params["r_statuses"] = [str(r.status) for r in changed_reminders]
-    params["r_expected_statuses"] = [str(r.loaded.status) for r in changed_reminders if r.loaded is not None]
-    params["r_updated_at"] = event.updated_at
-    params.update(insert_values_params(rows))
+    values["r_ids"] = [r.id for r in changed_reminders]
+    values["r_statuses"] = [str(r.status) for r in changed_reminders]
+    values["r_expected_statuses"] = [str(r.loaded.status) for r in changed_reminders if r.loaded is not None]
+    values["r_updated_at"] = event.updated_at
+    values.update(insert_values_params(rows))
     with translated_errors():
-        matched = as_row(conn.execute(_cluster_write_sql(len(rows)), params).fetchone())
+        matched = as_row(conn.execute(_cluster_write_sql(len(rows)), values).fetchone())
     if any(matched[prefix] != count for prefix, count in expected.items()):
         raise ConflictError
     for part in parts:
@@ -337,8 +338,8 @@ _WRITTEN: dict[str, tuple[str, ...]] = {
     "s": ("id", "status", "version", "updated_at"),
     "e": ("id", "status", "cancel_reason", "version", "updated_at"),
 }
-# (parameter name, column) per part: the names built once, not per item
-_WRITTEN_KEYS = {prefix: tuple((f"{prefix}_{name}", name) for name in names) for prefix, names in _WRITTEN.items()}
+# the parameter of each written column, per part: the names built once, not per item
+_WRITTEN_KEYS = {prefix: tuple(f"{prefix}_{name}" for name in names) for prefix, names in _WRITTEN.items()}
 
 
 _CLUSTER_WRITE = """

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from dataclasses import fields
 from enum import Enum
 from typing import Any, LiteralString, cast
 
@@ -54,30 +56,67 @@ def _fields(row: dict[str, Any], names: tuple[str, ...], enums: dict[str, type[E
     return {name: enums[name](row[name]) if name in enums and row[name] is not None else row[name] for name in names}
 
 
+def _positions(cls: type, names: tuple[str, ...], enums: dict[str, type[Enum]]) -> tuple[tuple[int, type[Enum]], ...]:
+    """The enum columns by position, for an aggregate built from its columns' values in order: its fields must
+    begin with exactly those columns (checked here, once)."""
+    if tuple(f.name for f in fields(cls))[: len(names)] != names:
+        raise TypeError(f"{cls.__name__}'s fields do not begin with its table's columns")
+    return tuple((names.index(name), kind) for name, kind in enums.items())
+
+
+def _members(values: Sequence[Any], enums: tuple[tuple[int, type[Enum]], ...]) -> list[Any]:
+    """``values`` with each enum column's value as its member (a NULL stays None)."""
+    out = list(values)
+    for position, kind in enums:
+        if out[position] is not None:
+            out[position] = kind(out[position])
+    return out
+
+
+_SLOT_POSITIONS = _positions(AvailabilitySlot, SLOT_NAMES, _SLOT_ENUMS)
+_APPOINTMENT_POSITIONS = _positions(Appointment, APPOINTMENT_NAMES, _APPOINTMENT_ENUMS)
+_EVENT_POSITIONS = _positions(CalendarEvent, EVENT_NAMES, _EVENT_ENUMS)
+
+
 def slot_from_row(row: dict[str, Any]) -> AvailabilitySlot:
     """An AvailabilitySlot as read from the database."""
-    slot = AvailabilitySlot(**_fields(row, SLOT_NAMES, _SLOT_ENUMS))
+    return slot_from_values([row[name] for name in SLOT_NAMES])
+
+
+def slot_from_values(values: Sequence[Any]) -> AvailabilitySlot:
+    """An AvailabilitySlot from the values of SLOT_COLUMNS, in their order (a tuple row)."""
+    slot = AvailabilitySlot(*_members(values, _SLOT_POSITIONS))
     slot.loaded = StoredState(slot.status, slot.version)
     return slot
 
 
 def appointment_from_row(row: dict[str, Any]) -> Appointment:
     """An Appointment as read from the database."""
-    appointment = Appointment(**_fields(row, APPOINTMENT_NAMES, _APPOINTMENT_ENUMS))
+    return appointment_from_values([row[name] for name in APPOINTMENT_NAMES])
+
+
+def appointment_from_values(values: Sequence[Any]) -> Appointment:
+    """An Appointment from the values of APPOINTMENT_COLUMNS, in their order (a tuple row)."""
+    appointment = Appointment(*_members(values, _APPOINTMENT_POSITIONS))
     appointment.loaded = StoredState(appointment.status, appointment.version)
     return appointment
 
 
 def event_from_rows(row: dict[str, Any], reminder_rows: list[dict[str, Any]]) -> CalendarEvent:
     """A CalendarEvent with its reminders as read from the database."""
+    reminders = [(r["id"], r["calendar_event_id"], r["remind_at"], r["status"]) for r in reminder_rows]
+    return event_from_values([row[name] for name in EVENT_NAMES], reminders)
+
+
+def event_from_values(values: Sequence[Any], reminder_values: Iterable[Sequence[Any]]) -> CalendarEvent:
+    """A CalendarEvent from the values of EVENT_COLUMNS in their order, and its reminders' of REMINDER_COLUMNS."""
     reminders = []
-    for r in reminder_rows:
-        reminder = EventReminder(r["id"], r["calendar_event_id"], r["remind_at"], ReminderStatus(r["status"]))
+    for reminder_id, event_id, remind_at, status in reminder_values:
+        reminder = EventReminder(reminder_id, event_id, remind_at, ReminderStatus(status))
         reminder.loaded = StoredState(reminder.status, 0)
         reminders.append(reminder)
-    event = CalendarEvent(
-        **_fields(row, EVENT_NAMES, _EVENT_ENUMS), reminders=sorted(reminders, key=lambda item: item.remind_at)
-    )
+    event = CalendarEvent(*_members(values, _EVENT_POSITIONS))
+    event.reminders = sorted(reminders, key=lambda item: item.remind_at)
     event.loaded = StoredState(event.status, event.version)
     return event
 
@@ -90,16 +129,6 @@ def params(part: AvailabilitySlot | Appointment | CalendarEvent, names: tuple[st
 def slot_params(slot: AvailabilitySlot) -> dict[str, Any]:
     """Every column of a slot as query parameters."""
     return params(slot, SLOT_NAMES)
-
-
-def appointment_params(appointment: Appointment) -> dict[str, Any]:
-    """Every column of an appointment as query parameters."""
-    return params(appointment, APPOINTMENT_NAMES)
-
-
-def event_params(event: CalendarEvent) -> dict[str, Any]:
-    """Every column of a calendar event as query parameters."""
-    return params(event, EVENT_NAMES)
 
 
 def _db_value(value: object) -> object:

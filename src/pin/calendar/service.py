@@ -19,7 +19,7 @@ import structlog
 from psycopg_pool import ConnectionPool
 
 from pin.calendar import repository
-from pin.calendar.contracts import to_contract
+from pin.calendar.contracts import payload_of
 from pin.calendar.domain import (
     Appointment,
     AppointmentCluster,
@@ -338,8 +338,8 @@ def _record_events(uow: UnitOfWork, cluster: AppointmentCluster, *, level: int =
     # DEBUG is checked once, before structlog's processors run: it then costs nothing when the role logs at INFO
     enabled = level > logging.DEBUG or _stdlib_log.isEnabledFor(level)
     for event in cluster.pull_events():
-        contract = to_contract(event)
-        uow.record(contract, event.occurred_at)
+        contract, key, payload = payload_of(event)
+        uow.record_payload(contract, key, payload, event.occurred_at)
         if not enabled:
             continue
         # identifiers and enums only: no names, no free-text reasons (SPEC section 6)

@@ -325,7 +325,7 @@ class AppointmentTimeoutJob:
             tally.released += 1
         else:
             tally.slots_expired += 1
-        metrics.ITEMS.labels(slot_outcome=outcome.value).inc()
+        metrics.ITEMS_BY_OUTCOME[outcome].inc()
         cycle.info(
             "appointment expired", AppointmentId=str(appointment.id), SlotId=str(appointment.slot_id),
             CalendarEventId=str(appointment.calendar_event_id), TenantId=str(appointment.tenant_id),

@@ -88,6 +88,9 @@ class Cycle:
     def __init__(self, definition: JobDefinition) -> None:
         self.definition = definition
         self.run_id = uuid.uuid4()
+        # the cycle's lines lead with job and RunId; the logger is resolved once per cycle, not once per line (a
+        # job logs a line per item)
+        self._log = log.bind(job=definition.name, RunId=str(self.run_id))
         self.started = time.monotonic()
         self.as_of: datetime | None = None
         # the counters so far, for a job whose items commit one by one; None: a failure keeps nothing
@@ -104,11 +107,11 @@ class Cycle:
 
     def info(self, event: str, **fields: object) -> None:
         """An INFO line of this cycle (job and RunId first)."""
-        log.info(event, job=self.definition.name, RunId=str(self.run_id), **fields)
+        self._log.info(event, **fields)
 
     def warning(self, event: str, **fields: object) -> None:
         """A WARNING line of this cycle (job and RunId first)."""
-        log.warning(event, job=self.definition.name, RunId=str(self.run_id), **fields)
+        self._log.warning(event, **fields)
 
     def item_failed(self, conn: Conn, item_id: uuid.UUID, exc: Exception, *, commit: bool = False) -> None:
         """A poison item: count the attempt, record it in jobs.item_failure (``commit``: alone), log it at ERROR."""
@@ -121,7 +124,7 @@ class Cycle:
             definition.item_field: str(item_id),
             definition.error_field: bookkeeping.describe_error(exc),
         }
-        log.error("item failed", job=definition.name, RunId=str(self.run_id), **fields, Attempts=attempts, exc_info=exc)
+        self._log.error("item failed", **fields, Attempts=attempts, exc_info=exc)
 
 
 class JobCycles:

@@ -6,7 +6,11 @@ seed 003). The envelope fields MessageId, ContractVersion and OccurredAt are add
 
 from __future__ import annotations
 
+import functools
+import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from enum import Enum
 from typing import Annotated, Any, ClassVar
 
 from pydantic import AliasGenerator, AwareDatetime, BaseModel, ConfigDict, PlainSerializer
@@ -45,3 +49,43 @@ class Contract(BaseModel):
         """The contract's fields as JSON-ready values under their contract names."""
         payload: dict[str, Any] = self.model_dump(mode="json", by_alias=True)
         return payload
+
+    @classmethod
+    def payload_from(cls, fields: Mapping[str, object]) -> dict[str, Any]:
+        """``cls(**fields).to_payload()`` without building and dumping the model, for fields that already have the
+        model's types (a domain event's): the model's fields in its order under their contract names, a UUID as
+        its text, an enum as its value, a time (timezone-aware, as the model requires) as :func:`utc_iso`.
+
+        A value of any other type, a naive time or a missing required field goes through the model (which then
+        converts it, or refuses it as it always did). Keys of ``fields`` that are not fields of the model are
+        ignored, as the model ignores them.
+        """
+        payload: dict[str, Any] = {}
+        for name, alias, default in _plan(cls):
+            value = fields.get(name, default)
+            kind = type(value)
+            if kind is uuid.UUID:
+                value = str(value)
+            elif isinstance(value, datetime) and kind is datetime and value.utcoffset() is not None:
+                value = utc_iso(value)
+            elif isinstance(value, Enum) and type(value.value) in _AS_IS:
+                value = value.value
+            elif kind not in _AS_IS:  # a naive time, a missing field, anything else: the model decides
+                return cls(**{key: v for key, v in fields.items() if key in cls.model_fields}).to_payload()
+            payload[alias] = value
+        return payload
+
+
+# values a contract's JSON payload holds as they are
+_AS_IS = frozenset({str, int, bool, type(None)})
+_MISSING = object()
+
+
+@functools.cache
+def _plan(cls: type[Contract]) -> tuple[tuple[str, str, object], ...]:
+    """Each field of a contract, in order: its name, its contract name and its default (_MISSING when required)."""
+    plan = []
+    for name, info in cls.model_fields.items():
+        alias = info.serialization_alias or info.alias or name
+        plan.append((name, alias, _MISSING if info.is_required() else info.get_default(call_default_factory=True)))
+    return tuple(plan)

@@ -121,29 +121,46 @@ def error_text(exc: BaseException) -> str:
 def redact_sensitive(logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """structlog processor: mask credentials, free text and tokens in every field of an event."""
     del logger, method_name
+    for key in _sensitive_keys(tuple(event_dict)):
+        event_dict[key] = REDACTED
     # One search over all the string fields at once clears the usual line (ids, enums, times): every pattern of
     # scrub_text needs a suspect, and no suspect can span the NUL joining two fields, so none found here means
     # none in any field. Only a line with a suspect pays the search field by field.
-    texts = [value for value in event_dict.values() if type(value) is str]
-    clean = not _suspect("\0".join(texts))
-    for key in list(event_dict):
-        value = event_dict[key]
-        if _is_sensitive_key(key):
-            event_dict[key] = REDACTED
-        elif key == "exc_info" or (clean and type(value) is str):
+    clean = not _suspect("\0".join([value for value in event_dict.values() if type(value) is str]))
+    for key, value in event_dict.items():
+        kind = type(value)
+        if kind in _UNSCRUBBED or (clean and kind is str) or key == "exc_info" or value is REDACTED:
             continue  # exc_info is formatted into "exception" before this runs; a clean string stays as it is
-        else:
-            event_dict[key] = _scrub(value)
+        event_dict[key] = _scrub(value)
     return event_dict
 
 
-# The encoder json.dumps would build on every call when given ``default`` (structlog's fallback: an object's
-# ``__structlog__()`` or its repr), built once: the same text, without a new encoder per line.
+# values _scrub returns as they are
+_UNSCRUBBED = frozenset({int, float, bool, type(None)})
+
+
+@functools.lru_cache(maxsize=1024)  # an event's keys repeat line after line
+def _sensitive_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(key for key in keys if _is_sensitive_key(key))
+
+
+# json.dumps(event_dict, default=...) (structlog's fallback for other objects: an object's ``__structlog__()`` or its
+# repr) without the encoder it builds on every call: the same C encoder, built once, so the same text. No circular
+# check (a log field is never circular; the C encoder's recursion limit still stops one).
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
 _LINE_ENCODER = json.JSONEncoder(default=structlog.processors._json_fallback_handler)
+_C_LINE_ENCODER: Any = None
+if _c_make_encoder is not None:
+    _C_LINE_ENCODER = _c_make_encoder(
+        None, structlog.processors._json_fallback_handler, json.encoder.encode_basestring_ascii, None,
+        ": ", ", ", False, False, True,
+    )  # fmt: skip
 
 
 def _encode_line(event_dict: Mapping[str, Any], **_: Any) -> str:
-    return _LINE_ENCODER.encode(event_dict)
+    if _C_LINE_ENCODER is None:  # no C accelerator (not CPython): the same text, slower
+        return _LINE_ENCODER.encode(event_dict)
+    return "".join(_C_LINE_ENCODER(event_dict, 0))
 
 
 class _LineLogger:

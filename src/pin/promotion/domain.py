@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
@@ -212,7 +212,11 @@ class PromotionPurchase:
 
     def snapshot(self) -> PromotionPurchase:
         """A copy without recorded events (what an event carries)."""
-        return replace(self, events=[])
+        # the fields as they are, without dataclasses.replace's call of __init__ by keyword (200 per batch)
+        copy = object.__new__(PromotionPurchase)
+        copy.__dict__.update(self.__dict__)
+        copy.events = []
+        return copy
 
     def _require_active(self) -> None:
         if self.status.is_terminal:

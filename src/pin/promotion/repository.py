@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from psycopg import errors
+from psycopg.rows import tuple_row
 
 from pin.db import Conn
 from pin.jobs import bookkeeping
@@ -50,14 +51,20 @@ def translated_errors() -> Iterator[None]:
         raise
 
 
+# A purchase's columns (the order of purchase_from_values), read FROM promotion.purchase AS p {_TARGETS}.
 _PURCHASE_COLUMNS = """
     p.id, p.tenant_id, p.buyer_user_id, p.package_id, p.package_code, p.package_kind, p.boost_weight,
     p.price_amount, p.currency_id, p.currency_code, p.currency_symbol, p.starts_at, p.ends_at, p.status,
-    p.payment_status, p.version, p.created_at, p.updated_at,
-    (SELECT coalesce(json_agg(json_build_object('kind', t.target_kind, 'id', t.target_id) ORDER BY t.position),
-                     '[]'::json)
-       FROM promotion.purchase_target AS t WHERE t.purchase_id = p.id) AS targets
+    p.payment_status, p.version, p.created_at, p.updated_at, t.target_kinds, t.target_ids
 """
+_PURCHASE_NAMES = tuple(name.strip().removeprefix("p.").removeprefix("t.") for name in _PURCHASE_COLUMNS.split(","))
+# Its targets, in position order, as two arrays (a uuid[] loads in C; a JSON document of them was parsed in Python
+# and its ids once more by uuid.UUID): one aggregate row per purchase, NULL arrays when it has none.
+_TARGETS = """CROSS JOIN LATERAL (
+    SELECT array_agg(t.target_kind ORDER BY t.position) AS target_kinds,
+           array_agg(t.target_id ORDER BY t.position) AS target_ids
+      FROM promotion.purchase_target AS t WHERE t.purchase_id = p.id
+) AS t"""
 
 
 def package_list_on_offer(conn: Conn) -> list[Package]:
@@ -121,7 +128,8 @@ def purchase_get(
     """
     suffix = " FOR NO KEY UPDATE OF p" if lock else ""
     row = conn.execute(
-        f"SELECT {_PURCHASE_COLUMNS} FROM promotion.purchase AS p WHERE p.id = %s AND p.tenant_id = %s{suffix}",
+        f"SELECT {_PURCHASE_COLUMNS} FROM promotion.purchase AS p {_TARGETS}"
+        f" WHERE p.id = %s AND p.tenant_id = %s{suffix}",
         (purchase_id, tenant_id),
     ).fetchone()
     return purchase_from_row(row) if row else None
@@ -185,13 +193,9 @@ def purchase_expire_many(
         "expected_versions": [expected for _, expected in transitions],
         **insert_unnest_params(outbox_rows),
     }
-    with translated_errors():
-        rows = conn.execute(_EXPIRE_MANY, params).fetchall()
-    return {row["id"] for row in rows}  # type: ignore[misc]
-
-
-# Due for expire-promotions (seed 002: Status = Active && EndsAt <= AsOf), a condition on promotion.purchase AS p.
-PURCHASE_IS_DUE = "p.status = 'Active' AND p.ends_at <= %(as_of)s"
+    with translated_errors(), conn.cursor(row_factory=tuple_row, binary=True) as cur:
+        rows = cur.execute(_EXPIRE_MANY, params).fetchall()
+    return {row[0] for row in rows}
 
 
 @dataclass(frozen=True)
@@ -252,7 +256,7 @@ SELECT s.n AS skipped_locked, due.*
   FROM skipped AS s
   LEFT JOIN (
       SELECT {columns}
-        FROM claimed AS c JOIN promotion.purchase AS p ON p.id = c.id
+        FROM claimed AS c JOIN promotion.purchase AS p ON p.id = c.id {targets}
   ) AS due ON true
  ORDER BY due.ends_at, due.id
 """
@@ -262,6 +266,7 @@ CLAIMS = {
         which=("" if poison else "NOT ") + bookkeeping.has_failure("p"),
         cap=bookkeeping.BACKLOG_CAP,
         columns=_PURCHASE_COLUMNS,
+        targets=_TARGETS,
     )
     for poison in (False, True)
 }
@@ -275,10 +280,12 @@ def purchase_claim_due(conn: Conn, *, job: str, as_of: datetime, batch_size: int
     """
     if batch_size <= 0:
         return Claim([], 0)
-    rows = conn.execute(CLAIMS[poison], {"job": job, "as_of": as_of, "batch_size": batch_size}).fetchall()
-    skipped = rows[0]["skipped_locked"] if rows else 0
+    # Tuples in binary: no dict per row, and uuids and times load from their binary form (cheaper than parsing text).
+    with conn.cursor(row_factory=tuple_row, binary=True) as cur:
+        rows = cur.execute(CLAIMS[poison], {"job": job, "as_of": as_of, "batch_size": batch_size}).fetchall()
+    skipped = rows[0][0] if rows else 0
     assert isinstance(skipped, int)
-    return Claim([purchase_from_row(row) for row in rows if row["id"] is not None], skipped)
+    return Claim([purchase_from_values(row[1:]) for row in rows if row[1] is not None], skipped)
 
 
 # The backlog (seed 002: Active with EndsAt < now, not processed yet, poison purchases included), bounded by the
@@ -298,24 +305,41 @@ STILL_ACTIVE_SQL = "EXISTS (SELECT 1 FROM promotion.purchase AS p WHERE p.id = f
 
 
 def purchase_from_row(row: Mapping[str, Any]) -> PromotionPurchase:
-    """Map a row of ``_PURCHASE_COLUMNS`` to the aggregate."""
+    """Map a row of ``_PURCHASE_COLUMNS`` (by name) to the aggregate."""
+    return purchase_from_values([row[name] for name in _PURCHASE_NAMES])
+
+
+# Each enum's members by value: a dict lookup per column, where calling the enum costs several times more (an
+# unknown value is a KeyError instead of a ValueError; the schema's CHECKs admit none).
+_TARGET_KINDS = {kind.value: kind for kind in TargetKind}
+_STATUSES = {status.value: status for status in PurchaseStatus}
+_PAYMENT_STATUSES = {status.value: status for status in PaymentStatus}
+
+
+def purchase_from_values(values: Sequence[Any]) -> PromotionPurchase:
+    """Map the values of ``_PURCHASE_COLUMNS``, in their order, to the aggregate."""
+    (
+        purchase_id, tenant_id, buyer_user_id, package_id, package_code, package_kind, boost_weight,
+        price_amount, currency_id, currency_code, currency_symbol, starts_at, ends_at, status,
+        payment_status, version, created_at, updated_at, target_kinds, target_ids,
+    ) = values  # fmt: skip
     return PromotionPurchase(
-        id=row["id"],
-        tenant_id=row["tenant_id"],
-        buyer_user_id=row["buyer_user_id"],
-        package_id=row["package_id"],
-        package_code=row["package_code"],
-        package_kind=row["package_kind"],
-        boost_weight=row["boost_weight"],
-        price=Money(row["price_amount"], row["currency_id"], row["currency_code"], row["currency_symbol"]),
-        targets=tuple(Target(TargetKind(t["kind"]), uuid.UUID(t["id"])) for t in row["targets"]),
-        starts_at=row["starts_at"],
-        ends_at=row["ends_at"],
-        status=PurchaseStatus(row["status"]),
-        payment_status=PaymentStatus(row["payment_status"]),
-        version=row["version"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
+        id=purchase_id,
+        tenant_id=tenant_id,
+        buyer_user_id=buyer_user_id,
+        package_id=package_id,
+        package_code=package_code,
+        package_kind=package_kind,
+        boost_weight=boost_weight,
+        price=Money(price_amount, currency_id, currency_code, currency_symbol),
+        targets=tuple(Target(_TARGET_KINDS[k], i) for k, i in zip(target_kinds or (), target_ids or (), strict=True)),
+        starts_at=starts_at,
+        ends_at=ends_at,
+        status=_STATUSES[status],
+        payment_status=_PAYMENT_STATUSES[payment_status],
+        version=version,
+        created_at=created_at,
+        updated_at=updated_at,
     )
 
 

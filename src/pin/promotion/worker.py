@@ -297,7 +297,7 @@ def _outbox_row(event: PurchaseChanged, context: MessageContext) -> OutboxRow:
     without building and dumping the model: 200 per cycle)."""
     kind = PromotionPurchaseChangedKafkaEvent
     payload = kind.payload_of(event.purchase)
-    return build_payload_row(kind, str(event.purchase.id), payload, occurred_at=event.occurred_at, context=context)
+    return build_payload_row(kind, payload["PurchaseId"], payload, occurred_at=event.occurred_at, context=context)
 
 
 @dataclass(frozen=True)
