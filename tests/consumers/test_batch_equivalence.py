@@ -200,8 +200,9 @@ def test_crm_entries_of_appointments_repeated_within_a_batch_end_as_one_message_
         runtime = build_runtime("crm", settings, pool)
         runtime._process(_received([x_created], topics.APPOINTMENT_CREATED), attempts=1)
         runtime._process(_received([y_cancelled], topics.APPOINTMENT_CANCELLED), attempts=1)
+        batches = [(topics.APPOINTMENT_CANCELLED, cancellations), (topics.APPOINTMENT_CREATED, creations)]
         with capture_logs() as logs:
-            for topic, values in ((topics.APPOINTMENT_CANCELLED, cancellations), (topics.APPOINTMENT_CREATED, creations)):
+            for topic, values in batches:
                 messages = _received(values, topic)
                 for part in [[m] for m in messages] if one_by_one else [messages]:
                     runtime._process(part, attempts=1)
