@@ -17,7 +17,8 @@ from structlog.testing import capture_logs
 from pin.messaging import topics
 from pin.messaging.consumer.received import Received
 from pin.messaging.groups import build_runtime
-from tests.consumers.support import EVENT_TYPES, cancelled, confirmed, key_of, purchase, rows
+from tests.consumers.support import EVENT_TYPES, cancelled, confirmed, created, key_of, purchase, rows
+from tests.consumers.test_batch_equivalence_random import _handler_logs
 
 pytestmark = pytest.mark.integration
 
@@ -39,6 +40,11 @@ SNAPSHOTS = {
 NOTIFIED = (
     "SELECT tenant_id, recipient_user_id, kind, template_key, text, subject_id, message_id"
     " FROM notifications.notification ORDER BY subject_id, template_key"
+)
+FEED = (
+    "SELECT appointment_id, tenant_id, investor_user_id, agent_user_id, entry_kind, reason, cancelled_by, text,"
+    " appointment_kind, start_at, time_zone, rescheduled_to_appointment_id, rescheduled_start_at, message_id,"
+    " occurred_at FROM crm.lead_feed_entry ORDER BY appointment_id"
 )
 INBOX = 'SELECT message_id, "offset" FROM messaging.inbox WHERE consumer_group = %s ORDER BY message_id'
 
@@ -160,3 +166,62 @@ def test_notifications_repeated_within_a_batch_are_sent_once_and_logged_as_one_b
     assert by_subject == {(a, uuid.UUID(earlier["MessageId"])), (b, uuid.UUID(b_first["MessageId"])),
                           (c, uuid.UUID(batch[3]["MessageId"]))}  # fmt: skip
     assert len(endings[0]) == 6
+
+
+def test_crm_entries_of_appointments_repeated_within_a_batch_end_as_one_message_per_transaction(make_settings, pool):
+    settings = make_settings(kafka_bootstrap_servers="127.0.0.1:9")  # never reached: no broker is needed here
+    tenant, agent, investor = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    x, x2, y, y2, z, z2, w, v, v2, u, u2, u3 = (uuid.uuid4() for _ in range(12))
+
+    def cancel(appointment: uuid.UUID, reason: str = "CancelledByInvestor", **extra: Any) -> dict[str, Any]:
+        return cancelled(tenant=tenant, agent=agent, investor=investor, appointment=appointment, reason=reason,
+                         **extra)  # fmt: skip
+
+    def create(appointment: uuid.UUID, rescheduled_from: uuid.UUID | None = None) -> dict[str, Any]:
+        return created(tenant=tenant, agent=agent, investor=investor, appointment=appointment,
+                       rescheduled_from=rescheduled_from)  # fmt: skip
+
+    x_created, y_cancelled, w_first = create(x2, x), cancel(y, rescheduled_to=y2), cancel(w, "Expired")
+    cancellations = [
+        cancel(x, rescheduled_to=x2),  # x's reschedule: its creation half came first
+        cancel(z, "Misplaced", cancelled_by="Robot", rescheduled_to=z2, Kind="Tour"),  # three unknown values
+        w_first,
+        cancel(w, "CancelledByAgent"),  # w again under another MessageId: it has its entry
+        cancel(v, rescheduled_to=v2),
+        cancel(v, "Expired"),  # a terminal after the reschedule's cancellation of the same appointment
+        cancel(y, "Expired"),  # y's entry was written before (its reschedule's cancellation half)
+        w_first,  # a duplicate
+    ]
+    creations = [create(y2, y), create(z2, z), create(u2, u), create(u3, u), create(uuid.uuid4()), create(x2, x)]
+    endings = []
+    for one_by_one in (False, True):
+        with pool.connection() as conn:
+            conn.execute("TRUNCATE crm.lead_feed_entry, messaging.inbox")
+        runtime = build_runtime("crm", settings, pool)
+        runtime._process(_received([x_created], topics.APPOINTMENT_CREATED), attempts=1)
+        runtime._process(_received([y_cancelled], topics.APPOINTMENT_CANCELLED), attempts=1)
+        batches = [(topics.APPOINTMENT_CANCELLED, cancellations), (topics.APPOINTMENT_CREATED, creations)]
+        with capture_logs() as logs:
+            for topic, values in batches:
+                messages = _received(values, topic)
+                for part in [[m] for m in messages] if one_by_one else [messages]:
+                    runtime._process(part, attempts=1)
+        events = [entry["event"] for entry in logs]
+        assert "batch failed; handling its messages one by one" not in events
+        assert events.count("appointment already has its feed entry") == 3, events  # w's second, v's and y's terminal
+        assert events.count("unknown enum value; neutral path taken") == 3, events
+        endings.append((rows(pool, FEED), rows(pool, INBOX, "crm"), _handler_logs(logs)))
+    assert endings[0] == endings[1]
+    feed = {row["appointment_id"]: row for row in endings[0][0]}
+    assert set(feed) == {x, y, z, w, v, u}
+    assert {a: (feed[a]["entry_kind"], feed[a]["reason"], feed[a]["rescheduled_to_appointment_id"],
+                feed[a]["rescheduled_start_at"] is not None) for a in feed} == {
+        x: ("Rescheduled", "CancelledByInvestor", x2, True),
+        y: ("Rescheduled", "CancelledByInvestor", y2, True),
+        z: ("Rescheduled", "Misplaced", z2, True),
+        w: ("Expired", "Expired", None, False),
+        v: ("Rescheduled", "CancelledByInvestor", v2, False),
+        u: ("Rescheduled", None, u2, True),
+    }  # fmt: skip
+    assert (feed[z]["cancelled_by"], feed[z]["appointment_kind"]) == ("Robot", "Tour")
+    assert feed[w]["message_id"] == uuid.UUID(w_first["MessageId"])

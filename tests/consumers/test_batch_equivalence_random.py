@@ -94,7 +94,7 @@ class World:
             return cancelled(
                 tenant=self.tenant, agent=agent, investor=investor, appointment=appointment,
                 reason=rng.choice(REASONS), cancelled_by=rng.choice([None, "Agent", "Robot"]),
-                rescheduled_to=other if rng.random() < 0.3 else None,
+                rescheduled_to=other if rng.random() < 0.3 else None, Kind=rng.choice(["Showing", "Showing", "Tour"]),
             )  # fmt: skip
         if topic == topics.APPOINTMENT_CONFIRMED:
             return confirmed(tenant=self.tenant, agent=agent, investor=investor, appointment=appointment)

@@ -73,16 +73,6 @@ class Route(Generic[T]):
             raise UnreadableMessageError(_validation_summary(exc)) from exc
 
 
-def each(apply: Callable[[Conn, T, HandlingContext], None]) -> Callable[[Conn, Items[T]], None]:
-    """A batch effect that runs a one-message effect per message, in order (for effects with no set-based form)."""
-
-    def apply_many(conn: Conn, items: Items[T]) -> None:
-        for event, context in items:
-            apply(conn, event, context)
-
-    return apply_many
-
-
 def _validation_summary(exc: ValidationError) -> str:
     """Which fields are wrong and why, without the input values."""
     parts = [f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()]
