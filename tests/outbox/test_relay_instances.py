@@ -24,7 +24,7 @@ from tests.outbox.support import (
     scalar,
     wait_for,
 )
-from tests.support.kafka import read_topic
+from tests.support.kafka import Record, read_topic
 from tests.support.processes import RoleProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -118,6 +118,27 @@ def test_three_relays_keep_per_key_commit_order_while_writers_insert_concurrentl
     print(f"published {len(written)} events, {duplicates(records)} duplicates")
 
 
+def _kill9_then_drain(
+    database_url: str,
+    kafka: EmbeddedKafka,
+    spawn_role: Callable[..., RoleProcess],
+    settings: dict[str, str],
+    *,
+    after_produce: int,
+    what: str,
+) -> tuple[list[Record], RoleProcess]:
+    """A relay frozen after producing its ``after_produce``-th batch is killed with SIGKILL (its batches in hand
+    never deleted), a second relay drains the outbox; the topic's records and the survivor."""
+    fault = f"after-produce:{after_produce}"
+    victim = spawn_role("relay", env=_relay_env(kafka, **settings, PIN_RELAY_TEST_FAULT=fault))
+    wait_for(lambda: "relay test fault: paused" in victim.output(), timeout=60, what=f"the victim {what}")
+    victim.kill9()
+    assert outbox_count(database_url) > 0  # its batches in hand were never deleted
+    survivor = spawn_role("relay", env=_relay_env(kafka, **settings))
+    wait_for(lambda: outbox_count(database_url) == 0, timeout=60, what="the survivor drains the outbox")
+    return read_topic(kafka.bootstrap_servers, TOPIC, expected=None, idle=2.0, timeout=30), survivor
+
+
 def test_kill9_in_the_middle_of_a_batch_loses_nothing_and_keeps_order(
     database_url: str,
     kafka: EmbeddedKafka,
@@ -127,17 +148,9 @@ def test_kill9_in_the_middle_of_a_batch_loses_nothing_and_keeps_order(
     broker_settings(make_settings, kafka.bootstrap_servers)
     written = insert_rows(database_url, [event_row(f"thing-{n % 25}", n // 25 + 1) for n in range(300)])
     # the victim freezes after handing its second batch to the producer, before the flush and the delete
-    victim = spawn_role(
-        "relay", env=_relay_env(kafka, PIN_RELAY_BATCH_SIZE="50", PIN_RELAY_TEST_FAULT="after-produce:2")
+    records, survivor = _kill9_then_drain(
+        database_url, kafka, spawn_role, {"PIN_RELAY_BATCH_SIZE": "50"}, after_produce=2, what="mid-batch"
     )
-    wait_for(lambda: "relay test fault: paused" in victim.output(), timeout=60, what="the victim mid-batch")
-    victim.kill9()
-    assert outbox_count(database_url) > 0  # its batch in hand was never deleted
-
-    survivor = spawn_role("relay", env=_relay_env(kafka, PIN_RELAY_BATCH_SIZE="50"))
-    wait_for(lambda: outbox_count(database_url) == 0, timeout=60, what="the survivor drains the outbox")
-
-    records = read_topic(kafka.bootstrap_servers, TOPIC, expected=None, idle=2.0, timeout=30)
     assert {r.headers["message-id"] for r in records} == {str(row.message_id) for row in written}
     assert first_seqs_by_key(records) == {f"thing-{k}": list(range(1, 13)) for k in range(25)}
     # only the batches in hand at the crash can be sent twice (at most batches in flight + 1: three by default)
@@ -158,17 +171,9 @@ def test_kill9_with_a_full_pipeline_resends_at_most_the_unsettled_batches(
     written = insert_rows(database_url, [event_row(f"thing-{n % 250}", n // 250 + 1) for n in range(500)])
     in_flight = 4
     settings = {"PIN_RELAY_BATCH_SIZE": "50", "PIN_RELAY_BATCHES_IN_FLIGHT": str(in_flight)}
-    victim = spawn_role(
-        "relay", env=_relay_env(kafka, **settings, PIN_RELAY_TEST_FAULT=f"after-produce:{in_flight + 1}")
+    records, survivor = _kill9_then_drain(
+        database_url, kafka, spawn_role, settings, after_produce=in_flight + 1, what="with a full pipeline"
     )
-    wait_for(lambda: "relay test fault: paused" in victim.output(), timeout=60, what="the victim with a full pipeline")
-    victim.kill9()
-    assert outbox_count(database_url) > 0
-
-    survivor = spawn_role("relay", env=_relay_env(kafka, **settings))
-    wait_for(lambda: outbox_count(database_url) == 0, timeout=60, what="the survivor drains the outbox")
-
-    records = read_topic(kafka.bootstrap_servers, TOPIC, expected=None, idle=2.0, timeout=30)
     assert {r.headers["message-id"] for r in records} == {str(row.message_id) for row in written}
     assert first_seqs_by_key(records) == {f"thing-{k}": [1, 2] for k in range(250)}
     # what a crash can send twice: the unsettled batches, at most batches in flight + 1 (the one settling)
