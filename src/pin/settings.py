@@ -29,6 +29,40 @@ class Settings(BaseSettings):
 
     # PostgreSQL URL; None means `pin up` starts an embedded server (other roles require it).
     database_url: str | None = None
+    # A network that drops packets (docs/operations.md, "A network that drops packets"): every connection of
+    # every role detects a dead peer within about keepalives_idle + keepalives_interval x keepalives_count seconds
+    # when idle, and within tcp_user_timeout when it has sent something unanswered. A URL's own parameters win.
+    # Seconds libpq waits for a new connection (connect_timeout).
+    database_connect_timeout_seconds: int = Field(default=5, ge=1, le=300)
+    # Seconds of silence before the first TCP keepalive probe, on both ends (libpq and the server's session).
+    database_keepalives_idle_seconds: int = Field(default=5, ge=1, le=7_200)
+    # Seconds between unanswered keepalive probes, on both ends.
+    database_keepalives_interval_seconds: int = Field(default=2, ge=1, le=600)
+    # Unanswered probes after which the connection is dead, on both ends.
+    database_keepalives_count: int = Field(default=3, ge=1, le=100)
+    # Milliseconds sent data may stay unacknowledged before the connection is dead (TCP_USER_TIMEOUT), both ends.
+    database_tcp_user_timeout_ms: int = Field(default=10_000, ge=1_000, le=3_600_000)
+    # The server ends a session idle inside a transaction this long (its locks and leases go with it).
+    database_idle_in_transaction_timeout_ms: int = Field(default=10_000, ge=1_000, le=3_600_000)
+    # How often the server checks, while running a query, that the client is still there (0 disables).
+    database_client_connection_check_interval_ms: int = Field(default=2_000, ge=0, le=600_000)
+    # The longest a pool's check of an idle connection waits for its answer before discarding it.
+    database_check_timeout_seconds: float = Field(default=2.0, gt=0, le=60)
+    # statement_timeout of the API's sessions: a request's statement that runs longer fails (503).
+    api_statement_timeout_ms: int = Field(default=5_000, ge=100, le=3_600_000)
+    # statement_timeout of the workers' sessions (an item's or a batch's statement; expire-promotions SETs its
+    # own 60 s per batch transaction).
+    worker_statement_timeout_ms: int = Field(default=10_000, ge=100, le=3_600_000)
+    # statement_timeout of the relay's sessions (its reads, deletes and lease statements).
+    relay_statement_timeout_ms: int = Field(default=10_000, ge=100, le=3_600_000)
+    # statement_timeout of the consumers' sessions (a batch's statements).
+    consumer_statement_timeout_ms: int = Field(default=30_000, ge=100, le=3_600_000)
+    # statement_timeout of the one-shot commands (pin status, pin dlq, pin outbox); migrations have none.
+    command_statement_timeout_ms: int = Field(default=30_000, ge=100, le=3_600_000)
+    # Seconds a role may take to stop after SIGTERM before it exits anyway (a call blocked on a dead connection;
+    # what it did not commit the server rolls back).
+    stop_timeout_seconds: float = Field(default=15.0, gt=0, le=600)
+
     # Kafka bootstrap servers, comma separated; None means `pin up` starts an embedded broker.
     kafka_bootstrap_servers: str | None = None
     # Extra librdkafka settings passed through verbatim (SASL, TLS), ";"-separated key=value pairs,

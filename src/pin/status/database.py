@@ -6,16 +6,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import LiteralString, TypeVar
 
 import psycopg
-from psycopg.rows import class_row, dict_row
+from psycopg.rows import class_row
 
 from pin.calendar.claims import JOB_NAME as APPOINTMENT_TIMEOUT
 from pin.calendar.repository import APPOINTMENT_IS_DUE
-from pin.db import Conn
+from pin.db import Conn, ConnectionPolicy, connect
 from pin.messaging import topics
 from pin.outbox.writer import VPARTS
 from pin.promotion.repository import PURCHASE_IS_DUE
@@ -96,14 +96,10 @@ def connection(settings: Settings) -> Iterator[Conn | Unavailable]:
         yield Unavailable("PIN_DATABASE_URL is not set")
         return
     try:
-        conn = psycopg.connect(
-            settings.database_url,
-            autocommit=True,
-            row_factory=dict_row,
-            connect_timeout=5,
-            options="-c statement_timeout=5000",  # a status view never waits on a busy database for long
-            application_name="pin-status",
-        )
+        # a status view never waits on a busy database for long: its own 5 s statement_timeout
+        policy = ConnectionPolicy.from_settings(settings, "command")
+        policy = replace(policy, session={**policy.session, "statement_timeout": "5000"})
+        conn = connect(settings.database_url, autocommit=True, policy=policy, application_name="pin-status")
     except psycopg.Error as exc:
         yield Unavailable(f"database unreachable ({type(exc).__name__})")
         return

@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 from psycopg_pool import ConnectionPool
 
 from pin.backoff import exponential_backoff
-from pin.db import Conn
+from pin.db import Conn, ConnectionPolicy, connect
 from pin.observability import liveness
 from pin.outbox.relay.batch import REPORTED_COUNTERS, RelayCycle
 from pin.outbox.relay.config import RelayConfig
@@ -43,12 +43,14 @@ class OutboxRelay:
         config: RelayConfig | None = None,
         *,
         database_url: str | None = None,
+        policy: ConnectionPolicy | None = None,
         ensure_topic: Callable[[str], object] | None = None,
         hooks: RelayHooks | None = None,
         instance_id: str | None = None,
     ) -> None:
         self._config = config or RelayConfig()
         self._database_url = database_url
+        self._policy = policy  # of the LISTEN connection (the pool has its own)
         self.instance_id = instance_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._wake = threading.Event()
         self._closing = threading.Event()
@@ -206,7 +208,7 @@ class OutboxRelay:
         assert self._database_url is not None
         while not self._closing.is_set():
             try:
-                with psycopg.connect(self._database_url, autocommit=True) as conn:
+                with connect(self._database_url, autocommit=True, policy=self._policy) as conn:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
                     self._wake.set()  # notifications sent while we were away are lost: look once
                     while not self._closing.is_set():
