@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+
 import psycopg
 import pytest
 
