@@ -20,6 +20,7 @@ from pin.db import Conn, create_pool
 from pin.embedded.kafka import EmbeddedKafka
 from pin.settings import Settings
 from tests.support.infra import TestDatabases, postgres_server
+from tests.support.netns import CutOffLab, cut_off_lab, unavailable_reason
 from tests.support.processes import RoleProcess
 
 if TYPE_CHECKING:  # imported by the fixture: starlette warns when its test client is imported this early
@@ -159,12 +160,31 @@ def spawn_role(tmp_path: Path, settings_env: dict[str, str]) -> Iterator[Callabl
     """Start `pin <args>` as a real subprocess; every child is killed at the end of the test."""
     children: list[RoleProcess] = []
 
-    def _spawn(*args: str, env: dict[str, str] | None = None) -> RoleProcess:
+    def _spawn(*args: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()) -> RoleProcess:
         log = tmp_path / f"role-{len(children)}-{'-'.join(args)[:40]}.log"
-        child = RoleProcess(list(args), {**settings_env, **(env or {})}, log)
+        child = RoleProcess(list(args), {**settings_env, **(env or {})}, log, prefix=prefix)
         children.append(child)
         return child
 
     yield _spawn
     for child in children:
         child.close()
+
+
+@pytest.fixture(scope="session")
+def netns_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CutOffLab]:
+    """A network namespace whose link can be cut, and a PostgreSQL on its host end (tests/support/netns.py)."""
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"cannot create a network namespace: {reason}")
+    with cut_off_lab(tmp_path_factory.mktemp("netns")) as lab:
+        yield lab
+
+
+@pytest.fixture
+def cut_database_url(netns_lab: CutOffLab) -> Iterator[str]:
+    """A fresh, migrated database on the namespace's server, for this test only."""
+    url = netns_lab.databases.create()
+    yield url
+    netns_lab.namespace.restore()  # a test that failed while its link was cut leaves it whole for the next
+    netns_lab.databases.drop(url)

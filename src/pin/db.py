@@ -88,6 +88,18 @@ def _statement_timeout_ms(settings: Settings, role: Role) -> int:
     return timeouts[role]
 
 
+def server_release_bound_seconds(settings: Settings, role: Role) -> float:
+    """The longest the server keeps a cut-off (or killed) session of ``role`` and its locks, in seconds.
+
+    The statement running at the cut runs at most to its statement_timeout; then the session either idles in
+    its transaction (ended after idle_in_transaction_session_timeout) or is stuck sending its answer to the
+    client that is gone (ended after the server's tcp_user_timeout), whichever applies.
+    """
+    statement = _statement_timeout_ms(settings, role)
+    idle = max(settings.database_idle_in_transaction_timeout_ms, settings.database_tcp_user_timeout_ms)
+    return (statement + idle) / 1000
+
+
 def default_policy(role: Role = "command") -> ConnectionPolicy:
     """The policy of ``role`` with the settings' defaults (the environment not read): for tests and tools."""
     from pin.settings import Settings

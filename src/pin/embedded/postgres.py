@@ -33,6 +33,8 @@ class EmbeddedPostgres:
     data_dir: Path
     port: int = field(default_factory=free_port)
     host: str = "127.0.0.1"
+    # Another network whose clients are trusted besides the loopback's (a test's network namespace), CIDR.
+    trusted_network: str | None = None
 
     @property
     def url(self) -> str:
@@ -74,6 +76,9 @@ class EmbeddedPostgres:
             os.chown(self.data_dir, entry.pw_uid, entry.pw_gid)
         if not (self.data_dir / "PG_VERSION").exists():
             self._run("initdb", ["--auth=trust", "--encoding=utf8", "--no-sync", "-U", "postgres"], user)
+            if self.trusted_network:
+                with (self.data_dir / "pg_hba.conf").open("a") as hba:
+                    hba.write(f"host all all {self.trusted_network} trust\n")
         self._pg_ctl_start(user)
 
     def _pg_ctl_start(self, user: str | None) -> None:
