@@ -27,9 +27,16 @@ def run_api(*, host: str, port: int) -> None:
     from pin.api.server import server_config
 
     context = start_role("api", metrics=False)
-    # a request waits at most 5 s for a connection: with the database down it answers 503 promptly
-    policy = ConnectionPolicy.from_settings(context.settings, "api")
-    pool = create_pool(context.settings.require_database_url(), max_size=20, name="api", timeout=5.0, policy=policy)
+    # with the database unreachable a request is answered 503 within pin.db.pool_answer_bound_seconds
+    settings = context.settings
+    policy = ConnectionPolicy.from_settings(settings, "api")
+    pool = create_pool(
+        settings.require_database_url(),
+        max_size=20,
+        name="api",
+        timeout=settings.api_pool_timeout_seconds,
+        policy=policy,
+    )
     try:
         app = create_app(context.settings, pool)
         server = uvicorn.Server(server_config(app, context.settings, host=host, port=port))

@@ -100,6 +100,26 @@ def server_release_bound_seconds(settings: Settings, role: Role) -> float:
     return (statement + idle) / 1000
 
 
+def dead_peer_bound_seconds(settings: Settings) -> float:
+    """The longest a connection of ours takes to know its peer is gone, in seconds (libpq's side).
+
+    With data unacknowledged, tcp_user_timeout ends it; waiting for an answer, the keepalive probes start after
+    keepalives_idle of silence and the kernel ends it at the first probe past tcp_user_timeout (or after
+    keepalives_count unanswered probes); one more interval covers the probe timer's step.
+    """
+    probes = settings.database_keepalives_idle_seconds + (
+        settings.database_keepalives_interval_seconds * settings.database_keepalives_count
+    )
+    return max(settings.database_tcp_user_timeout_ms / 1000, probes) + settings.database_keepalives_interval_seconds
+
+
+def pool_answer_bound_seconds(settings: Settings, pool_timeout: float) -> float:
+    """The longest a caller of a pool waits when the database is unreachable: a statement in flight fails
+    within :func:`dead_peer_bound_seconds`; a new caller waits at most ``pool_timeout`` for a connection, plus
+    one bounded check of an idle one."""
+    return max(dead_peer_bound_seconds(settings), pool_timeout + settings.database_check_timeout_seconds)
+
+
 def default_policy(role: Role = "command") -> ConnectionPolicy:
     """The policy of ``role`` with the settings' defaults (the environment not read): for tests and tools."""
     from pin.settings import Settings

@@ -48,6 +48,8 @@ class Settings(BaseSettings):
     database_client_connection_check_interval_ms: int = Field(default=2_000, ge=0, le=600_000)
     # The longest a pool's check of an idle connection waits for its answer before discarding it.
     database_check_timeout_seconds: float = Field(default=2.0, gt=0, le=60)
+    # Seconds a request waits for a pooled connection before it is answered 503 (the database is unreachable).
+    api_pool_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
     # statement_timeout of the API's sessions: a request's statement that runs longer fails (503).
     api_statement_timeout_ms: int = Field(default=5_000, ge=100, le=3_600_000)
     # statement_timeout of the workers' sessions (an item's or a batch's statement; expire-promotions SETs its

@@ -17,9 +17,7 @@ ROLE_SOURCE_VARIABLE = "PIN_TEST_ROLE_SOURCE"
 class RoleProcess:
     """One `python -m pin ...` child with its own environment; stdout and stderr go to a log file."""
 
-    def __init__(
-        self, args: list[str], env: Mapping[str, str], log_path: Path, *, prefix: Sequence[str] = ()
-    ) -> None:
+    def __init__(self, args: list[str], env: Mapping[str, str], log_path: Path, *, prefix: Sequence[str] = ()) -> None:
         """``prefix`` runs the role through another command (``ip netns exec NAME``, which execs it: same pid)."""
         self.args = args
         self.log_path = log_path
