@@ -104,9 +104,8 @@ def test_an_api_cut_off_from_the_database_answers_503_within_the_bound_then_serv
             conn.execute("CREATE TRIGGER test_slow_slot BEFORE INSERT ON calendar.availability_slot"
                          " FOR EACH ROW EXECUTE FUNCTION public.test_slow_slot()")  # fmt: skip
         plan = [[0, "POST", "/calendar/slots", slot_body(3 + i)] for i in range(IN_FLIGHT)]
-        plan += [[1.5 + step, path_method[0], path_method[1], body]
-                 for step in range(5)
-                 for path_method, body in ((("GET", "/readyz"), None), (("POST", "/calendar/slots"), slot_body(30)))]  # fmt: skip
+        new = ((("GET", "/readyz"), None), (("POST", "/calendar/slots"), slot_body(30)))
+        plan += [[1.5 + step, method, path, body] for step in range(5) for (method, path), body in new]
         client = probe(namespace, port, agent, plan)
         wait_for(lambda: active_from(pool, namespace.role_address) >= IN_FLIGHT, 10, "the requests in flight")
         namespace.cut()
