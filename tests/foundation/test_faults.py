@@ -67,7 +67,7 @@ def test_the_driver_error_behind_a_domain_error_decides():
     def raised(exc: Exception, cause: Exception) -> Exception:
         try:
             raise exc from cause
-        except Exception as caught:  # noqa: BLE001 - the test builds the chain
+        except Exception as caught:
             return caught
 
     assert classify(raised(RuntimeError("wrapped"), e.QueryCanceled("timeout"))) is Fault.INFRASTRUCTURE
