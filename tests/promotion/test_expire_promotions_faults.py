@@ -101,9 +101,10 @@ def test_A4_a_deadlock_on_the_batch_write_rolls_the_whole_batch_back(
     purchases = _purchases(pool)
     install_blocker(database_url, table="promotion.purchase", when=_EXPIRING)
     # Another session holds the blocker the batch write waits for, then asks for a purchase the batch holds.
+    held = hold_blocker(database_url)
     other = Background(
         lambda: provoke_deadlocks(
-            database_url, "SELECT 1 FROM promotion.purchase WHERE id = %s FOR UPDATE", [purchases[0].id]
+            database_url, "SELECT 1 FROM promotion.purchase WHERE id = %s FOR UPDATE", [purchases[0].id], held=held
         )
     )
     _fails_whole_then_redone(pool, ExpirePromotionsJob(pool), purchases, pg_errors.DeadlockDetected, heal=other.result)

@@ -74,17 +74,24 @@ def wait_for_waiter(holder: psycopg.Connection[dict[str, object]], *, timeout: f
 
 
 def provoke_deadlocks(
-    database_url: str, close_cycle_sql: str, params: Sequence[object], *, times: int = 1, timeout: float = 15.0
+    database_url: str,
+    close_cycle_sql: str,
+    params: Sequence[object],
+    *,
+    times: int = 1,
+    timeout: float = 15.0,
+    held: psycopg.Connection[dict[str, object]] | None = None,
 ) -> list[int]:
     """``times`` deadlocks in a row with whichever session waits for the blocker; the victims' pids.
 
     Each round holds the blocker, waits for a session to block on it, then runs ``close_cycle_sql`` (a statement
     that waits for a lock that session holds). The other session is aborted (deadlock detected); ours then gets its
-    lock and rolls back, releasing both. After the last round the blocker is free.
+    lock and rolls back, releasing both. After the last round the blocker is free. ``held``: the first round's
+    holder, taken by the caller before it set the other session going.
     """
     victims = []
-    for _ in range(times):
-        holder = hold_blocker(database_url)
+    for round_ in range(times):
+        holder = held if round_ == 0 and held is not None else hold_blocker(database_url)
         try:
             victims.append(wait_for_waiter(holder, timeout=timeout))
             holder.execute(close_cycle_sql, params)  # type: ignore[arg-type]  # returns once the victim rolled back
