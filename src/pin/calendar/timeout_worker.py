@@ -19,15 +19,16 @@ from typing import Any, cast
 import psycopg
 import structlog
 from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode
-from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 
+from pin import faults
 from pin.calendar import claims, metrics, repository
 from pin.calendar.claims import JOB_NAME
-from pin.calendar.domain import ConflictError, DomainError, SlotOutcome
+from pin.calendar.domain import SlotOutcome
 from pin.calendar.service import ExpiryResult, ExpiryStatus, expire_appointment, expire_locked_cluster
 from pin.db import Conn, database_now
+from pin.faults import Fault
 from pin.jobs import bookkeeping
 from pin.jobs.cycle import Cycle, JobCycles, JobDefinition
 from pin.observability.tracing import current_traceparent, spans_exported, tracer
@@ -251,13 +252,11 @@ class AppointmentTimeoutJob:
                     conn, as_of=as_of, after=tally.cursor, lock_cluster=lock_cluster,
                     poison=tally.poison_pass, failed=tally.failed,
                 )  # fmt: skip
-            except (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected) as exc:
-                _raise_if_infrastructure(conn)  # about the item only while the connection is healthy
-                if not lock_cluster:
-                    raise InfrastructureError(bookkeeping.describe_error(exc)) from exc
-                raise _ClusterLockFailedError from exc
             except Exception as exc:
-                raise InfrastructureError(bookkeeping.describe_error(exc)) from exc
+                # A claim is about no item yet: only a contended lock of the cluster is worth a second try
+                if lock_cluster and faults.classify(exc, conn) is Fault.CONTENDED:
+                    raise _ClusterLockFailedError from exc
+                raise _infrastructure_error(conn, exc) from exc
             tally.skipped.update(claim.passed_over)
             if claim.appointment_id is None:
                 # End the read-only transaction with COMMIT: psycopg answers a ROLLBACK with DEALLOCATE ALL, and
@@ -279,15 +278,16 @@ class AppointmentTimeoutJob:
             with span_scope as span:
                 try:
                     expiry = self._expire_claimed(uow, claim, as_of)
-                except ConflictError:
-                    # Changed or held under us (guarded UPDATE matched nothing, lock timeout, deadlock): rolled back,
-                    # never overwritten; the next cycle re-reads it (docs/design/poison-items.md).
-                    _raise_if_infrastructure(conn)
-                    tally.skipped.add(appointment_id)
-                    cycle.warning("item skipped: changed concurrently", AppointmentId=str(appointment_id))
-                    return True
-                except Exception as exc:  # noqa: BLE001 - poison fails in any way; infrastructure is re-raised
-                    _raise_if_infrastructure(conn, exc)
+                except Exception as exc:
+                    fault = faults.classify(exc, conn)
+                    if fault is Fault.INFRASTRUCTURE:
+                        raise _infrastructure_error(conn, exc) from exc
+                    if fault is Fault.CONTENDED:
+                        # Changed or held under us (guarded UPDATE matched nothing, lock timeout, deadlock): rolled
+                        # back, never overwritten; the next cycle re-reads it (docs/design/poison-items.md).
+                        tally.skipped.add(appointment_id)
+                        cycle.warning("item skipped: changed concurrently", AppointmentId=str(appointment_id))
+                        return True
                     uow.rollback()  # the whole item, before its failure is recorded in a transaction of its own
                     span.record_exception(exc)
                     span.set_status(Status(StatusCode.ERROR, bookkeeping.describe_error(exc)))
@@ -359,17 +359,11 @@ def _reset_session(conn: Conn) -> None:
         conn.close()
 
 
-def _raise_if_infrastructure(conn: Conn, exc: Exception | None = None) -> None:
-    """Re-raise as InfrastructureError when the connection is gone or the error is not about this item.
-
-    A domain error is about the item (poison, or a conflict). A driver error on a healthy connection that is not
-    operational (a check violation, bad data) is about the item too. An OperationalError or a broken connection is
-    about the database: the cycle ends and the next one retries.
-    """
+def _infrastructure_error(conn: Conn, exc: Exception) -> InfrastructureError:
+    """The cycle-ending error for ``exc``: the database's fault, not the item's (pin.faults)."""
     if conn.broken or conn.closed:
-        raise InfrastructureError("the database connection was lost") from exc
-    if exc is not None and not isinstance(exc, DomainError) and isinstance(exc, psycopg.OperationalError | PoolTimeout):
-        raise InfrastructureError(bookkeeping.describe_error(exc)) from exc
+        return InfrastructureError("the database connection was lost")
+    return InfrastructureError(bookkeeping.describe_error(exc))
 
 
 def _count(conn: Conn, query: str, params: Mapping[str, object], *, limit: int) -> int:

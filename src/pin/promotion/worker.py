@@ -15,6 +15,7 @@ from datetime import datetime
 from opentelemetry.trace import StatusCode, Tracer
 from psycopg_pool import ConnectionPool
 
+from pin import faults
 from pin.db import Conn, database_now
 from pin.jobs import bookkeeping
 from pin.jobs.cycle import Cycle, JobCycles, JobDefinition
@@ -166,10 +167,11 @@ class ExpirePromotionsJob:
 
         The domain decides every transition and builds its event first (a purchase it refuses is a poison
         item). The decided transitions and their outbox rows are then written by one guarded set-based statement
-        inside a savepoint. Only if that statement fails (a row the database refuses) is the savepoint rolled
-        back and each purchase written in a savepoint of its own, which isolates the poison one; the events of
-        those written are recorded in the unit of work, whose commit writes them. Either way all of it commits
-        with the batch.
+        inside a savepoint. Only if that statement fails for a reason about the items (a row the database refuses:
+        pin.faults) is the savepoint rolled back and each purchase written in a savepoint of its own, which isolates
+        the poison one; a contended or infrastructure failure rolls the whole batch back instead (seed 002, A4).
+        The events of those written are recorded in the unit of work, whose commit writes them. Either way all of
+        it commits with the batch.
         """
         # the envelope the unit of work would give the events: the run id, and the trace of the cycle span
         context = MessageContext(
@@ -232,8 +234,9 @@ class ExpirePromotionsJob:
                     uow.conn, [(t.purchase, t.expected_version) for t in decided], outbox_rows
                 )
         except Exception as exc:
-            if uow.conn.broken or uow.conn.closed:
-                raise  # the connection is gone: an infrastructure failure of the whole batch, not a poison item
+            if faults.classify(exc, uow.conn).transient:
+                # the server's state or a race, not an item's data: the whole batch rolled back, retried next cycle (A4)
+                raise
             cycle.warning(
                 "batch write failed, writing item by item", Count=len(decided),
                 exception=bookkeeping.describe_error(exc),
@@ -262,8 +265,8 @@ class ExpirePromotionsJob:
             self._conflicted(uow, transition.purchase, exc, cycle, left_alone)
             return False
         except Exception as exc:
-            if uow.conn.broken or uow.conn.closed:
-                raise
+            if faults.classify(exc, uow.conn).transient:
+                raise  # as for the batch write: the whole batch rolled back (A4)
             cycle.item_failed(uow.conn, transition.purchase.id, exc)
             return False
         return True
