@@ -22,7 +22,7 @@ import psycopg
 from psycopg import generators
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.errors import _WaitTimeout
-from psycopg.pq import TransactionStatus
+from psycopg.pq import ConnStatus, ExecStatus, TransactionStatus
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
@@ -227,10 +227,16 @@ def check_connection(conn: Conn, timeout: float) -> None:
     pgconn = conn.pgconn
     try:
         pgconn.send_query(b"")
-        conn.wait(generators.execute(pgconn), timeout=timeout)
+        results = conn.wait(generators.execute(pgconn), timeout=timeout)
     except _WaitTimeout:
         conn.close()
         raise psycopg.OperationalError(f"no answer to the connection check within {timeout:g} s") from None
+    except psycopg.Error:
+        conn.close()
+        raise
+    if pgconn.status != ConnStatus.OK or any(r.status != ExecStatus.EMPTY_QUERY for r in results):
+        conn.close()  # the server ended the session (its FATAL came as the answer)
+        raise psycopg.OperationalError("the connection check failed: the session is gone")
 
 
 def sqlalchemy_url(url: str, parameters: Mapping[str, str] | None = None) -> str:

@@ -82,6 +82,17 @@ class Settings(BaseSettings):
     # librdkafka's 500, 21/64 at 100, 16/37 at 50 and 4/50 at 10. 50 keeps the end-to-end p99 under 150 ms for
     # 20 idle fetches per second; 10 would save about 12 ms at the median for five times the requests.
     kafka_consumer_fetch_wait_max_ms: int = Field(default=50, ge=1, le=60_000)
+    # librdkafka socket.timeout.ms: the longest a request to a silent broker waits for its answer (every client;
+    # TCP keepalives are on too). librdkafka's 60 s would let a cut link hold a relay's batch that long.
+    kafka_socket_timeout_ms: int = Field(default=10_000, ge=1_000, le=300_000)
+    # librdkafka request.timeout.ms of the producers: the longest a produce request waits for the broker's ack
+    # (then it is retried within the relay's message.timeout.ms).
+    kafka_request_timeout_ms: int = Field(default=5_000, ge=1_000, le=300_000)
+    # Consumers only (librdkafka max.poll.interval.ms): a member that does not come back to poll within this is
+    # removed from its group, so one stuck member cannot hold a rebalance longer. Above the longest a batch can
+    # take (its statements each bounded by PIN_CONSUMER_STATEMENT_TIMEOUT_MS, a dead database found within
+    # seconds) and never below the session timeout.
+    kafka_max_poll_interval_ms: int = Field(default=60_000, ge=10_000, le=3_600_000)
     # HS256 secret for bearer tokens.
     jwt_secret: SecretStr | None = None
     # RS256 public key (PEM) for bearer tokens; takes precedence over the secret when both are set.

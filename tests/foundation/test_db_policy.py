@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from pin.db import ConnectionPolicy, Role, check_connection, connect, create_pool, migrate
+from pin.faults import Fault, classify
 from pin.settings import Settings
 
 _SERVER_SETTINGS = (
@@ -106,3 +107,26 @@ def test_the_pools_check_gives_up_within_its_timeout(database_url: str) -> None:
 def test_migrations_apply_with_the_policy(test_databases: object, database_url: str) -> None:
     del test_databases
     migrate(database_url, _policy("migrate"))  # idempotent on a migrated database; the SETs must not break it
+
+
+def test_the_policys_timeouts_are_infrastructure_never_poison(database_url: str) -> None:
+    policy = _policy("consumer", consumer_statement_timeout_ms=200, database_idle_in_transaction_timeout_ms=1_000)
+    with connect(database_url, policy=policy) as conn:
+        with pytest.raises(psycopg.errors.QueryCanceled) as statement:
+            conn.execute("SELECT pg_sleep(2)")
+        assert classify(statement.value, conn) is Fault.INFRASTRUCTURE
+        conn.rollback()
+        conn.execute("SELECT 1")
+        time.sleep(1.5)
+        with pytest.raises(psycopg.Error) as idle:
+            conn.execute("SELECT 1")
+        assert classify(idle.value) is Fault.INFRASTRUCTURE
+
+
+def test_the_pools_check_refuses_a_session_the_server_ended(database_url: str) -> None:
+    with connect(database_url, autocommit=True) as conn, connect(database_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [conn.info.backend_pid])
+        time.sleep(0.2)
+        with pytest.raises(psycopg.OperationalError):
+            check_connection(conn, 2.0)
+        assert conn.closed
