@@ -153,6 +153,10 @@ class Settings(BaseSettings):
     relay_backoff_max_seconds: float = 15.0
     # librdkafka message.timeout.ms: a send fails after this, so a batch never hangs on a dead broker.
     relay_message_timeout_ms: int = 10_000
+    # A relay that has had batches out this long with no acknowledgement (a broker it cannot reach) stops reading,
+    # settles what is out and gives its leases up, so another relay takes its keys; it takes its share back once
+    # the broker answers. Greater than message.timeout.ms: none of its sends can land after the new owner's.
+    relay_undelivered_give_up_seconds: float = 15.0
     # Seconds between refreshes of the backlog, lag and dead-letter gauges (one bounded query each).
     relay_gauge_refresh_seconds: float = 5.0
     # Cap of the backlog count (a bounded count, never a scan of a huge table per refresh).
@@ -173,6 +177,7 @@ class Settings(BaseSettings):
         "relay_backoff_base_seconds",
         "relay_backoff_max_seconds",
         "relay_message_timeout_ms",
+        "relay_undelivered_give_up_seconds",
         "relay_gauge_refresh_seconds",
         "relay_backlog_count_cap",
         mode="before",
@@ -200,6 +205,14 @@ class Settings(BaseSettings):
     def _relay_lease_outlives_heartbeats(self) -> Settings:
         if self.relay_lease_ttl_seconds < 2 * self.relay_heartbeat_seconds:
             raise ConfigurationError("PIN_RELAY_LEASE_TTL_SECONDS: must be at least twice the heartbeat")
+        return self
+
+    @model_validator(mode="after")
+    def _relay_gives_up_after_its_sends_expire(self) -> Settings:
+        if self.relay_undelivered_give_up_seconds * 1000 <= self.relay_message_timeout_ms:
+            raise ConfigurationError(
+                "PIN_RELAY_UNDELIVERED_GIVE_UP_SECONDS: must be greater than PIN_RELAY_MESSAGE_TIMEOUT_MS / 1000"
+            )
         return self
 
     @model_validator(mode="after")

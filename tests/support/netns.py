@@ -52,16 +52,15 @@ def _free_subnet() -> ipaddress.IPv4Network:
 
 
 @dataclass
-class NetworkNamespace:
-    """One namespace joined to the host by a veth pair (see the module's docstring)."""
+class Link:
+    """One veth pair between the host and a namespace, a /30 between its two ends."""
 
-    name: str
     host_link: str
     subnet: ipaddress.IPv4Network
 
     @property
     def host_address(self) -> str:
-        """The host end's address: what the servers listen on and the role connects to."""
+        """The host end's address: what a server listens on and the role connects to."""
         return str(self.subnet.network_address + 1)
 
     @property
@@ -69,44 +68,89 @@ class NetworkNamespace:
         """The namespace end's address."""
         return str(self.subnet.network_address + 2)
 
-    def command(self, argv: Sequence[str]) -> list[str]:
-        """``argv`` run inside the namespace."""
-        return ["ip", "netns", "exec", self.name, *argv]
-
     def cut(self) -> None:
-        """Take the host end down: from now on the role's packets vanish silently."""
+        """Take the host end down: from now on the role's packets over this pair vanish silently."""
         _ip("link", "set", self.host_link, "down")
 
     def restore(self) -> None:
         """Bring the host end up again: the connections that survived resume."""
         _ip("link", "set", self.host_link, "up")
 
-    def _create(self) -> None:
+    def create(self, namespace: str) -> None:
+        """Make the pair, move its inner end into ``namespace``, address and raise both ends."""
         inner = f"{self.host_link[:-1]}n"
-        _ip("netns", "add", self.name)
         _ip("link", "add", self.host_link, "type", "veth", "peer", "name", inner)
-        _ip("link", "set", inner, "netns", self.name)
+        _ip("link", "set", inner, "netns", namespace)
         _ip("addr", "add", f"{self.host_address}/30", "dev", self.host_link)
         _ip("link", "set", self.host_link, "up")
-        inside = ("netns", "exec", self.name, "ip")
+        inside = ("netns", "exec", namespace, "ip")
         _ip(*inside, "addr", "add", f"{self.role_address}/30", "dev", inner)
         _ip(*inside, "link", "set", inner, "up")
-        _ip(*inside, "link", "set", "lo", "up")
         # while the host end is down its subnet route is gone: without this the host's answers (TCP
         # retransmissions of the servers) would take the default route off the machine
         _ip("route", "add", "blackhole", str(self.subnet), "metric", "1000")
 
-    def _remove(self) -> None:
+    def remove(self) -> None:
+        """Delete the pair and its blackhole route (the namespace's removal takes the inner end too)."""
         _ip("route", "del", "blackhole", str(self.subnet), "metric", "1000", check=False)
-        _ip("netns", "del", self.name, check=False)  # takes the inner end, and with it the pair
         _ip("link", "del", self.host_link, check=False)
+
+
+@dataclass
+class NetworkNamespace:
+    """One namespace joined to the host by veth pairs (see the module's docstring); the first is the default."""
+
+    name: str
+    tag: str
+    links: list[Link]
+
+    @property
+    def host_address(self) -> str:
+        """The first pair's host end: what the test's PostgreSQL listens on."""
+        return self.links[0].host_address
+
+    @property
+    def role_address(self) -> str:
+        """The first pair's namespace end: the client address of the role's database sessions."""
+        return self.links[0].role_address
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` run inside the namespace."""
+        return ["ip", "netns", "exec", self.name, *argv]
+
+    def cut(self) -> None:
+        """Cut the first pair (the database's)."""
+        self.links[0].cut()
+
+    def restore(self) -> None:
+        """Restore every pair."""
+        for link in self.links:
+            link.restore()
+
+    def add_link(self) -> Link:
+        """Another pair into the namespace (a broker on its own path, cut on its own)."""
+        link = Link(host_link=f"pn{self.tag}{len(self.links)}h", subnet=_free_subnet())
+        self.links.append(link)
+        link.create(self.name)
+        return link
+
+    def _create(self) -> None:
+        _ip("netns", "add", self.name)
+        _ip("netns", "exec", self.name, "ip", "link", "set", "lo", "up")
+        self.links[0].create(self.name)
+
+    def _remove(self) -> None:
+        for link in self.links:
+            link.remove()
+        _ip("netns", "del", self.name, check=False)
 
 
 @contextmanager
 def network_namespace() -> Iterator[NetworkNamespace]:
     """A namespace for this test only (its name carries our pid), removed afterwards."""
     tag = f"{os.getpid()}{random.randrange(100):02d}"
-    namespace = NetworkNamespace(name=f"pin-test-{tag}", host_link=f"pn{tag}h", subnet=_free_subnet())
+    first = Link(host_link=f"pn{tag}0h", subnet=_free_subnet())
+    namespace = NetworkNamespace(name=f"pin-test-{tag}", tag=tag, links=[first])
     try:
         namespace._create()
     except subprocess.CalledProcessError as exc:
@@ -115,8 +159,7 @@ def network_namespace() -> Iterator[NetworkNamespace]:
     try:
         yield namespace
     finally:
-        if namespace.host_link:
-            namespace._remove()
+        namespace._remove()
 
 
 @dataclass
