@@ -174,7 +174,9 @@ class CutOffLab:
 def cut_off_lab(root: Path) -> Iterator[CutOffLab]:
     """A namespace and a server on its host end (the session's embedded server listens on 127.0.0.1 only)."""
     with network_namespace() as namespace:
-        server = EmbeddedPostgres(root / "postgres", host=namespace.host_address, trusted_network=str(namespace.subnet))
+        server = EmbeddedPostgres(
+            root / "postgres", host=namespace.host_address, trusted_network=str(namespace.links[0].subnet)
+        )
         server.start()
         try:
             databases = TestDatabases(server.url)
