@@ -20,7 +20,7 @@ from pin.db import Conn, create_pool
 from pin.embedded.kafka import EmbeddedKafka
 from pin.settings import Settings
 from tests.support.infra import TestDatabases, postgres_server
-from tests.support.netns import CutOffLab, cut_off_lab, unavailable_reason
+from tests.support.netns import CutOffLab, Link, cut_off_lab, unavailable_reason
 from tests.support.processes import RoleProcess
 
 if TYPE_CHECKING:  # imported by the fixture: starlette warns when its test client is imported this early
@@ -188,3 +188,18 @@ def cut_database_url(netns_lab: CutOffLab) -> Iterator[str]:
     yield url
     netns_lab.namespace.restore()  # a test that failed while its link was cut leaves it whole for the next
     netns_lab.databases.drop(url)
+
+
+@pytest.fixture
+def broker_link(netns_lab: CutOffLab, tmp_path: Path) -> Iterator[tuple[Link, EmbeddedKafka]]:
+    """A second pair into the namespace, and a broker listening on its host end (only that path is cut)."""
+    link = netns_lab.namespace.add_link()
+    broker = EmbeddedKafka(tmp_path / "broker.log", host=link.host_address)
+    broker.start()
+    try:
+        yield link, broker
+    finally:
+        link.restore()
+        broker.stop()
+        netns_lab.namespace.links.remove(link)
+        link.remove()

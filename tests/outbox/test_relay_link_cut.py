@@ -6,8 +6,7 @@ publishes them, the cut-off relay takes its share back once the path returns; no
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -52,21 +51,6 @@ MOVE_BOUND = (
 )
 OWNED_BY = "SELECT count(*) FROM outbox.relay_lease WHERE owner = %s AND expires_at > now()"
 OWNERS = "SELECT array_agg(DISTINCT owner) FROM outbox.relay_lease WHERE owner IS NOT NULL AND expires_at > now()"
-
-
-@pytest.fixture
-def broker_link(netns_lab: CutOffLab, tmp_path: Path) -> Iterator[tuple[Link, EmbeddedKafka]]:
-    """A second pair into the namespace, and a broker listening on its host end (only that path is cut)."""
-    link = netns_lab.namespace.add_link()
-    broker = EmbeddedKafka(tmp_path / "broker.log", host=link.host_address)
-    broker.start()
-    try:
-        yield link, broker
-    finally:
-        link.restore()
-        broker.stop()
-        netns_lab.namespace.links.remove(link)
-        link.remove()
 
 
 def owners(database_url: str) -> list[str]:
