@@ -24,7 +24,8 @@ from pin.embedded.postgres import EmbeddedPostgres
 from tests.support.infra import TestDatabases
 
 # The /30s are drawn from here (a private range other tools on this machine are unlikely to use).
-_POOL = ipaddress.ip_network("10.240.0.0/12")
+POOL = ipaddress.ip_network("10.240.0.0/12")
+_POOL = POOL
 
 
 def unavailable_reason() -> str | None:
@@ -126,6 +127,11 @@ class NetworkNamespace:
         """Restore every pair."""
         for link in self.links:
             link.restore()
+
+    def route_everything_via_host(self) -> None:
+        """A default route over the first pair: the namespace reaches every address of the host, not only its /30
+        (the soak's servers listen on the host end of a hub pair that is never cut)."""
+        _ip("netns", "exec", self.name, "ip", "route", "add", "default", "via", self.host_address)
 
     def add_link(self) -> Link:
         """Another pair into the namespace (a broker on its own path, cut on its own)."""
