@@ -7,6 +7,7 @@ transaction within the stated bound, a second instance started after the cut get
 from __future__ import annotations
 
 import json
+import signal
 import time
 import uuid
 from collections.abc import Callable
@@ -36,6 +37,7 @@ CUT_OFF_ENV = {
     "PIN_CONSUMER_STATEMENT_TIMEOUT_MS": "2000",
     "PIN_KAFKA_SESSION_TIMEOUT_MS": "6000",
     "PIN_KAFKA_MAX_POLL_INTERVAL_MS": "15000",
+    "PIN_STOP_TIMEOUT_SECONDS": "4",
 }
 SETTINGS = Settings.model_validate({key.removeprefix("PIN_").lower(): value for key, value in CUT_OFF_ENV.items()})
 RELEASE_BOUND = server_release_bound_seconds(SETTINGS, "consumer")
@@ -92,11 +94,20 @@ def test_a_consumer_cut_off_mid_batch_holds_nobody_back_and_applies_every_effect
                  what="every event applied")  # fmt: skip
         applied_after = time.monotonic() - restored_at
         counts = [len(feed_entries(pool, event["AppointmentId"])) for event in events]
+        survivor.terminate()
+        # a stop reaches the consumer while its batch waits on the dead connection
+        late = cancelled(tenant=uuid.uuid4(), agent=uuid.uuid4(), investor=uuid.uuid4(), reason="Expired")
+        producer.send(topics.APPOINTMENT_CANCELLED, late)
+        namespace.cut()
+        time.sleep(1.0)
+        stopped_at = time.monotonic()
+        cut_off.process.send_signal(signal.SIGTERM)
+        cut_off.wait(SETTINGS.stop_timeout_seconds + 10)
+        stopped_after = time.monotonic() - stopped_at
+        namespace.restore()
     finally:
         producer.close()
         pool.close()
-    survivor.terminate()
-    cut_off.terminate()
 
     print(f"consumer: locks released {released_after:.1f} s after the cut, a new instance assigned after "
           f"{assigned_after:.1f} s; every effect applied {applied_after:.1f} s after the return")  # fmt: skip
@@ -104,3 +115,5 @@ def test_a_consumer_cut_off_mid_batch_holds_nobody_back_and_applies_every_effect
     # a member stuck on the database holds a rebalance at most max.poll.interval.ms (+ the new process's start)
     assert assigned_after <= SETTINGS.kafka_max_poll_interval_ms / 1000 + 10
     assert counts == [1] * EVENTS  # every effect once
+    print(f"consumer: stopped {stopped_after:.1f} s after SIGTERM while cut off")
+    assert stopped_after <= SETTINGS.stop_timeout_seconds + 1.0
