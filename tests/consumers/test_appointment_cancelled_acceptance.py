@@ -147,7 +147,10 @@ def test_reschedule_sends_no_cancel_notification_and_links_the_new_appointment(
     # the new appointment's booking is what tells both participants, each with their own template (seed 003:
     # «участников уведомит appointment-created новой записи»)
     told = {n["template_key"]: n["recipient_user_id"] for n in notifications_about(module_pool, new)}
-    assert told == {"appointment-created.rescheduled.agent": agent, "appointment-created.rescheduled.investor": investor}
+    assert told == {
+        "appointment-created.rescheduled.agent": agent,
+        "appointment-created.rescheduled.investor": investor,
+    }
 
 
 def test_duplicate_delivery_adds_no_second_entry_or_notification(producer, module_pool, people):

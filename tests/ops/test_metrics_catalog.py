@@ -229,7 +229,11 @@ def test_the_seeds_alerts_are_all_there() -> None:
     assert {"promotion_expire_interval_seconds", "promotion_expire_last_success_timestamp_seconds"} <= not_running
     assert "2 * max_over_time(promotion_expire_interval_seconds[1h])" in alerts["PromotionExpireNotRunning"].expr
     # the seeds' liveness bounds are the firing time: no hold on top (the promtool tests pin both sides of it)
-    for name in ("AppointmentTimeoutNoSuccessfulCycle", "PromotionExpireNotRunning", "PromotionExpireNoSuccessfulCycle"):
+    for name in (
+        "AppointmentTimeoutNoSuccessfulCycle",
+        "PromotionExpireNotRunning",
+        "PromotionExpireNoSuccessfulCycle",
+    ):
         assert alerts[name].hold == "0s", f"{name} holds {alerts[name].hold} on top of the seed's bound"
     assert "> 1000" in alerts["PromotionPublishLagHigh"].expr
     assert 'topic="pin.promotion.purchase-changed.v1"' in alerts["PromotionPublishLagHigh"].expr
