@@ -66,7 +66,7 @@ SEED_METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
     "promotion_expire_poison_items": ("gauge", ()),
     "promotion_expire_interval_seconds": ("gauge", ()),
     "pin_outbox_backlog": ("gauge", ("topic",)),
-    "pin_outbox_lag_seconds": ("gauge", ()),
+    "pin_outbox_lag_seconds": ("gauge", ("topic",)),
     "pin_outbox_published": ("counter", ("topic",)),
     "pin_outbox_publish_errors": ("counter", ("topic",)),
     "pin_outbox_dead_lettered": ("counter", ("topic",)),
