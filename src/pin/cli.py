@@ -112,8 +112,7 @@ def acls(
         typer.echo(f"pin acls: {exc}", err=True)
         raise typer.Exit(1) from None
     if as_json:
-        typer.echo(json.dumps({"created": json.loads(bindings.as_json(changes.created)),
-                               "deleted": json.loads(bindings.as_json(changes.deleted))}))  # fmt: skip
+        print_json({"created": bindings.records(changes.created), "deleted": bindings.records(changes.deleted)})
         return
     for entry in changes.created:
         typer.echo(f"created {entry.line()}")

@@ -183,6 +183,47 @@ def test_only_the_managed_principals_extra_bindings_are_deleted_after_the_missin
     assert changes.deleted == tuple(sorted([extra, denied]))
 
 
+@pytest.mark.unit
+def test_the_adapter_sends_each_binding_as_it_is_and_reads_it_back_the_same() -> None:
+    from confluent_kafka.admin import ResourceType
+
+    from pin.messaging.acl_admin import _binding_of, _entry_of, _filter_of
+
+    wanted = required_acls(_settings())
+    assert [_entry_of(_binding_of(entry)) for entry in wanted] == list(wanted)
+    assert [_entry_of(_filter_of(entry)) for entry in wanted] == list(wanted)  # DeleteAcls matches only that one
+    cluster = next(e for e in wanted if e.resource_type == "CLUSTER")
+    assert _binding_of(cluster).restype == ResourceType.BROKER  # librdkafka's name of Kafka's CLUSTER resource
+
+
+@pytest.mark.unit
+def test_apply_probes_with_the_first_missing_binding_and_stops_when_the_probe_refuses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pin.messaging import acl_admin
+
+    settings = _settings()
+    wanted = required_acls(settings)
+    admin = FakeAclAdmin([])
+    probed: list[AclEntry] = []
+    monkeypatch.setattr(acl_admin, "KafkaAclAdmin", lambda settings, timeout: admin)
+
+    def refuse(entry: AclEntry, timeout: float) -> None:
+        probed.append(entry)
+        raise acl_admin.AclError("the broker does not implement the ACL APIs")
+
+    monkeypatch.setattr(acl_admin, "_probe_create", refuse)
+    with pytest.raises(acl_admin.AclError):
+        acl_admin.apply_acls(settings, wanted)
+    assert probed == [wanted[0]]
+    assert admin.calls == [("describe", ())]  # nothing sent by this process
+
+    monkeypatch.setattr(acl_admin, "_probe_create", lambda entry, timeout: admin.create([entry]))
+    changes = acl_admin.apply_acls(settings, wanted)
+    assert changes.created == wanted  # the probe's binding is reported with the others
+    assert admin.bindings == set(wanted)
+
+
 # -- the command ------------------------------------------------------------------------------------------------
 
 
@@ -222,3 +263,27 @@ def test_apply_against_a_broker_without_the_acl_apis_refuses_in_one_line(kafka: 
     assert line.startswith("pin acls: the broker does not implement the ACL APIs"), line
     assert "Traceback" not in result.stderr
     assert time.monotonic() - started < 60
+
+
+@pytest.mark.unit
+def test_apply_prints_each_change_and_a_count(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from pin.cli import app
+    from pin.messaging import acl_admin
+
+    created = _entry("User:pin-crm", "READ", topics.APPOINTMENT_CREATED)
+    deleted = _entry("User:pin-crm", "WRITE", topics.APPOINTMENT_CANCELLED)
+    changes = acls.AclChanges(created=(created,), deleted=(deleted,))
+    monkeypatch.setattr(acl_admin, "apply_acls", lambda settings, wanted: changes)
+    env = {"PIN_HOME": str(tmp_path), "PIN_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9"}
+    shown = CliRunner().invoke(app, ["acls", "--apply"], env=env)
+    assert shown.exit_code == 0, shown.output
+    wanted = len(required_acls(_settings()))
+    assert shown.output.splitlines() == [
+        f"created ALLOW User:pin-crm READ TOPIC {topics.APPOINTMENT_CREATED}",
+        f"deleted ALLOW User:pin-crm WRITE TOPIC {topics.APPOINTMENT_CANCELLED}",
+        f"1 created, 1 deleted, {wanted} bindings wanted",
+    ]
+    as_json = CliRunner().invoke(app, ["acls", "--apply", "--json"], env=env)
+    assert json.loads(as_json.output) == {"created": acls.records([created]), "deleted": acls.records([deleted])}

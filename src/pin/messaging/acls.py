@@ -164,7 +164,12 @@ def converge(admin: AclAdmin, wanted: Iterable[AclEntry], managed: frozenset[str
 
 def as_json(entries: Iterable[AclEntry]) -> str:
     """The bindings as one JSON array (`pin acls --json`)."""
-    return json.dumps([asdict(entry) for entry in entries], indent=2)
+    return json.dumps(records(entries), indent=2)
+
+
+def records(entries: Iterable[AclEntry]) -> list[dict[str, str]]:
+    """The bindings as JSON-ready objects, one per binding."""
+    return [asdict(entry) for entry in entries]
 
 
 def table(entries: Sequence[AclEntry]) -> str:
