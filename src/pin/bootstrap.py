@@ -128,15 +128,20 @@ def _run_polling_job(
 ) -> dict[str, int] | None:
     """One polling-job instance: its pool, then one cycle (``once``) or the runner until SIGTERM/SIGINT."""
     from pin.jobs.runner import JobRunner, RunnerConfig
+    from pin.outbox.gauges import OutboxGauges, refresh_in_background
 
     context = start_role(role, metrics=not once)
     settings = context.settings
     policy = ConnectionPolicy.from_settings(settings, "worker")
-    pool = create_pool(settings.require_database_url(), min_size=1, max_size=2, name=role, policy=policy)
+    # one connection more than the job uses, for the outbox gauges
+    pool = create_pool(settings.require_database_url(), min_size=1, max_size=3, name=role, policy=policy)
     try:
         job = build(pool, settings, context.stop)
         if once:
             return dict(job.run_once().as_dict())
+        # the outbox gauges from the workers too: the backlog and lag alerts must not go silent when no relay runs
+        gauges = OutboxGauges(pool, settings.relay_backlog_count_cap)
+        refresh_in_background(gauges, settings.relay_gauge_refresh_seconds, context.stop)
         JobRunner(job, RunnerConfig(interval_seconds=interval_of(settings)), context.stop).run()
         return None
     finally:
@@ -148,8 +153,9 @@ def run_consumer(group: str) -> None:
     import time
 
     from pin.messaging.groups import build_runtime, routes_of
-    from pin.messaging.kafka import ensure_topics
+    from pin.messaging.kafka import missing_topics
     from pin.messaging.topics import dead_letter_topic
+    from pin.roles import NotReadyError
 
     routes = routes_of(group)  # an unknown group is a configuration error (exit 2) before anything starts
     context = start_role(f"consume-{group}")
@@ -157,7 +163,15 @@ def run_consumer(group: str) -> None:
     settings.require_kafka()
     database_url = settings.require_database_url()
     topics = [*routes, dead_letter_topic(group)]
-    if not wait_until_reachable("broker", lambda: ensure_topics(settings, topics, timeout=10.0), context.stop):
+
+    def topics_exist() -> None:
+        # a consumer creates no topic (its principal may not: docs/operations.md, "Access control"); `pin topics`
+        # does, with SPEC's partitions. Until its topics exist the consumer waits here, saying which are missing.
+        missing = missing_topics(settings, topics, timeout=10.0)
+        if missing:
+            raise NotReadyError(f"topics missing: {', '.join(missing)} (`pin topics` creates them)")
+
+    if not wait_until_reachable("broker", topics_exist, context.stop):
         return
     policy = ConnectionPolicy.from_settings(settings, "consumer")
     if not wait_until_reachable("database", _database_answers(database_url, policy), context.stop):

@@ -93,6 +93,19 @@ class Settings(BaseSettings):
     # take (its statements each bounded by PIN_CONSUMER_STATEMENT_TIMEOUT_MS, a dead database found within
     # seconds) and never below the session timeout.
     kafka_max_poll_interval_ms: int = Field(default=60_000, ge=10_000, le=3_600_000)
+    # The Kafka principal of each role, as the cluster's authorizer names it (`pin acls` grants exactly what that
+    # role's code calls); each role's process authenticates as it through its own PIN_KAFKA_CLIENT_CONFIG.
+    kafka_principal_relay: str = "User:pin-relay"
+    # The principal of the crm consumer group's instances.
+    kafka_principal_crm: str = "User:pin-crm"
+    # The principal of the notifications consumer group's instances.
+    kafka_principal_notifications: str = "User:pin-notifications"
+    # The principal of the catalog consumer group's instances.
+    kafka_principal_catalog: str = "User:pin-catalog"
+    # The principal of the news consumer group's instances.
+    kafka_principal_news: str = "User:pin-news"
+    # The principal of the operator's commands: `pin topics`, `pin dlq list|replay`, `pin status`.
+    kafka_principal_operator: str = "User:pin-operator"
     # HS256 secret for bearer tokens.
     jwt_secret: SecretStr | None = None
     # RS256 public key (PEM) for bearer tokens; takes precedence over the secret when both are set.
@@ -157,9 +170,9 @@ class Settings(BaseSettings):
     # settles what is out and gives its leases up, so another relay takes its keys; it takes its share back once
     # the broker answers. Greater than message.timeout.ms: none of its sends can land after the new owner's.
     relay_undelivered_give_up_seconds: float = 15.0
-    # Seconds between refreshes of the backlog, lag and dead-letter gauges (one bounded query each).
+    # Seconds between refreshes of the outbox backlog, lag and dead-letter gauges (by the relay and the workers).
     relay_gauge_refresh_seconds: float = 5.0
-    # Cap of the backlog count (a bounded count, never a scan of a huge table per refresh).
+    # Cap of the outbox backlog count (a bounded count, never a scan of a huge table per refresh).
     relay_backlog_count_cap: int = 100_000
 
     # Test only, never set in production: `pin relay` freezes at ``after-produce|after-ack[:N]`` (of batch N).
@@ -200,6 +213,27 @@ class Settings(BaseSettings):
         if value <= 0:
             raise ConfigurationError(f"{name}: must be greater than 0")
         return value
+
+    @field_validator(
+        "kafka_principal_relay",
+        "kafka_principal_crm",
+        "kafka_principal_notifications",
+        "kafka_principal_catalog",
+        "kafka_principal_news",
+        "kafka_principal_operator",
+    )
+    @classmethod
+    def _kafka_principal(cls, value: str) -> str:
+        """``Type:name`` (``User:pin-relay``), as Kafka's authorizer writes a principal."""
+        kind, sep, name = value.partition(":")
+        if not sep or not kind.strip() or not name.strip() or value != value.strip():
+            raise ValueError("expected a Kafka principal such as User:pin-relay")
+        return value
+
+    def kafka_principal(self, role: str) -> str:
+        """The Kafka principal of ``role`` (relay, a consumer group, operator)."""
+        principal: str = getattr(self, f"kafka_principal_{role}")
+        return principal
 
     @model_validator(mode="after")
     def _relay_lease_outlives_heartbeats(self) -> Settings:

@@ -7,14 +7,16 @@ modules are imported lazily so that one group's process does not load the others
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg_pool import ConnectionPool
 
 from pin.db import Conn
 from pin.messaging.consumer import ConsumerRuntime, Route
+from pin.messaging.consumer.metrics import SLA
 from pin.messaging.kafka import consumer_config, producer_config
-from pin.messaging.topics import CONSUMER_GROUPS
+from pin.messaging.topics import CONSUMER_GROUPS, dead_letter_topic
 from pin.settings import ConfigurationError, Settings
 
 # group -> the module whose routes() says what the group reads
@@ -25,6 +27,15 @@ _HANDLERS = {
     "news": "pin.news.handler",
 }
 assert set(_HANDLERS) == set(CONSUMER_GROUPS)
+
+# group -> its SLA in seconds (seed 003: crm < 1 min, notifications < 5 min; seed 002: catalog and news < 1 min):
+# an event's effect commits within this long of its OccurredAt. Each runtime exports its group's value as
+# pin_consumer_sla_seconds, which ConsumerSlaBreached compares the p99 of pin_consumer_event_age_seconds with;
+# `pin status` compares the inbox's recent p99 with it; docs/specification.md's table is checked against it.
+SLA_SECONDS = {"crm": 60.0, "notifications": 300.0, "catalog": 60.0, "news": 60.0}
+assert set(SLA_SECONDS) == set(CONSUMER_GROUPS)
+# The p99 is taken over this window: the alert's rate window, and what `pin status` calls recent.
+SLA_WINDOW_SECONDS = 300
 
 
 def routes_of(group: str) -> dict[str, Route[Any]]:
@@ -42,7 +53,7 @@ def topics_of(group: str) -> tuple[str, ...]:
 
 def build_runtime(group: str, settings: Settings, pool: ConnectionPool[Conn], **options: Any) -> ConsumerRuntime:
     """A consumer instance of ``group`` on ``pool``; ``options`` go to :class:`ConsumerRuntime` (retry, hooks)."""
-    return ConsumerRuntime(
+    runtime = ConsumerRuntime(
         group=group,
         routes=routes_of(group),
         pool=pool,
@@ -50,3 +61,44 @@ def build_runtime(group: str, settings: Settings, pool: ConnectionPool[Conn], **
         producer_config=producer_config(settings, **{"client.id": f"pin-consume-{group}-dlq", "linger.ms": 0}),
         **{"max_message_bytes": settings.kafka_max_message_bytes, **options},
     )
+    SLA.labels(group).set(SLA_SECONDS[group])
+    return runtime
+
+
+# -- Who writes and who reads each topic -------------------------------------------------------------------------
+# The roles that hold a Kafka principal (PIN_KAFKA_PRINCIPAL_<ROLE>): the relay, each consumer group, and the
+# operator's commands. `pin acls` derives every ACL binding from the table below (pin.messaging.acls).
+RELAY = "relay"
+OPERATOR = "operator"
+KAFKA_ROLES = (RELAY, *CONSUMER_GROUPS, OPERATOR)
+
+
+@dataclass(frozen=True)
+class TopicAccess:
+    """One topic, the roles whose code writes to it and the roles whose code reads it."""
+
+    topic: str
+    writers: tuple[str, ...]
+    readers: tuple[str, ...]
+
+
+def published_topics() -> tuple[str, ...]:
+    """The topics the relay publishes: the contracts' (the outbox writer gives each row its contract's topic)."""
+    from pin.contract_check import CONTRACT_SETS  # lazily: the contracts are not needed to run one group
+
+    return tuple(dict.fromkeys(contract.TOPIC for s in CONTRACT_SETS for contract in s.contracts))
+
+
+def topic_table() -> tuple[TopicAccess, ...]:
+    """Every topic with its writers and readers: the one table of who writes and who reads what.
+
+    The relay writes the contracts' topics and the groups read them as their route tables say; `pin dlq replay`
+    (the operator) writes a dead letter back to the topic it came from, so it writes every topic a group reads.
+    Each group writes its own dead-letter topic, which `pin dlq list|replay` (the operator) reads.
+    """
+    readers = {topic: tuple(g for g in CONSUMER_GROUPS if topic in topics_of(g)) for topic in published_topics()}
+    table = [
+        TopicAccess(topic, (RELAY, OPERATOR) if read_by else (RELAY,), read_by) for topic, read_by in readers.items()
+    ]
+    table += [TopicAccess(dead_letter_topic(g), (g,), (OPERATOR,)) for g in CONSUMER_GROUPS]
+    return tuple(table)

@@ -18,10 +18,10 @@ from pin.backoff import exponential_backoff
 from pin.db import Conn, ConnectionPolicy, connect
 from pin.observability import liveness
 from pin.outbox import metrics
+from pin.outbox.gauges import OutboxGauges
 from pin.outbox.relay.batch import REPORTED_COUNTERS, RelayCycle
 from pin.outbox.relay.config import RelayConfig
 from pin.outbox.relay.delivery import DeliveryWatch
-from pin.outbox.relay.gauges import Gauges
 from pin.outbox.relay.hooks import RelayHooks
 from pin.outbox.relay.leases import Leases
 from pin.outbox.relay.pipeline import Pipeline
@@ -61,7 +61,7 @@ class OutboxRelay:
         self._delivery = DeliveryWatch()
         self._given_up = threading.Event()  # set while this relay cannot deliver: no heartbeat, no leases
         self._leases = Leases(pool, self.instance_id, self._config.lease_ttl_seconds, self._wake.set)
-        self._gauges = Gauges(pool, self._config.backlog_count_cap)
+        self._gauges = OutboxGauges(pool, self._config.backlog_count_cap)
         self._producer = BatchProducer(
             producer_factory, self._config.message_timeout_ms, ensure_topic, hooks or RelayHooks()
         )
