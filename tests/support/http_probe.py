@@ -17,6 +17,14 @@ from typing import Any
 
 import httpx
 
+_OUTPUT = threading.Lock()  # one answer per line: the threads' prints must not interleave
+
+
+def _emit(line: dict[str, Any]) -> None:
+    with _OUTPUT:
+        sys.stdout.write(json.dumps(line) + "\n")
+        sys.stdout.flush()
+
 
 def _send(client: httpx.Client, index: int, request: list[Any], start: float, token: str) -> None:
     offset, method, path, body = request
@@ -29,14 +37,14 @@ def _send(client: httpx.Client, index: int, request: list[Any], start: float, to
     except httpx.HTTPError as exc:
         line |= {"status": None, "error": type(exc).__name__}
     line["answered"] = time.monotonic()
-    print(json.dumps(line), flush=True)
+    _emit(line)
 
 
 def main() -> None:
     """Run the plan given as the first argument."""
     plan = json.loads(sys.argv[1])
     start = time.monotonic()
-    print(json.dumps({"started": start}), flush=True)
+    _emit({"started": start})
     with httpx.Client(base_url=plan["base"], timeout=plan["timeout"]) as client:
         threads = [
             threading.Thread(target=_send, args=(client, index, request, start, plan["token"]))
