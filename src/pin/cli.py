@@ -74,7 +74,7 @@ def migrate() -> None:
 
 @app.command()
 def topics() -> None:
-    """Create the integration topics (3 partitions) and the dead-letter topics, if missing."""
+    """Create the integration topics and the dead-letter topics, if missing (PIN_KAFKA_TOPIC_PARTITIONS partitions)."""
     from pin.messaging.kafka import ensure_topics
     from pin.messaging.topics import all_topics
 

@@ -16,6 +16,7 @@ from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_va
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pin import state
+from pin.messaging.topics import PARTITIONS
 
 
 class ConfigurationError(Exception):
@@ -46,6 +47,9 @@ class Settings(BaseSettings):
     # librdkafka's 500, 21/64 at 100, 16/37 at 50 and 4/50 at 10. 50 keeps the end-to-end p99 under 150 ms for
     # 20 idle fetches per second; 10 would save about 12 ms at the median for five times the requests.
     kafka_consumer_fetch_wait_max_ms: int = Field(default=50, ge=1, le=60_000)
+    # Partitions of each topic the system creates (`pin topics`, `pin up`, a role creating a missing topic): the
+    # most busy consumers of a group per topic. Never changes an existing topic (docs/operations.md: changing it).
+    kafka_topic_partitions: int = Field(default=PARTITIONS, ge=1, le=10_000)
     # HS256 secret for bearer tokens.
     jwt_secret: SecretStr | None = None
     # RS256 public key (PEM) for bearer tokens; takes precedence over the secret when both are set.
