@@ -119,6 +119,7 @@ def _run_polling_job(
 ) -> dict[str, int] | None:
     """One polling-job instance: its pool, then one cycle (``once``) or the runner until SIGTERM/SIGINT."""
     from pin.jobs.runner import JobRunner, RunnerConfig
+    from pin.observability.database_health import DatabaseHealth
 
     context = start_role(role, metrics=not once)
     settings = context.settings
@@ -127,6 +128,8 @@ def _run_polling_job(
         job = build(pool, settings, context.stop)
         if once:
             return dict(job.run_once().as_dict())
+        # the workers run in either outbox mode, so they export the database's health (docs/operations.md)
+        DatabaseHealth(pool).start(context.stop, settings.database_health_refresh_seconds)
         JobRunner(job, RunnerConfig(interval_seconds=interval_of(settings)), context.stop).run()
         return None
     finally:

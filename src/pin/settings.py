@@ -77,6 +77,10 @@ class Settings(BaseSettings):
     # expire-promotions BatchSize (seed 002: 200).
     expire_promotions_batch_size: int = Field(default=200, gt=0, le=10_000)
 
+    # Seconds between refreshes of the database-health gauges (pin_db_*: dead tuples, last vacuum, claim index size,
+    # oldest transaction, replication slots' WAL), which each worker instance exports: a few bounded statements.
+    database_health_refresh_seconds: float = Field(default=30, gt=0)
+
     # Port of this role's /metrics endpoint; None disables it.
     metrics_port: int | None = Field(default=None, ge=0, le=65_535)
     # Address the /metrics endpoint binds to; "0.0.0.0" lets a Prometheus on another host scrape it.
