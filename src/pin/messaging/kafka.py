@@ -115,7 +115,9 @@ def ensure_topics(settings: Settings, topics: Iterable[str] | None = None, timeo
     A topic that exists keeps its partitions: adding some moves keys to other partitions (docs/operations.md)."""
     admin = AdminClient(client_config(settings))
     wanted = list(topics) if topics is not None else list(all_topics())
-    futures = admin.create_topics([NewTopic(name, settings.kafka_topic_partitions, 1) for name in wanted], request_timeout=timeout)
+    futures = admin.create_topics(
+        [NewTopic(name, settings.kafka_topic_partitions, 1) for name in wanted], request_timeout=timeout
+    )
     created: list[str] = []
     try:
         for name, future in futures.items():
