@@ -13,7 +13,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.db import Conn, create_pool
 from pin.roles import start_role, wait_until_reachable
-from pin.settings import Settings
+from pin.settings import ConfigurationError, Settings
 
 if TYPE_CHECKING:
     from pin.jobs.runner import PollingJob
@@ -70,6 +70,8 @@ def run_relay(*, once: bool) -> dict[str, int] | None:
 
     context = start_role("relay", metrics=not once)
     settings = context.settings
+    if settings.outbox_mode == "cdc":
+        raise ConfigurationError("PIN_OUTBOX_MODE=cdc: Debezium reads the outbox from the WAL; do not run pin relay")
     settings.require_kafka()
     # every PIN_RELAY_* value was checked when the settings were loaded (a bad one exits 2 with one line)
     config = RelayConfig.from_settings(settings)

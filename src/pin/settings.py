@@ -94,6 +94,14 @@ class Settings(BaseSettings):
     # a `pin up` killed with SIGKILL leaves no role running. Unset: a role runs until it is told to stop.
     up_pid: int | None = Field(default=None, gt=0)
 
+    # Who takes the rows out of the outbox: "relay" (`pin relay` publishes and deletes them) or "cdc" (each row is
+    # deleted in the transaction that wrote it; Debezium reads the insert from the WAL: docs/runbooks/outbox-cdc.md).
+    # The same in every process of a deployment; `pin relay` refuses to start in cdc mode.
+    outbox_mode: Literal["relay", "cdc"] = "relay"
+    # cdc mode: the logical replication slot the Debezium connector reads (its slot.name, deploy/debezium/);
+    # `pin status` shows the WAL it keeps.
+    outbox_cdc_slot: str = Field(default="pin_outbox", pattern=r"^[a-z0-9_]{1,63}$")
+
     # The relay (`pin relay`); see docs/design/relay.md. Each must be greater than 0.
     # Rows per batch (about: spread evenly over the owned vparts, at least 8 each); one DELETE per batch.
     relay_batch_size: int = 2000

@@ -54,6 +54,9 @@ CASES = [
     ("PIN_RELAY_BATCH_SIZE", "0", RELAY),
     ("PIN_RELAY_LEASE_TTL_SECONDS", "0.5", RELAY),
     ("PIN_RELAY_TEST_FAULT", "explode", RELAY),
+    ("PIN_OUTBOX_MODE", "debezium", WORKER),
+    ("PIN_OUTBOX_MODE", "cdc", RELAY),  # a good value, but the relay must not run in cdc mode
+    ("PIN_OUTBOX_CDC_SLOT", "Bad-Slot", WORKER),
     ("PIN_DATABASE_URL", "", WORKER),
     ("PIN_KAFKA_BOOTSTRAP_SERVERS", "", RELAY),
     ("PIN_JWT_PUBLIC_KEY", "not a PEM key", API),
