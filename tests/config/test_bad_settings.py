@@ -56,6 +56,7 @@ CASES = [
     ("PIN_RELAY_TEST_FAULT", "explode", RELAY),
     ("PIN_OUTBOX_MODE", "debezium", WORKER),
     ("PIN_OUTBOX_MODE", "cdc", RELAY),  # a good value, but the relay must not run in cdc mode
+    ("PIN_OUTBOX_MODE", "cdc", ("up",)),  # nor `pin up`, which runs a relay and no Debezium
     ("PIN_OUTBOX_CDC_SLOT", "Bad-Slot", WORKER),
     ("PIN_DATABASE_URL", "", WORKER),
     ("PIN_KAFKA_BOOTSTRAP_SERVERS", "", RELAY),
