@@ -366,13 +366,14 @@ def _limits(costs: Costs, plans: list[Plan]) -> list[str]:
 _NEXT_STEPS = [
     "1. **cdc mode** ([runbooks/outbox-cdc.md](runbooks/outbox-cdc.md)): Debezium reads the WAL, so the relay's",
     "   reads and DELETE batches leave the database; the outbox table stays empty.",
-    "2. **Partitioned tables**: the inbox and the outbox's history by time, dropped a partition at a time instead",
-    "   of deleted and vacuumed row by row.",
+    "2. **Partitioned tables**: the inbox and the jobs' cycle records by time, dropped a partition at a time",
+    "   instead of pruned and vacuumed row by row.",
     "3. **One database per context**: the contexts reference each other by id only, never by foreign key",
     "   ([architecture.md](architecture.md)), so calendar, promotion and each consumer's read model can move to a",
     "   server of its own, each with its own outbox (and relay or connector).",
-    "4. **A distributed PostgreSQL** (Citus and the like), sharded by `tenant_id`, which every aggregate carries;",
-    "   one outbox per shard, each read by its own relay fleet or connector.",
+    "4. **A distributed PostgreSQL** (Citus and the like), the calendar's and promotion's tables sharded by",
+    "   `tenant_id`, which their aggregates carry; one outbox per shard, each read by its own relay fleet or",
+    "   connector.",
     "",
 ]
 
