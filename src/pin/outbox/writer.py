@@ -279,7 +279,8 @@ def outbox_put_back(conn: psycopg.Connection[dict[str, object]], moved: Sequence
     if params:
         with conn.cursor() as cur:
             cur.executemany(_PUT_BACK, params)
-        outbox_capture(conn, [uuid.UUID(str(row[1])) for row in params])
+        at = MOVED_COLUMNS.index("message_id")
+        outbox_capture(conn, [uuid.UUID(str(row[at])) for row in params])
     return len(params)
 
 
