@@ -12,6 +12,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.db import Conn
 from pin.observability.database_health import CLAIM_INDEXES, HOT_TABLES, DatabaseHealth
+from tests.calendar.worker.factory import seed_appointments
 
 pytestmark = pytest.mark.integration
 
@@ -123,3 +124,28 @@ def test_the_loop_refreshes_on_its_interval_and_survives_a_failed_refresh(pool: 
     finally:
         stop.set()
         thread.join(5)
+
+
+def test_reindex_concurrently_shrinks_a_claim_index_the_gauges_show_as_bloated(pool: ConnectionPool[Conn]) -> None:
+    """The runbook's step: a claim index emptied by the worker keeps its pages; REINDEX CONCURRENTLY gives them back."""
+    index = "calendar.ix_appointments_pending_expires_at"
+    clusters = seed_appointments(pool, 5_000)
+    keep = [c.appointment_id for c in clusters[:10]]
+    with pool.connection() as conn:
+        conn.autocommit = True
+        # what the worker does to most of them: Pending ends, the entry leaves the partial index's predicate
+        conn.execute(
+            "UPDATE calendar.appointment SET status = 'Expired', version = version + 1 WHERE id <> ALL(%s)", (keep,)
+        )
+        conn.execute("VACUUM ANALYZE calendar.appointment")
+    health = DatabaseHealth(pool)
+    health.refresh()
+    bloated = _value("pin_db_index_size_bytes", index=index)
+    assert bloated / max(_value("pin_db_index_tuples", index=index), 1) > 1024  # the alert's per-entry threshold
+    with pool.connection() as conn:
+        conn.autocommit = True
+        conn.execute(f"REINDEX INDEX CONCURRENTLY {index}")
+        conn.execute("ANALYZE calendar.appointment")
+    health.refresh()
+    assert _value("pin_db_index_size_bytes", index=index) < bloated / 10
+    assert _value("pin_db_index_tuples", index=index) == len(keep)
