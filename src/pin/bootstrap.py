@@ -22,10 +22,9 @@ if TYPE_CHECKING:
 
 def run_api(*, host: str, port: int) -> None:
     """Serve the HTTP API until SIGTERM/SIGINT."""
-    import uvicorn  # imported here: the other roles start faster without the web stack
-
+    # imported here: the other roles start faster without the web stack
     from pin.api.app import create_app
-    from pin.api.server import server_config
+    from pin.api.server import serve
     from pin.lock_waits import session_lock_timeout
 
     context = start_role("api", metrics=False)
@@ -40,9 +39,7 @@ def run_api(*, host: str, port: int) -> None:
         configure=session_lock_timeout(settings.api_lock_timeout_seconds),
     )
     try:
-        app = create_app(settings, pool)
-        server = uvicorn.Server(server_config(app, settings, host=host, port=port))
-        server.run()
+        serve(create_app(settings, pool), settings, host=host, port=port)
     finally:
         pool.close()
 

@@ -59,10 +59,13 @@ class ApiServer:
     process: RoleProcess
 
 
-def start_api(spawn_role: Callable[..., RoleProcess], env: dict[str, str] | None = None) -> ApiServer:
-    """Start `pin api` (uvicorn as `pin api` and `pin up` configure it) with ``env`` and wait for /healthz."""
+def start_api(
+    spawn_role: Callable[..., RoleProcess], env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()
+) -> ApiServer:
+    """Start `pin api` (uvicorn as `pin api` and `pin up` configure it) with ``env`` (run through ``prefix``, e.g.
+    prlimit) and wait for /healthz."""
     port = free_port()
-    process = spawn_role("api", "--port", str(port), env=env)
+    process = spawn_role("api", "--port", str(port), env=env, prefix=prefix)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         assert process.process.poll() is None, process.output()
