@@ -160,12 +160,29 @@ async def _client_loop(port: int, tally: Tally, deadline: float, index: int) -> 
     client._close()
 
 
-async def run_load(port: int, clients: int, seconds: float) -> Tally:
-    """``clients`` closed loops against the API on ``port`` for ``seconds``."""
+async def _stall(after: float, seconds: float) -> None:
+    """Block the clients' event loop once (a starved client process): responses wait unread meanwhile."""
+    await asyncio.sleep(after)
+    time.sleep(seconds)
+
+
+async def run_load(port: int, clients: int, seconds: float, stall: float = 0.0) -> Tally:
+    """``clients`` closed loops against the API on ``port`` for ``seconds``; the clients stall once if ``stall``."""
     tally = Tally()
     deadline = time.monotonic() + seconds
-    await asyncio.gather(*(_client_loop(port, tally, deadline, i) for i in range(clients)))
+    stalls = [_stall(seconds / 2, stall)] if stall > 0 else []
+    await asyncio.gather(*(_client_loop(port, tally, deadline, i) for i in range(clients)), *stalls)
     return tally
+
+
+def server_counters(port: int) -> dict[str, float]:
+    """The API's own pin_api_* counters."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    return {
+        name: float(value)
+        for name, _, value in (line.partition(" ") for line in text.splitlines())
+        if name.startswith("pin_api_") and name.endswith("_total")
+    }
 
 
 def summary(tally: Tally) -> dict[str, Any]:
@@ -190,6 +207,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=500)
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for the API process")
+    parser.add_argument("--stall", type=float, default=0.0, help="block the clients this long once, mid-run")
     options = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pin-http-load-"))
     postgres = None
@@ -216,8 +234,9 @@ def main() -> None:
             except httpx.TransportError:
                 time.sleep(0.2)
         load = os.getloadavg()
-        figures = summary(asyncio.run(run_load(port, options.clients, options.seconds)))
-        figures |= {"clients": options.clients, "seconds": options.seconds, "loadavg_before": load,
+        figures = summary(asyncio.run(run_load(port, options.clients, options.seconds, options.stall)))
+        figures |= {"clients": options.clients, "seconds": options.seconds, "stall": options.stall,
+                    "server": server_counters(port), "loadavg_before": load,
                     "loadavg_after": os.getloadavg(), "api_log": str(work / "api.log")}  # fmt: skip
         print(json.dumps(figures, indent=1))
     finally:

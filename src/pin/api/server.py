@@ -11,9 +11,12 @@ would log for every failed accept when file descriptors run out, becomes one lin
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import resource
 import socket
+import struct
+import termios
 import time
 from collections.abc import Callable
 from typing import Any, cast
@@ -44,6 +47,25 @@ ACCEPT_ERROR_LOG_INTERVAL_SECONDS = 10.0
 ACCEPT_ERRORS = Counter(
     "pin_api_accept_errors", "Connections the API could not accept (out of file descriptors or memory)."
 )
+
+
+KEEP_ALIVE_CLOSES_DEFERRED = Counter(
+    "pin_api_keep_alive_closes_deferred",
+    "Idle keep-alive closes not done because the client's next request had already arrived.",
+)
+
+
+def _bytes_waiting(transport: asyncio.BaseTransport) -> int:
+    """How many received bytes the kernel holds for the transport's socket that the loop has not read."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return 0
+    try:
+        raw = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    except OSError:
+        return 0  # closed meanwhile
+    waiting: int = struct.unpack("i", raw)[0]
+    return waiting
 
 
 class ApiConfig(uvicorn.Config):
@@ -196,6 +218,18 @@ class ProblemH11Protocol(H11Protocol):
         if self._linger is not None:
             self._linger.cancel()
         super().connection_lost(exc)
+
+    def timeout_keep_alive_handler(self) -> None:
+        """Close an idle keep-alive connection, unless the client's next request is already waiting in the socket.
+
+        The timer can fire in the same turn of a busy event loop in which the request arrived, before the loop
+        reads it: closing then would drop a request the client sent in time. Its head is read on the next turn
+        (the head timer still bounds it). A request sent after the close is the client's to retry.
+        """
+        if _bytes_waiting(self.transport) > 0:
+            KEEP_ALIVE_CLOSES_DEFERRED.inc()
+            return
+        super().timeout_keep_alive_handler()
 
     def _arm_head_timer(self) -> None:
         self._stop_head_timer()
