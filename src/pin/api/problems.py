@@ -137,11 +137,12 @@ def problem_openapi_responses() -> dict[int | str, dict[str, Any]]:
         401: "Missing or invalid token",
         403: "Role not allowed",
         404: "Not found (or another tenant's)",
-        409: "State conflict",
+        408: "Request head not sent in time",
+        409: "State conflict (or a record held by another transaction past the lock timeout: retry)",
         412: "If-Match mismatch",
         422: "Validation error",
         431: "Header too large",
-        503: "Database unavailable (retry)",
+        503: "Database unavailable, or too many open connections (retry)",
     }
     return {
         status: {"description": text, "content": {PROBLEM_JSON: {"schema": PROBLEM_SCHEMA}}}
