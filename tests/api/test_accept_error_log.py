@@ -43,10 +43,8 @@ def test_a_flood_of_failed_accepts_is_one_line_per_interval_with_the_count() -> 
         clock.now += 10.0
         for _ in range(3):
             handler(loop, failed)  # type: ignore[arg-type]
-    assert [line["count"] for line in lines] == [
-        1,
-        5_000,
-    ]  # the first at once; then the 4,999 held back and the one that logs
+    # the first at once; then the 4,999 held back and the one that logs
+    assert [line["count"] for line in lines] == [1, 5_000]
     assert ACCEPT_ERRORS._value.get() - before == 5_003
     assert lines[0]["error"] == "OSError"
     assert loop.handed_on == []
