@@ -110,6 +110,27 @@ def test_idle_and_trickling_connections_are_closed_after_the_head_timeout(api: A
         connection.close()
 
 
+def test_an_idle_kept_alive_connection_lasts_the_keep_alive_timeout_not_the_head_timeout(
+    spawn_role: Callable[..., RoleProcess],
+) -> None:
+    """Between requests a connection is the keep-alive timer's (a setting): it outlives the head time limit, so a
+    client's pooled connection is not closed under it, and it is closed when the setting says (uvicorn's fixed
+    5 s before)."""
+    head, keep_alive = 0.5, 2.0
+    env = {"PIN_HTTP_HEAD_TIMEOUT_SECONDS": str(head), "PIN_HTTP_KEEP_ALIVE_TIMEOUT_SECONDS": str(keep_alive)}
+    api = start_api(spawn_role, env)
+    connection = RawConnection(api.port)
+    try:
+        assert connection.request("GET", "/healthz", {})[0].status_code == 200
+        time.sleep(2 * head)  # idle longer than the head time limit, shorter than the keep-alive
+        assert connection.request("GET", "/healthz", {})[0].status_code == 200
+        received, seconds = closed_within(connection.sock, 2 * keep_alive + 1.0)
+        assert received == b""
+        assert keep_alive - 0.5 <= seconds <= keep_alive + 2.0, seconds
+    finally:
+        connection.close()
+
+
 def test_a_connection_beyond_the_bound_is_a_503_problem_document(spawn_role: Callable[..., RoleProcess]) -> None:
     api = start_api(spawn_role, {"PIN_HTTP_MAX_CONNECTIONS": "40", "PIN_HTTP_HEAD_TIMEOUT_SECONDS": "60"})
     with idle_connections(api.port, 40):
