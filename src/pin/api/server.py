@@ -1,11 +1,12 @@
 """The API's HTTP server: uvicorn on h11 with its limits, set here once (`pin api` runs it; `pin up` runs `pin api`).
 
 The limits a connection meets, in order: the request head within PIN_HTTP_HEAD_TIMEOUT_SECONDS (a connection
-that sends nothing, or trickles, is closed), a head of at most PIN_HTTP_MAX_HEADER_BYTES (431), at most
-PIN_HTTP_MAX_CONNECTIONS open connections (a request on one beyond is a 503 problem document, then the connection
-closes), and an idle keep-alive connection closed after PIN_HTTP_KEEP_ALIVE_TIMEOUT_SECONDS. The process raises
-its open-files limit to what those connections need, and the event loop's accept-error message, which asyncio
-would log for every failed accept when file descriptors run out, becomes one line per interval with a count.
+that sends nothing, or trickles, is closed; on a kept-alive connection the time runs from the next request's
+first byte), a head of at most PIN_HTTP_MAX_HEADER_BYTES (431), at most PIN_HTTP_MAX_CONNECTIONS open connections
+(a request on one beyond is a 503 problem document, then the connection closes), and an idle keep-alive
+connection closed after PIN_HTTP_KEEP_ALIVE_TIMEOUT_SECONDS. The process raises its open-files limit to what
+those connections need, and the event loop's accept-error message, which asyncio would log for every failed
+accept when file descriptors run out, becomes one line per interval with a count.
 """
 
 from __future__ import annotations
@@ -170,10 +171,11 @@ class ProblemH11Protocol(H11Protocol):
     """uvicorn's h11 protocol, with a time limit for the request head, a bound on connections, and problem
     documents for a request head it refuses before the app runs.
 
-    Head time limit: from the connection's start, and again from the end of each response, the client has
-    ``head_timeout`` seconds to send a whole request head; otherwise the connection is closed (after a 408 when
-    part of a head came). uvicorn alone closes only idle keep-alive connections, never one that has sent nothing
-    yet or trickles its head.
+    Head time limit: from the connection's start, and on a kept-alive connection from the first byte of the next
+    request, the client has ``head_timeout`` seconds to send a whole request head; otherwise the connection is
+    closed (after a 408 when part of a head came). Between requests, an idle connection is the keep-alive
+    timer's. uvicorn alone closes only idle keep-alive connections, never one that has sent nothing yet or
+    trickles its head.
 
     Connection bound: a connection opened while ``max_connections`` are open answers its request with a 503
     problem document (uvicorn's own limit_concurrency answers text/plain and counts idle connections too).
@@ -199,17 +201,21 @@ class ProblemH11Protocol(H11Protocol):
         self._arm_head_timer()
 
     def data_received(self, data: bytes) -> None:
-        """Drop the rest of a refused request; otherwise as uvicorn, and stop the head timer once a head came."""
+        """Drop the rest of a refused request; otherwise as uvicorn, with the head timer running from the first
+        byte of a head (on a kept-alive connection) until the whole head came."""
         if self._linger is not None:
             return
+        if self._head_timer is None and self.conn.their_state is h11.IDLE:
+            self._arm_head_timer()
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:
             self._stop_head_timer()
 
     def on_response_complete(self) -> None:
-        """As uvicorn; then the next head has its time limit too."""
+        """As uvicorn (an idle kept-alive connection is uvicorn's keep-alive timer's); a part of the next head
+        already received has its time limit from now."""
         super().on_response_complete()
-        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE and self.conn.trailing_data[0]:
             self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
