@@ -243,7 +243,7 @@ def main() -> None:
         api.send_signal(signal.SIGTERM)
         api.wait(30)
         if postgres is not None:
-            postgres.stop()
+            postgres.destroy()  # the API's log stays, for reading
 
 
 if __name__ == "__main__":
