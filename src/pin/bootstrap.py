@@ -22,18 +22,24 @@ if TYPE_CHECKING:
 
 def run_api(*, host: str, port: int) -> None:
     """Serve the HTTP API until SIGTERM/SIGINT."""
-    import uvicorn  # imported here: the other roles start faster without the web stack
-
+    # imported here: the other roles start faster without the web stack
     from pin.api.app import create_app
-    from pin.api.server import server_config
+    from pin.api.server import serve
+    from pin.lock_waits import session_lock_timeout
 
     context = start_role("api", metrics=False)
-    # a request waits at most 5 s for a connection: with the database down it answers 503 promptly
-    pool = create_pool(context.settings.require_database_url(), max_size=20, name="api", timeout=5.0)
+    settings = context.settings
+    # a request waits at most 5 s for a connection: with the database down it answers 503 promptly; every
+    # session waits at most PIN_API_LOCK_TIMEOUT_SECONDS for a held row (pin.lock_waits), below that 5 s
+    pool = create_pool(
+        settings.require_database_url(),
+        max_size=20,
+        name="api",
+        timeout=5.0,
+        configure=session_lock_timeout(settings.api_lock_timeout_seconds),
+    )
     try:
-        app = create_app(context.settings, pool)
-        server = uvicorn.Server(server_config(app, context.settings, host=host, port=port))
-        server.run()
+        serve(create_app(settings, pool), settings, host=host, port=port)
     finally:
         pool.close()
 

@@ -76,6 +76,21 @@ class Settings(BaseSettings):
     # The most bytes of a request body the API reads; a larger one is answered 413 before (Content-Length) or as
     # soon as (chunked) it passes the limit. The largest body of the API is a few KiB: 64 KiB leaves room.
     http_max_body_bytes: int = Field(default=65_536, ge=1_024, le=16_777_216)
+    # How long a client may take to send a whole request head, from the connection's start (or, on a kept-alive
+    # connection, from the next request's first byte): a connection that sends nothing, or trickles its head, is
+    # closed after this (408 when it sent part of a head).
+    http_head_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    # How long an idle keep-alive connection stays open after a response before the server closes it. Longer than
+    # the idle expiry of common client pools (httpx 5 s, aiohttp 15 s) and load balancers (60 s): a client that
+    # reuses a connection the server is closing sees its request dropped.
+    http_keep_alive_timeout_seconds: float = Field(default=65.0, gt=0, le=600)
+    # The most open client connections the API serves; a request on a connection beyond it is a 503 problem
+    # document and the connection is closed. The process's open-files limit is raised to this plus headroom.
+    http_max_connections: int = Field(default=1_000, ge=10, le=100_000)
+    # The longest an API transaction waits for a row (or table) lock another transaction holds: then its
+    # statement fails and the request is a 409 (retryable). Below the API pool's 5 s wait for a connection, so
+    # that a request of another tenant always gets a connection while every one is waiting on a held row.
+    api_lock_timeout_seconds: float = Field(default=2.0, gt=0, lt=5)
 
     # PendingTtl: how long an agent has to decide on a Pending appointment.
     appointment_pending_ttl_seconds: int = Field(default=86_400, gt=0)
