@@ -130,7 +130,7 @@ def _run(settings: Settings, home: Path, *, demo: bool, host: str, port: int) ->
         if not bootstrap:
             from pin.embedded.kafka import EmbeddedKafka
 
-            kafka = EmbeddedKafka(home / "broker.log", die_with_parent=True)
+            kafka = EmbeddedKafka(home / "broker.log")
             kafka.start()
             bootstrap = kafka.bootstrap_servers
         effective = Settings(
