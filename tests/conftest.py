@@ -22,6 +22,7 @@ from pin.embedded.kafka import EmbeddedKafka
 from pin.embedded.lifetime import die_with_own_parent
 from pin.embedded.postgres import ensure_system_user
 from pin.settings import Settings
+from tests.support import deep
 from tests.support.infra import TestDatabases, postgres_server
 from tests.support.processes import RoleProcess
 
@@ -45,7 +46,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.fixture(scope="session")
-def deep(request: pytest.FixtureRequest) -> bool:
+def deep_run(request: pytest.FixtureRequest) -> bool:
     """Whether the full-size run (`make test-deep`) was asked for; the default run is smaller, never weaker."""
     return bool(request.config.getoption("--deep", default=False))
 
@@ -63,6 +64,7 @@ def pytest_configure(config: pytest.Config) -> None:
         own = Path(tempfile.mkdtemp(prefix="pin-tests-"))
         config.option.basetemp = str(own)
         config.stash[_OWN_BASETEMP] = own
+    deep.DEEP = bool(config.getoption("--deep", default=False))  # before the test modules import it
     # tests must not find the endpoints of a developer's `pin up` (pin.state): roles read only what tests give them
     os.environ["PIN_HOME"] = str(Path(config.option.basetemp) / "no-pin-up-here")
     if hasattr(config, "workerinput"):

@@ -20,6 +20,7 @@ from pin.embedded.postgres import EmbeddedPostgres
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.deep,  # make test: 3 processes, 2 tries; make test-deep: 4 processes, 6 tries
     pytest.mark.skipif(os.geteuid() != 0, reason="only root creates a system user (the server runs as it)"),
 ]
 
@@ -55,10 +56,10 @@ def _remove_user(name: str) -> None:
     assert not _entries(name), f"could not remove the throwaway user {name}"
 
 
-def test_processes_starting_servers_at_once_create_the_system_user_once(tmp_path: Path, deep: bool) -> None:
+def test_processes_starting_servers_at_once_create_the_system_user_once(tmp_path: Path, deep_run: bool) -> None:
     """Several processes released from a barrier start embedded servers as a user that does not exist yet, several
     times: every server starts, all of them as the one uid the user has at the end, and passwd has one entry."""
-    processes, tries = (4, 6) if deep else (3, 2)
+    processes, tries = (4, 6) if deep_run else (3, 2)
     context = multiprocessing.get_context("spawn")  # a clean interpreter per process, as separate programs are
     for attempt in range(tries):
         name = f"pintest{uuid.uuid4().hex[:8]}"  # a fresh name each try: the user never exists before the race
