@@ -190,6 +190,7 @@ def test_a_killed_pin_up_leaves_no_role_or_broker_running_and_the_next_one_start
     folder anyway (a system without that signal) is stopped by the next `pin up`."""
     first = _start_up(tmp_path, free_port(), "up-1.log")
     second: subprocess.Popen[bytes] | None = None
+    left_running: EmbeddedPostgres | None = None
     children = _descendants(first.pid)  # PostgreSQL's own processes included
     try:
         direct = psutil.Process(first.pid).children()
@@ -201,7 +202,8 @@ def test_a_killed_pin_up_leaves_no_role_or_broker_running_and_the_next_one_start
         orphans = [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
         assert not orphans, [p.cmdline() for p in orphans]
         # a server left running, as a pin up on a system without the parent-death signal leaves it
-        EmbeddedPostgres(tmp_path / ".pin" / "postgres").start()
+        left_running = EmbeddedPostgres(tmp_path / ".pin" / "postgres")
+        left_running.start()
         second = _start_up(tmp_path, free_port(), "up-2.log")
         assert "stopping the embedded PostgreSQL a killed pin up left running" in (tmp_path / "up-2.log").read_text()
         second.send_signal(signal.SIGTERM)
@@ -214,6 +216,8 @@ def test_a_killed_pin_up_leaves_no_role_or_broker_running_and_the_next_one_start
         for child in children:
             if child.is_running() and child.status() != psutil.STATUS_ZOMBIE:
                 child.kill()
+        if left_running is not None:  # the second pin up stopped it; this reaps our child (or stops it on failure)
+            left_running.stop("immediate")
         leftover = EmbeddedPostgres(tmp_path / ".pin" / "postgres")  # a failed run must not leave it running
         if leftover.is_running():
             leftover.stop("immediate")
