@@ -357,6 +357,7 @@ def test_pin_token_refuses_a_ttl_beyond_the_maximum_lifetime() -> None:
 # ----------------------------------------------------------------------------- 7: header limits
 
 
+@pytest.mark.xdist_group("shared-api-server")  # one worker, so one `pin api` for the four
 def test_an_oversized_authorization_header_is_a_431_problem_document(shared_api_server: ApiServer) -> None:
     """20 KB (the app sees it), 100 KB and 1 MB (beyond the server's head limit): each a 431 problem document,
     read in full by the client: never text/plain, never a reset."""
@@ -382,6 +383,7 @@ def test_an_oversized_authorization_header_is_a_431_problem_document(shared_api_
     assert b'"bad-request"' in body
 
 
+@pytest.mark.xdist_group("shared-api-server")  # one worker, so one `pin api` for the four
 def test_a_token_over_the_app_limit_leaves_the_connection_usable(shared_api_server: ApiServer) -> None:
     """The app's own 431 is an ordinary answer: the next request on the connection is served."""
     connection = RawConnection(shared_api_server.port)
@@ -397,6 +399,7 @@ def test_a_token_over_the_app_limit_leaves_the_connection_usable(shared_api_serv
 # ------------------------------------------------------------------------------- request body size
 
 
+@pytest.mark.xdist_group("shared-api-server")  # one worker, so one `pin api` for the four
 def test_a_body_over_the_limit_is_a_413_and_the_connection_serves_the_next_request(
     shared_api_server: ApiServer,
 ) -> None:
@@ -415,6 +418,7 @@ def test_a_body_over_the_limit_is_a_413_and_the_connection_serves_the_next_reque
         connection.close()
 
 
+@pytest.mark.xdist_group("shared-api-server")  # one worker, so one `pin api` for the four
 def test_a_chunked_body_over_the_limit_is_a_413(shared_api_server: ApiServer) -> None:
     """Without a Content-Length the bytes are counted as they are read: past the limit, a 413 problem document."""
     tenant = Tenant.new()
