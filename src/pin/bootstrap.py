@@ -119,14 +119,19 @@ def _run_polling_job(
 ) -> dict[str, int] | None:
     """One polling-job instance: its pool, then one cycle (``once``) or the runner until SIGTERM/SIGINT."""
     from pin.jobs.runner import JobRunner, RunnerConfig
+    from pin.outbox.gauges import OutboxGauges, refresh_in_background
 
     context = start_role(role, metrics=not once)
     settings = context.settings
-    pool = create_pool(settings.require_database_url(), min_size=1, max_size=2, name=role)
+    # one connection more than the job uses, for the outbox gauges
+    pool = create_pool(settings.require_database_url(), min_size=1, max_size=3, name=role)
     try:
         job = build(pool, settings, context.stop)
         if once:
             return dict(job.run_once().as_dict())
+        # the outbox gauges from the workers too: the backlog and lag alerts must not go silent when no relay runs
+        gauges = OutboxGauges(pool, settings.relay_backlog_count_cap)
+        refresh_in_background(gauges, settings.relay_gauge_refresh_seconds, context.stop)
         JobRunner(job, RunnerConfig(interval_seconds=interval_of(settings)), context.stop).run()
         return None
     finally:

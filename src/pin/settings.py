@@ -119,9 +119,9 @@ class Settings(BaseSettings):
     relay_backoff_max_seconds: float = 15.0
     # librdkafka message.timeout.ms: a send fails after this, so a batch never hangs on a dead broker.
     relay_message_timeout_ms: int = 10_000
-    # Seconds between refreshes of the backlog, lag and dead-letter gauges (one bounded query each).
+    # Seconds between refreshes of the outbox backlog, lag and dead-letter gauges (by the relay and the workers).
     relay_gauge_refresh_seconds: float = 5.0
-    # Cap of the backlog count (a bounded count, never a scan of a huge table per refresh).
+    # Cap of the outbox backlog count (a bounded count, never a scan of a huge table per refresh).
     relay_backlog_count_cap: int = 100_000
 
     # Test only, never set in production: `pin relay` freezes at ``after-produce|after-ack[:N]`` (of batch N).

@@ -204,8 +204,8 @@ def _outbox_table(outbox: OutboxView) -> RenderableType:
 
 def _consumers_table(consumers: tuple[ConsumerView, ...]) -> Table:
     table = _table(
-        "Consumers", "group", "last processed", "last 5 min", "parked letters", "lag (committed vs end)",
-        "dead-lettered (DLQ topic)",
+        "Consumers", "group", "last processed", "last 5 min", "p99 age / SLA", "parked letters",
+        "lag (committed vs end)", "dead-lettered (DLQ topic)",
     )  # fmt: skip
     for consumer in consumers:
         table.add_row(consumer.group, *_inbox_cells(consumer.inbox), *_broker_cells(consumer.broker))
@@ -220,10 +220,24 @@ def _consumers_table(consumers: tuple[ConsumerView, ...]) -> Table:
 
 def _inbox_cells(inbox: InboxActivity | Unavailable) -> list[Cell]:
     if isinstance(inbox, Unavailable):
-        return [_unavailable(inbox), "", ""]
+        return [_unavailable(inbox), "", "", ""]
     last = "never" if inbox.last_processed_at is None else f"{_age(inbox.last_processed_seconds_ago)} ago"
     parked = inbox.parked_letters
-    return [last, str(inbox.processed_last_5_min), Text(str(parked), style="red bold" if parked else "")]
+    return [
+        last,
+        str(inbox.processed_last_5_min),
+        _sla_cell(inbox),
+        Text(str(parked), style="red bold" if parked else ""),
+    ]
+
+
+def _sla_cell(inbox: InboxActivity) -> Cell:
+    """«12s / 1m», red and marked when the recent p99 age is over the SLA; «- / 1m» with no recent event."""
+    sla = _age(inbox.sla_seconds)
+    if inbox.recent_p99_age_seconds is None:
+        return f"- / {sla}"
+    cell = f"{_age(inbox.recent_p99_age_seconds)} / {sla}"
+    return Text(f"{cell} over SLA", style="red bold") if inbox.sla_breached else cell
 
 
 def _broker_cells(broker: GroupOffsets | Unavailable) -> list[Cell]:

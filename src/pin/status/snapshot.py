@@ -250,6 +250,14 @@ class InboxActivity(Part):
     processed_last_5_min: int
     # letters the dead-letter topic never took: only in messaging.dead_letter (`pin dlq list` shows them)
     parked_letters: int
+    # p99 of OccurredAt -> effect over the SLA window (pin.messaging.groups.SLA_WINDOW_SECONDS); None: no event in it
+    recent_p99_age_seconds: float | None
+    sla_seconds: float  # the group's SLA (pin.messaging.groups.SLA_SECONDS)
+
+    @property
+    def sla_breached(self) -> bool:
+        """The recent p99 age is over the SLA (ConsumerSlaBreached's condition, read from the inbox)."""
+        return self.recent_p99_age_seconds is not None and self.recent_p99_age_seconds > self.sla_seconds
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,6 @@ RELAY_INSTANCE_DELETE = _QUERIES["relay_instance_delete"]
 RELAY_LEASE_RENEW = _QUERIES["relay_lease_renew"]
 RELAY_LEASE_ACQUIRE_FREE = _QUERIES["relay_lease_acquire_free"]
 RELAY_LEASE_RELEASE = _QUERIES["relay_lease_release"]
-OUTBOX_COUNT_BACKLOG = _QUERIES["outbox_count_backlog"]
-OUTBOX_OLDEST_AGE = _QUERIES["outbox_oldest_age"]
-DEAD_LETTER_COUNT = _QUERIES["dead_letter_count"]
 
 
 def id_array(ids: Sequence[int]) -> str:

@@ -101,15 +101,3 @@ RETURNING l.vpart, l.epoch
 -- Give back some of our leases, free at once for the other instances.
 UPDATE outbox.relay_lease SET owner = NULL, expires_at = '-infinity'
 WHERE owner = %(owner)s AND vpart = ANY(%(vparts)s)
-
--- outbox_count_backlog --
--- Waiting rows per topic, counted up to the cap (never a scan of a huge table).
-SELECT topic, count(*) AS rows FROM (SELECT topic FROM outbox.message LIMIT %(cap)s) s GROUP BY topic
-
--- outbox_oldest_age --
--- Seconds since the oldest waiting row was written.
-SELECT EXTRACT(EPOCH FROM now() - created_at)::float8 AS age FROM outbox.message ORDER BY id LIMIT 1
-
--- dead_letter_count --
--- Dead letters awaiting an operator, counted up to the cap.
-SELECT count(*) AS rows FROM (SELECT 1 FROM outbox.dead_letter LIMIT %(cap)s) s
