@@ -140,12 +140,12 @@ def test_nothing_tracked_points_outside_the_repository() -> None:
 
 
 # The path rule (docs/README.md, "Paths in the documents"): a path a document names in backticks is written relative
-# to the repository root, to src/pin/, or to the document's own folder, and it exists there; a bare file name (no
-# folder: "`runtime.py`" after the folder was named) is the name of a file somewhere under src/pin/. A link resolves
-# from the document's folder, as a renderer resolves it. A backticked word counts as a path when it has a slash or
+# to the repository root, to src/ (`pin/db.py`), to src/pin/, or to the document's own folder, and it exists there;
+# a bare file name (no folder: "`runtime.py`" after the folder was named) is the name of a file somewhere under
+# src/pin/. A link resolves from the document's folder, as a renderer resolves it. A backticked word counts as a path when it has a slash or
 # ends in one of the file kinds below; commands (with a space), absolute paths, URLs, media types (+) and
 # placeholders (<...>, *, {...}) do not, nor what .gitignore ignores (what a run creates: `.pin/`).
-PATH_ROOTS = ("", "src/pin/")
+PATH_ROOTS = ("", "src/", "src/pin/")
 _PATH_SUFFIXES = (".py", ".md", ".sql", ".yml", ".yaml", ".json", ".toml", ".txt", ".sh", ".cfg", ".ini", ".csv")
 _NOT_A_PATH = re.compile(r"[\s<>*{}$=|+\\]|://|^[/~-]|^\.\.\.|\.\.\.$")
 # what may follow a path in a code span: a line (:12), a test (::test_x), an anchor (#heading)
@@ -209,7 +209,7 @@ def test_every_path_a_document_names_exists() -> None:
             if path is not None and missing_path(source, path):
                 problems.append(f"{source.relative_to(ROOT)}:{number}: `{span}`")
     assert not problems, (
-        "paths that exist under none of the repository root, src/pin/ and the document's folder "
+        "paths that exist under none of the repository root, src/, src/pin/ and the document's folder "
         "(docs/README.md, 'Paths in the documents'):\n" + "\n".join(problems)
     )
 
@@ -236,7 +236,8 @@ def test_the_path_check_tells_paths_from_other_code() -> None:
     assert not missing_path(ROOT / "docs" / "README.md", "runtime.py")  # a bare name: messaging/consumer/runtime.py
     assert missing_path(ROOT / "docs" / "README.md", "relay.md")  # no file of that name under src/pin/
     assert not missing_path(ROOT / "README.md", ".pin/")  # what a run creates: ignored by git, not checked
-    assert missing_path(ROOT / "docs" / "README.md", "pin/up.py")  # not one of the roots: src/pin/up.py or up.py
+    assert not missing_path(ROOT / "docs" / "README.md", "pin/up.py")  # src/: the module path
+    assert missing_path(ROOT / "docs" / "README.md", "pin/relay.py")  # under none of the roots
 
 
 def test_every_design_note_is_linked_from_an_index() -> None:
