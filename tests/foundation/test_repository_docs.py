@@ -142,9 +142,9 @@ def test_nothing_tracked_points_outside_the_repository() -> None:
 # The path rule (docs/README.md, "Paths in the documents"): a path a document names in backticks is written relative
 # to the repository root, to src/ (`pin/db.py`), to src/pin/, or to the document's own folder, and it exists there;
 # a bare file name (no folder: "`runtime.py`" after the folder was named) is the name of a file somewhere under
-# src/pin/. A link resolves from the document's folder, as a renderer resolves it. A backticked word counts as a path when it has a slash or
-# ends in one of the file kinds below; commands (with a space), absolute paths, URLs, media types (+) and
-# placeholders (<...>, *, {...}) do not, nor what .gitignore ignores (what a run creates: `.pin/`).
+# src/pin/. A link resolves from the document's folder, as a renderer resolves it. A backticked word counts as a path
+# when it has a slash or ends in one of the file kinds below; commands (with a space), absolute paths, URLs, media
+# types (+) and placeholders (<...>, *, {...}) do not, nor what .gitignore ignores (what a run creates: `.pin/`).
 PATH_ROOTS = ("", "src/", "src/pin/")
 _PATH_SUFFIXES = (".py", ".md", ".sql", ".yml", ".yaml", ".json", ".toml", ".txt", ".sh", ".cfg", ".ini", ".csv")
 _NOT_A_PATH = re.compile(r"[\s<>*{}$=|+\\]|://|^[/~-]|^\.\.\.|\.\.\.$")
