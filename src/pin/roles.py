@@ -50,15 +50,26 @@ def start_role(role: str, *, metrics: bool = True) -> RoleContext:
     return RoleContext(settings=settings, stop=stop)
 
 
+# How long a role of a vanished `pin up` may take to stop by itself before it exits hard: the embedded PostgreSQL and
+# broker end with `pin up` (pin.embedded.lifetime), and a stop that still wants them (a relay releasing its leases)
+# would otherwise wait for them with its back-off.
+ORPHAN_STOP_GRACE_SECONDS = 10.0
+
+
 def _stop_when_gone(parent_pid: int) -> None:
     """A role of `pin up`: SIGTERM to itself once ``parent_pid`` is no longer its parent (killed with SIGKILL,
-    `pin up` cannot stop its children). A signal, so that the API's server stops the way it always does."""
+    `pin up` cannot stop its children). A signal, so that the API's server stops the way it always does; a stop
+    that has not ended after ORPHAN_STOP_GRACE_SECONDS ends the process."""
 
     def _watch() -> None:
         while os.getppid() == parent_pid:
             time.sleep(0.5)
-        structlog.get_logger(__name__).warning("pin up is gone; stopping", up_pid=parent_pid)
+        log = structlog.get_logger(__name__)
+        log.warning("pin up is gone; stopping", up_pid=parent_pid)
         os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(ORPHAN_STOP_GRACE_SECONDS)
+        log.warning("pin up is gone and the stop is taking too long; exiting", grace_seconds=ORPHAN_STOP_GRACE_SECONDS)
+        os._exit(1)
 
     threading.Thread(target=_watch, name="parent-watch", daemon=True).start()
 

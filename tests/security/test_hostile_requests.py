@@ -17,7 +17,7 @@ import sys
 import time
 import uuid
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -28,9 +28,11 @@ from psycopg_pool import ConnectionPool
 
 from pin.api.app import create_app
 from pin.db import Conn
+from pin.ports import free_port
 from pin.settings import Settings
 from tests.conftest import JWT_SECRET
-from tests.support.api import ApiServer, RawConnection, Tenant, bearer, header, slot_body, start_api
+from tests.support.api import ApiServer, RawConnection, Tenant, bearer, header, slot_body, start_api, wait_ready
+from tests.support.infra import TestDatabases
 from tests.support.processes import RoleProcess
 
 with warnings.catch_warnings():
@@ -147,6 +149,21 @@ def api_server(spawn_role: Callable[..., RoleProcess]) -> ApiServer:
     return start_api(spawn_role)
 
 
+@pytest.fixture(scope="module")
+def shared_api_server(test_databases: TestDatabases, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    """One `pin api` for the module's edge tests that change nothing in the database (oversized headers and
+    bodies): started once instead of once per test (seconds each)."""
+    url = test_databases.create()
+    port = free_port()
+    env = {"PIN_DATABASE_URL": url, "PIN_JWT_SECRET": JWT_SECRET, "PIN_LOG_FORMAT": "json"}
+    process = RoleProcess(["api", "--port", str(port)], env, tmp_path_factory.mktemp("api") / "api.log")
+    try:
+        yield wait_ready(process, port)
+    finally:
+        process.close()
+        test_databases.drop(url)
+
+
 # ----------------------------------------------------------------------- 5: the connection after a 500
 
 
@@ -236,11 +253,12 @@ def test_pin_token_refuses_a_ttl_beyond_the_maximum_lifetime() -> None:
 # ----------------------------------------------------------------------------- 7: header limits
 
 
-def test_an_oversized_authorization_header_is_a_431_problem_document(api_server: ApiServer) -> None:
+@pytest.mark.xdist_group("shared-api-server")  # one worker, so one `pin api` for the four
+def test_an_oversized_authorization_header_is_a_431_problem_document(shared_api_server: ApiServer) -> None:
     """20 KB (the app sees it), 100 KB and 1 MB (beyond the server's head limit): each a 431 problem document,
     read in full by the client: never text/plain, never a reset."""
     for size in (20_000, 100_000, *[1_000_000] * 5):  # a reset is a race: give it several chances
-        connection = RawConnection(api_server.port)
+        connection = RawConnection(shared_api_server.port)
         try:
             response, body = connection.request("GET", "/notifications", {"Authorization": "Bearer " + "a" * size})
         except OSError as exc:
@@ -250,7 +268,7 @@ def test_an_oversized_authorization_header_is_a_431_problem_document(api_server:
         assert (response.status_code, header(response, "content-type")) == (431, PROBLEM_JSON), (size, body[:200])
         assert b'"header-too-large"' in body
     # a head that is not HTTP at all is refused by the server layer the same way: a 400 problem document
-    with socket.create_connection(("127.0.0.1", api_server.port), timeout=15) as raw:
+    with socket.create_connection(("127.0.0.1", shared_api_server.port), timeout=15) as raw:
         raw.sendall(b"NOT HTTP AT ALL\r\n\r\n")
         answer = b""
         while chunk := raw.recv(65_536):
@@ -261,9 +279,10 @@ def test_an_oversized_authorization_header_is_a_431_problem_document(api_server:
     assert b'"bad-request"' in body
 
 
-def test_a_token_over_the_app_limit_leaves_the_connection_usable(api_server: ApiServer) -> None:
+@pytest.mark.xdist_group("shared-api-server")  # one worker, so one `pin api` for the four
+def test_a_token_over_the_app_limit_leaves_the_connection_usable(shared_api_server: ApiServer) -> None:
     """The app's own 431 is an ordinary answer: the next request on the connection is served."""
-    connection = RawConnection(api_server.port)
+    connection = RawConnection(shared_api_server.port)
     try:
         refused, _ = connection.request("GET", "/notifications", {"Authorization": "Bearer " + "a" * 10_000})
         assert refused.status_code == 431
@@ -276,11 +295,14 @@ def test_a_token_over_the_app_limit_leaves_the_connection_usable(api_server: Api
 # ------------------------------------------------------------------------------- request body size
 
 
-def test_a_body_over_the_limit_is_a_413_and_the_connection_serves_the_next_request(api_server: ApiServer) -> None:
+@pytest.mark.xdist_group("shared-api-server")  # one worker, so one `pin api` for the four
+def test_a_body_over_the_limit_is_a_413_and_the_connection_serves_the_next_request(
+    shared_api_server: ApiServer,
+) -> None:
     """A 2 MB body (PIN_HTTP_MAX_BODY_BYTES is 64 KiB by default) is a 413 problem document, sent in full by the
     client and read in full by it, and the same keep-alive connection then creates a slot."""
     tenant = Tenant.new()
-    connection = RawConnection(api_server.port)
+    connection = RawConnection(shared_api_server.port)
     try:
         body = json.dumps({**slot_body(), "padding": "a" * 2_000_000}).encode()
         refused, answer = connection.request("POST", "/calendar/slots", tenant.agent, body)
@@ -292,7 +314,8 @@ def test_a_body_over_the_limit_is_a_413_and_the_connection_serves_the_next_reque
         connection.close()
 
 
-def test_a_chunked_body_over_the_limit_is_a_413(api_server: ApiServer) -> None:
+@pytest.mark.xdist_group("shared-api-server")  # one worker, so one `pin api` for the four
+def test_a_chunked_body_over_the_limit_is_a_413(shared_api_server: ApiServer) -> None:
     """Without a Content-Length the bytes are counted as they are read: past the limit, a 413 problem document."""
     tenant = Tenant.new()
 
@@ -302,7 +325,7 @@ def test_a_chunked_body_over_the_limit_is_a_413(api_server: ApiServer) -> None:
             yield b"a" * 65_536
         yield b'"}'
 
-    url = f"http://127.0.0.1:{api_server.port}/calendar/slots"
+    url = f"http://127.0.0.1:{shared_api_server.port}/calendar/slots"
     headers = {**tenant.agent, "content-type": "application/json"}
     response = httpx.post(url, headers=headers, content=chunks(), timeout=15)
     assert (response.status_code, response.headers["content-type"]) == (413, PROBLEM_JSON), response.text[:200]

@@ -65,7 +65,11 @@ def start_api(
     """Start `pin api` (uvicorn as `pin api` and `pin up` configure it) with ``env`` (run through ``prefix``, e.g.
     prlimit) and wait for /healthz."""
     port = free_port()
-    process = spawn_role("api", "--port", str(port), env=env, prefix=prefix)
+    return wait_ready(spawn_role("api", "--port", str(port), env=env, prefix=prefix), port)
+
+
+def wait_ready(process: RoleProcess, port: int) -> ApiServer:
+    """``process`` once it answers /healthz on ``port``."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         assert process.process.poll() is None, process.output()
