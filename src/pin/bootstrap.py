@@ -144,8 +144,9 @@ def run_consumer(group: str) -> None:
     import time
 
     from pin.messaging.groups import build_runtime, routes_of
-    from pin.messaging.kafka import ensure_topics
+    from pin.messaging.kafka import missing_topics
     from pin.messaging.topics import dead_letter_topic
+    from pin.roles import NotReadyError
 
     routes = routes_of(group)  # an unknown group is a configuration error (exit 2) before anything starts
     context = start_role(f"consume-{group}")
@@ -153,7 +154,15 @@ def run_consumer(group: str) -> None:
     settings.require_kafka()
     database_url = settings.require_database_url()
     topics = [*routes, dead_letter_topic(group)]
-    if not wait_until_reachable("broker", lambda: ensure_topics(settings, topics, timeout=10.0), context.stop):
+
+    def topics_exist() -> None:
+        # a consumer creates no topic (its principal may not: docs/operations.md, "Access control"); `pin topics`
+        # does, with SPEC's partitions. Until its topics exist the consumer waits here, saying which are missing.
+        missing = missing_topics(settings, topics, timeout=10.0)
+        if missing:
+            raise NotReadyError(f"topics missing: {', '.join(missing)} (`pin topics` creates them)")
+
+    if not wait_until_reachable("broker", topics_exist, context.stop):
         return
     if not wait_until_reachable(
         "database", lambda: psycopg.connect(database_url, connect_timeout=5).close(), context.stop

@@ -85,6 +85,43 @@ def topics() -> None:
 
 
 @app.command()
+def acls(
+    apply: Annotated[
+        bool, typer.Option("--apply", help="Make the cluster's ACLs of the managed principals these.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """The Kafka ACL bindings every role needs (from who writes and reads each topic); --apply converges the cluster.
+
+    --apply creates what is missing, then deletes the bindings of the principals PIN_KAFKA_PRINCIPAL_* name that are
+    not needed (nobody else's), and prints each change. Run it as a cluster administrator. Exit 1 when the broker
+    refuses or does not implement the ACL APIs.
+    """
+    from pin.messaging import acls as bindings
+
+    settings = load_settings()
+    wanted = bindings.required_acls(settings)
+    if not apply:
+        typer.echo(bindings.as_json(wanted) if as_json else bindings.table(wanted))
+        return
+    from pin.messaging.acl_admin import AclError, apply_acls
+
+    try:
+        changes = apply_acls(settings, wanted)
+    except AclError as exc:
+        typer.echo(f"pin acls: {exc}", err=True)
+        raise typer.Exit(1) from None
+    if as_json:
+        print_json({"created": bindings.records(changes.created), "deleted": bindings.records(changes.deleted)})
+        return
+    for entry in changes.created:
+        typer.echo(f"created {entry.line()}")
+    for entry in changes.deleted:
+        typer.echo(f"deleted {entry.line()}")
+    typer.echo(f"{len(changes.created)} created, {len(changes.deleted)} deleted, {len(wanted)} bindings wanted")
+
+
+@app.command()
 def api(
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to bind.")] = 8000,

@@ -61,13 +61,18 @@ def _stop_when_gone(parent_pid: int) -> None:
     threading.Thread(target=_watch, name="parent-watch", daemon=True).start()
 
 
+class NotReadyError(Exception):
+    """The dependency answers but is not ready for this role yet (its message says what is missing)."""
+
+
 def wait_until_reachable(
     what: str, attempt: Callable[[], object], stop: threading.Event, *, max_delay: float = 5.0
 ) -> bool:
     """Call ``attempt`` until it succeeds (True) or ``stop`` is set (False), with a capped backoff.
 
     A role started while the database or the broker is down waits here, saying so in its log, and starts
-    working as soon as the dependency answers, instead of exiting with a stack trace.
+    working as soon as the dependency answers, instead of exiting with a stack trace. An ``attempt`` that raises
+    :class:`NotReadyError` was answered: the line says "not ready" and why.
     """
     log = structlog.get_logger(__name__)
     failures = 0
@@ -77,7 +82,8 @@ def wait_until_reachable(
         except Exception as exc:  # noqa: BLE001 - any failure to reach the dependency is retried
             failures += 1
             delay = exponential_backoff(failures, base=0.5, cap=max_delay)
-            log.warning(f"{what} unreachable; waiting", error=error_text(exc), retry_in_seconds=delay)
+            state = "not ready" if isinstance(exc, NotReadyError) else "unreachable"
+            log.warning(f"{what} {state}; waiting", error=error_text(exc), retry_in_seconds=delay)
             stop.wait(delay)
             continue
         return True

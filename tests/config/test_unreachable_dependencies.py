@@ -252,7 +252,7 @@ def test_a_consumer_started_while_the_broker_is_down_waits_and_then_consumes(tmp
     role, broker, bootstrap, problems = _start_against_a_missing_broker(tmp_path, database_url, ["consume", "catalog"])
     try:
         row = build_row(purchase_event(), occurred_at=datetime.now(UTC), context=MessageContext(str(uuid.uuid4())))
-        ensure_topics(Settings.model_validate({"kafka_bootstrap_servers": bootstrap}), [topics.PURCHASE_CHANGED])
+        ensure_topics(Settings.model_validate({"kafka_bootstrap_servers": bootstrap}))  # `pin topics`
         producer = Producer({"bootstrap.servers": bootstrap})
         producer.produce(
             row.topic,

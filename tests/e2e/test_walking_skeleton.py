@@ -17,7 +17,9 @@ import pytest
 
 from pin.embedded.kafka import EmbeddedKafka
 from pin.messaging import topics
+from pin.messaging.kafka import ensure_topics
 from pin.ports import free_port
+from pin.settings import Settings
 from tests.support.kafka import read_topic
 from tests.support.processes import RoleProcess
 
@@ -60,6 +62,7 @@ def test_a_declined_appointment_travels_from_http_to_the_topic_and_the_consumer(
     token: Callable[..., str],
 ) -> None:
     env = {"PIN_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers}
+    ensure_topics(Settings.model_validate({"kafka_bootstrap_servers": kafka.bootstrap_servers}))  # `pin topics`
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     api = spawn_role("api", "--port", str(port), env=env)

@@ -16,9 +16,11 @@ import pytest
 from pin.embedded.kafka import EmbeddedKafka
 from pin.messaging import topics
 from pin.messaging.groups import topics_of
-from pin.messaging.kafka import ensure_topics
+from pin.messaging.kafka import ensure_topics, missing_topics
 from pin.settings import Settings
 from pin.status import collect_status
+from tests.consumers.support import wait_for
+from tests.support.processes import RoleProcess
 
 RUNBOOK = Path(__file__).resolve().parents[2] / "docs" / "runbooks" / "consumers.md"
 
@@ -52,3 +54,18 @@ def test_status_reports_the_lag_of_exactly_the_topics_each_group_subscribes_to(
     for group, broker in reported.items():
         assert broker["missingTopics"] == [], group
         assert {p["topic"] for p in broker["partitions"]} == set(topics_of(group)), group
+
+
+@pytest.mark.integration
+def test_a_consumer_creates_no_topic_and_starts_once_pin_topics_has_created_them(
+    kafka: EmbeddedKafka, make_settings: Callable[..., Settings], spawn_role: Callable[..., RoleProcess]
+) -> None:
+    """Its principal may not create topics (docs/operations.md, "Access control"): it waits, naming them."""
+    settings = make_settings(kafka_bootstrap_servers=kafka.bootstrap_servers)
+    role = spawn_role("consume", "catalog", env={"PIN_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers})
+    wait_for(lambda: "topics missing: " in role.output() or None, timeout=30, what="the consumer to name its topics")
+    assert f"{topics.PURCHASE_CHANGED}, {topics.dead_letter_topic('catalog')}" in role.output()
+    assert missing_topics(settings, topics.all_topics()) == list(topics.all_topics())  # it created none
+    ensure_topics(settings)  # `pin topics`
+    wait_for(lambda: "consumer started" in role.output() or None, timeout=30, what="the consumer to start")
+    assert role.terminate() == 0

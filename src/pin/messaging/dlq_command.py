@@ -25,6 +25,10 @@ from pin.messaging.topics import CONSUMER_GROUPS, dead_letter_topic
 from pin.observability.logging import error_text
 from pin.settings import ConfigurationError, Settings
 
+# The group id of a dead-letter reader is this plus a random suffix: it assigns partitions and never commits, so
+# that no reader moves another's position (the operator's ACLs name the prefix).
+DLQ_READER_GROUP_PREFIX = "pin-dlq-reader-"
+
 
 class DeadLetterError(RuntimeError):
     """Reading or replaying a dead-letter topic failed (the broker refused, or did not answer in time)."""
@@ -154,7 +158,7 @@ def _read_topic(settings: Settings, group: str, *, idle_seconds: float, timeout:
     topic = dead_letter_topic(group)
     config = client_config(
         settings,
-        **{"group.id": f"pin-dlq-reader-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+        **{"group.id": f"{DLQ_READER_GROUP_PREFIX}{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
            "enable.partition.eof": True, "logger": silent_client_logger("pin.dlq.kafka")},
     )  # fmt: skip
     consumer = Consumer(config)

@@ -7,6 +7,7 @@ modules are imported lazily so that one group's process does not load the others
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg_pool import ConnectionPool
@@ -14,7 +15,7 @@ from psycopg_pool import ConnectionPool
 from pin.db import Conn
 from pin.messaging.consumer import ConsumerRuntime, Route
 from pin.messaging.kafka import consumer_config, producer_config
-from pin.messaging.topics import CONSUMER_GROUPS
+from pin.messaging.topics import CONSUMER_GROUPS, dead_letter_topic
 from pin.settings import ConfigurationError, Settings
 
 # group -> the module whose routes() says what the group reads
@@ -50,3 +51,42 @@ def build_runtime(group: str, settings: Settings, pool: ConnectionPool[Conn], **
         producer_config=producer_config(settings, **{"client.id": f"pin-consume-{group}-dlq", "linger.ms": 0}),
         **{"max_message_bytes": settings.kafka_max_message_bytes, **options},
     )
+
+
+# -- Who writes and who reads each topic -------------------------------------------------------------------------
+# The roles that hold a Kafka principal (PIN_KAFKA_PRINCIPAL_<ROLE>): the relay, each consumer group, and the
+# operator's commands. `pin acls` derives every ACL binding from the table below (pin.messaging.acls).
+RELAY = "relay"
+OPERATOR = "operator"
+KAFKA_ROLES = (RELAY, *CONSUMER_GROUPS, OPERATOR)
+
+
+@dataclass(frozen=True)
+class TopicAccess:
+    """One topic, the roles whose code writes to it and the roles whose code reads it."""
+
+    topic: str
+    writers: tuple[str, ...]
+    readers: tuple[str, ...]
+
+
+def published_topics() -> tuple[str, ...]:
+    """The topics the relay publishes: the contracts' (the outbox writer gives each row its contract's topic)."""
+    from pin.contract_check import CONTRACT_SETS  # lazily: the contracts are not needed to run one group
+
+    return tuple(dict.fromkeys(contract.TOPIC for s in CONTRACT_SETS for contract in s.contracts))
+
+
+def topic_table() -> tuple[TopicAccess, ...]:
+    """Every topic with its writers and readers: the one table of who writes and who reads what.
+
+    The relay writes the contracts' topics and the groups read them as their route tables say; `pin dlq replay`
+    (the operator) writes a dead letter back to the topic it came from, so it writes every topic a group reads.
+    Each group writes its own dead-letter topic, which `pin dlq list|replay` (the operator) reads.
+    """
+    readers = {topic: tuple(g for g in CONSUMER_GROUPS if topic in topics_of(g)) for topic in published_topics()}
+    table = [
+        TopicAccess(topic, (RELAY, OPERATOR) if read_by else (RELAY,), read_by) for topic, read_by in readers.items()
+    ]
+    table += [TopicAccess(dead_letter_topic(g), (g,), (OPERATOR,)) for g in CONSUMER_GROUPS]
+    return tuple(table)

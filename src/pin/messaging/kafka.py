@@ -127,3 +127,18 @@ def ensure_topics(settings: Settings, topics: Iterable[str] | None = None, timeo
     finally:
         admin.poll(0)  # hands librdkafka's lines (why the broker did not answer) to the logger
     return created
+
+
+def missing_topics(settings: Settings, topics: Iterable[str], timeout: float = 10.0) -> list[str]:
+    """The ``topics`` the broker does not have, by one Metadata request for all topics (never one that names
+    them, which a broker with ``auto.create.topics.enable`` would answer by creating them its own way).
+
+    Kafka lists only the topics the principal may DESCRIBE, which READ and WRITE imply: a topic this role may
+    not use counts as missing.
+    """
+    admin = AdminClient(client_config(settings))
+    try:
+        present = admin.list_topics(timeout=timeout).topics
+    finally:
+        admin.poll(0)  # hands librdkafka's lines (why the broker did not answer) to the logger
+    return [name for name in topics if name not in present or present[name].error is not None]
