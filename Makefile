@@ -8,7 +8,7 @@ INSTALLED := $(VENV)/.installed
 # subprocesses, brokers and PostgreSQL rather than compute, so more workers than cores pays.
 TEST_WORKERS ?= 4
 
-.PHONY: help install up test test-fast lint typecheck bench soak
+.PHONY: help install up test test-fast lint typecheck bench capacity soak
 
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -40,6 +40,9 @@ typecheck: $(INSTALLED)  ## mypy strict
 
 bench: $(INSTALLED)  ## benchmarks with baselines side by side (bench/README.md)
 	$(PY) -m bench
+
+capacity: $(INSTALLED)  ## docs/capacity.md from bench/results/summary.json
+	$(PY) -m bench.capacity
 
 soak: $(INSTALLED)  ## the long fault-injection soak (tests/soak)
 	$(PY) -m pytest tests/soak --soak-long -s

@@ -147,14 +147,20 @@ def record_one(conn: Conn, route: Route[Any], decoded: Decoded, *, group: str) -
 
 
 def send_batch(
-    conn: Conn, group: str, messages: list[Received], ids: list[Any], per_message: list[list[Statement]]
+    conn: Conn,
+    group: str,
+    messages: list[Received],
+    ids: list[Any],
+    per_message: list[list[Statement]],
+    *,
+    occurred_at: list[Any],
 ) -> None:
     """One partition's batch as the runtime sends it: the inbox rows, then the handler's statements in a pipeline."""
     statements = batch_statements(per_message)
     with conn.transaction():
         first = messages[0]
         conn.execute(
-            INBOX_INSERT_MANY, (group, first.topic, first.partition, ids, [m.offset for m in messages])
+            INBOX_INSERT_MANY, (group, first.topic, first.partition, ids, [m.offset for m in messages], occurred_at)
         ).fetchall()
         with conn.pipeline():
             for text, params, fetched in statements:
@@ -177,7 +183,11 @@ def _record(group: str, real_topic: str, *, kafka_group: str, topic: str, count:
                 continue
             decoded = read(Received.of(message), route, 1 << 30)
             statements = record_one(conn, route, decoded, group=group)
-            recorded[message.partition(), message.offset()] = (decoded.envelope.message_id, statements)
+            recorded[message.partition(), message.offset()] = (
+                decoded.envelope.message_id,
+                decoded.envelope.occurred_at,
+                statements,
+            )
     finally:
         consumer.close()
     return recorded
@@ -228,8 +238,8 @@ def same(group: str, kafka_group: str, mapping: str, count: int, out: Path) -> i
                 items = [recorded[partition, m.offset()] for m in messages]
                 starts.append((time.perf_counter(), len(messages)))
                 with pool.connection() as conn:
-                    send_batch(conn, group, [Received.of(m) for m in messages], [i for i, _ in items],
-                               [s for _, s in items])  # fmt: skip
+                    send_batch(conn, group, [Received.of(m) for m in messages], [i for i, _, _ in items],
+                               [s for _, _, s in items], occurred_at=[o for _, o, _ in items])  # fmt: skip
                 offsets.append(TopicPartition(topic, partition, messages[-1].offset() + 1))
                 seen += len(messages)
             consumer.commit(offsets=offsets, asynchronous=True)

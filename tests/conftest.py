@@ -159,9 +159,9 @@ def spawn_role(tmp_path: Path, settings_env: dict[str, str]) -> Iterator[Callabl
     """Start `pin <args>` as a real subprocess; every child is killed at the end of the test."""
     children: list[RoleProcess] = []
 
-    def _spawn(*args: str, env: dict[str, str] | None = None) -> RoleProcess:
+    def _spawn(*args: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()) -> RoleProcess:
         log = tmp_path / f"role-{len(children)}-{'-'.join(args)[:40]}.log"
-        child = RoleProcess(list(args), {**settings_env, **(env or {})}, log)
+        child = RoleProcess(list(args), {**settings_env, **(env or {})}, log, prefix)
         children.append(child)
         return child
 

@@ -16,6 +16,7 @@ from pin.backoff import exponential_backoff
 from pin.observability.logging import configure_logging, error_text
 from pin.observability.metrics import serve_metrics
 from pin.observability.tracing import configure_tracing_from_env
+from pin.outbox.writer import OutboxMode, set_outbox_mode
 from pin.settings import Settings, load_settings
 
 
@@ -28,9 +29,10 @@ class RoleContext:
 
 
 def start_role(role: str, *, metrics: bool = True) -> RoleContext:
-    """Load settings (exit 2 on a bad one, via the CLI), configure logs and traces (OTEL_ variables), serve
-    /metrics and /healthz/liveness, trap SIGTERM/SIGINT."""
+    """Load settings (exit 2 on a bad one, via the CLI), set the outbox mode, configure logs and traces (OTEL_
+    variables), serve /metrics and /healthz/liveness, trap SIGTERM/SIGINT."""
     settings = load_settings()
+    set_outbox_mode(OutboxMode(settings.outbox_mode))  # every producer path of this process writes in this mode
     configure_logging(settings.log_level, settings.log_format, role=role)
     configure_tracing_from_env(role)
     if metrics:

@@ -76,6 +76,8 @@ def _dev_secret(home: Path) -> str:
 def run_up(*, demo: bool, host: str, port: int) -> int:
     """Check, start everything, supervise it, stop it cleanly; returns the exit code."""
     settings = load_settings(from_pin_up=False)
+    if settings.outbox_mode == "cdc":  # its relay would refuse to start, and nothing would read the WAL
+        raise ConfigurationError("PIN_OUTBOX_MODE=cdc: pin up runs the relay; cdc mode needs Debezium (outbox-cdc.md)")
     home = state.home_of(settings.home)
     try:
         lock = state.lock(home)

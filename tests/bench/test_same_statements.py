@@ -52,7 +52,8 @@ def test_the_recorded_statements_leave_what_the_runtime_leaves(group, topic, mak
             decoded = [read(message, route, 1 << 20) for message in batch]
             with pool.connection() as conn:
                 recorded = [record_one(conn, route, d, group=group) for d in decoded]
-                send_batch(conn, group, batch, [d.envelope.message_id for d in decoded], recorded)
+                ids, occurred = [d.envelope.message_id for d in decoded], [d.envelope.occurred_at for d in decoded]
+                send_batch(conn, group, batch, ids, recorded, occurred_at=occurred)
         else:
             build_runtime(group, settings, pool)._process(batch, attempts=1)
         endings.append(([_freeze(rows(pool, sql)) for sql in SNAPSHOTS[group]], _freeze(rows(pool, INBOX, group))))

@@ -133,7 +133,7 @@ def test_reschedule_sends_no_cancel_notification_and_links_the_new_appointment(
         first, second = second, first
     producer.send(*first)
     # the cross-topic order is not guaranteed: make sure the first one was really handled first
-    wait_for(lambda: in_inbox(module_pool, "crm", first[1]["MessageId"]), what="the first half")
+    wait_for(lambda: _handled_by_both(module_pool, first[1]["MessageId"]), what="the first half")
     producer.send(*second)
 
     wait_for(lambda: _handled_by_both(module_pool, second[1]["MessageId"]), what="the second half")
@@ -144,10 +144,13 @@ def test_reschedule_sends_no_cancel_notification_and_links_the_new_appointment(
     assert entry["reason"] == "CancelledByInvestor"  # filled by the cancellation whatever the order
     assert entry["rescheduled_start_at"] is not None  # filled by the creation whatever the order
     assert feed_entries(module_pool, new) == []
-    # the new appointment's booking is what tells the agent
-    assert [n["template_key"] for n in notifications_about(module_pool, new)] == [
-        "appointment-created.rescheduled.agent"
-    ]
+    # the new appointment's booking is what tells both participants, each with their own template (seed 003:
+    # «участников уведомит appointment-created новой записи»)
+    told = {n["template_key"]: n["recipient_user_id"] for n in notifications_about(module_pool, new)}
+    assert told == {
+        "appointment-created.rescheduled.agent": agent,
+        "appointment-created.rescheduled.investor": investor,
+    }
 
 
 def test_duplicate_delivery_adds_no_second_entry_or_notification(producer, module_pool, people):

@@ -51,7 +51,7 @@ TABLES = {
     "notifications": "notifications.appointment_state, notifications.notification",
     "crm": "crm.lead_feed_entry",
 }
-INBOX = 'SELECT message_id, topic, "offset" FROM messaging.inbox WHERE consumer_group = %s'
+INBOX = 'SELECT message_id, topic, "offset", occurred_at FROM messaging.inbox WHERE consumer_group = %s'
 # what the handlers log or report per message (the runtime's own lines differ between the two paths by design)
 HANDLER_EVENTS = {
     "older purchase version ignored",

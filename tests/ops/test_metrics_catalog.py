@@ -66,7 +66,7 @@ SEED_METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
     "promotion_expire_poison_items": ("gauge", ()),
     "promotion_expire_interval_seconds": ("gauge", ()),
     "pin_outbox_backlog": ("gauge", ("topic",)),
-    "pin_outbox_lag_seconds": ("gauge", ()),
+    "pin_outbox_lag_seconds": ("gauge", ("topic",)),
     "pin_outbox_published": ("counter", ("topic",)),
     "pin_outbox_publish_errors": ("counter", ("topic",)),
     "pin_outbox_dead_lettered": ("counter", ("topic",)),
@@ -205,7 +205,9 @@ def test_the_seeds_alerts_are_all_there() -> None:
         "AppointmentTimeoutBacklogHigh": "calendar_appointment_timeout_backlog",
         "AppointmentTimeoutErrors": "calendar_appointment_timeout_errors_total",
         "AppointmentTimeoutOutboxBacklog": "pin_outbox_backlog",
-        "PromotionExpireNotRunning": "promotion_expire_run_total",
+        # the stamp of the run counter's last increase (both move in one step), and the counter's absence
+        "PromotionExpireNotRunning": "promotion_expire_last_success_timestamp_seconds",
+        "PromotionExpireWorkerAbsent": "promotion_expire_run_total",
         "PromotionExpireBacklogHigh": "promotion_expire_backlog",
         "PromotionExpireErrorsGrowing": "promotion_expire_errors_total",
         "AppointmentTimeoutPoisonItems": "calendar_appointment_timeout_poison_items",
@@ -225,7 +227,14 @@ def test_the_seeds_alerts_are_all_there() -> None:
     # "job не отработал > 2 интервалов": the configured interval, not a constant window
     not_running = metric_names(alerts["PromotionExpireNotRunning"].expr)
     assert {"promotion_expire_interval_seconds", "promotion_expire_last_success_timestamp_seconds"} <= not_running
-    assert "2 * promotion_expire_interval_seconds" in alerts["PromotionExpireNotRunning"].expr
+    assert "2 * max_over_time(promotion_expire_interval_seconds[1h])" in alerts["PromotionExpireNotRunning"].expr
+    # the seeds' liveness bounds are the firing time: no hold on top (the promtool tests pin both sides of it)
+    for name in (
+        "AppointmentTimeoutNoSuccessfulCycle",
+        "PromotionExpireNotRunning",
+        "PromotionExpireNoSuccessfulCycle",
+    ):
+        assert alerts[name].hold == "0s", f"{name} holds {alerts[name].hold} on top of the seed's bound"
     assert "> 1000" in alerts["PromotionPublishLagHigh"].expr
     assert 'topic="pin.promotion.purchase-changed.v1"' in alerts["PromotionPublishLagHigh"].expr
 

@@ -97,14 +97,23 @@ def test_expire_promotions_process_exports_the_seed_metrics_after_real_cycles(
             "PIN_METRICS_PORT": str(port),
             "PIN_EXPIRE_PROMOTIONS_BATCH_SIZE": "3",  # 7 due: full batches of 3, 3, then 1
             "PIN_EXPIRE_PROMOTIONS_INTERVAL_SECONDS": "90",
+            "PIN_RELAY_GAUGE_REFRESH_SECONDS": "0.2",  # the outbox gauges the worker serves too
         },
     )
+    topic = frozenset({("topic", "pin.promotion.purchase-changed.v1")})
+
+    def waiting() -> int:
+        with pool.connection() as conn:
+            row = conn.execute("SELECT count(*) AS n FROM outbox.message WHERE topic = %s", (dict(topic)["topic"],))
+            return int(row.fetchone()["n"])  # type: ignore[index]
 
     def drained() -> bool:
         samples = scrape(port)
         return (
             samples.get(("promotion_expire_items_total", frozenset({("outcome", "expired")}))) == 7
             and samples.get(("promotion_expire_backlog", frozenset())) == 0
+            and samples.get(("pin_outbox_backlog", topic)) == waiting()
+            and ("pin_db_health_last_refresh_timestamp_seconds", frozenset()) in samples
         )
 
     wait_for(drained, 60, "7 expired purchases in /metrics", worker)
@@ -123,8 +132,16 @@ def test_expire_promotions_process_exports_the_seed_metrics_after_real_cycles(
     assert value("promotion_expire_poison_items") == 0
     assert value("promotion_expire_interval_seconds") == 90  # the liveness alert's unit: the configured interval
     assert started - 5 <= value("promotion_expire_last_success_timestamp_seconds") <= time.time() + 5
-    # the relay is not running: the activation and expiry events wait in the outbox, and no relay gauge is here
-    assert ("pin_outbox_backlog", frozenset({("topic", "pin.promotion.purchase-changed.v1")})) not in samples
+    # no relay runs: the expiry events wait in the outbox, and the worker serves the outbox gauges itself, so the
+    # backlog and lag alerts see them
+    assert value("pin_outbox_backlog", topic="pin.promotion.purchase-changed.v1") == waiting() >= 7
+    assert value("pin_outbox_lag_seconds", topic="pin.promotion.purchase-changed.v1") > 0
+    assert value("pin_outbox_backlog", topic="pin.calendar.appointment-cancelled.v1") == 0
+    assert value("pin_outbox_dead_letters") == 0
+    # the database's health, refreshed by the worker on its own interval (docs/runbooks/database-health.md)
+    assert started - 5 <= value("pin_db_health_last_refresh_timestamp_seconds") <= time.time() + 5
+    assert value("pin_db_table_live_tuples", table="promotion.purchase") >= 0
+    assert value("pin_db_index_size_bytes", index="promotion.ix_purchase_active_ends_at") > 0
 
     status, body = _get(f"http://127.0.0.1:{port}/healthz/liveness")
     assert status == 200, body

@@ -62,7 +62,7 @@ def test_a_paused_broker_keeps_rows_in_the_outbox_and_they_drain_when_it_returns
     assert outbox_count(database_url) == 200  # nothing is deleted without an ack
     assert metrics.PUBLISH_ERRORS.labels(topic=TOPIC)._value.get() > errors_before
     wait_for(lambda: metrics.BACKLOG.labels(topic=TOPIC)._value.get() == 200, timeout=10, what="backlog gauge")
-    wait_for(lambda: metrics.LAG._value.get() > 0.5, timeout=10, what="lag gauge grows")
+    wait_for(lambda: metrics.LAG.labels(topic=TOPIC)._value.get() > 0.5, timeout=10, what="the topic's lag grows")
     kafka.resume()
 
     wait_for(lambda: outbox_count(database_url) == 0, timeout=40, what="the backlog drains after the broker returns")

@@ -460,6 +460,8 @@ def _check_notifications(
             required.add((p["AppointmentId"], "AppointmentCancelled", who))
     for p in _latest_by_message(by_topic[topics.APPOINTMENT_CREATED]).values():
         required.add((p["AppointmentId"], "AppointmentCreated", p["AgentUserId"]))
+        if p.get("RescheduledFromAppointmentId") is not None:  # a reschedule's new half tells the investor too
+            required.add((p["AppointmentId"], "AppointmentCreated", p["InvestorUserId"]))
     for p in _latest_by_message(by_topic[topics.APPOINTMENT_CONFIRMED]).values():
         key = (p["AppointmentId"], "AppointmentConfirmed", p["InvestorUserId"])
         row = appointments.get(p["AppointmentId"])

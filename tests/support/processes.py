@@ -13,13 +13,14 @@ from pathlib import Path
 class RoleProcess:
     """One `python -m pin ...` child with its own environment; stdout and stderr go to a log file."""
 
-    def __init__(self, args: list[str], env: Mapping[str, str], log_path: Path) -> None:
+    def __init__(self, args: list[str], env: Mapping[str, str], log_path: Path, prefix: tuple[str, ...] = ()) -> None:
         self.args = args
         self.log_path = log_path
         full_env = {**os.environ, **env}
         self._log = log_path.open("ab")
+        # prefix: a command that execs the role, e.g. ("prlimit", "--nofile=256:4096")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "pin", *args], env=full_env, stdout=self._log, stderr=subprocess.STDOUT
+            [*prefix, sys.executable, "-m", "pin", *args], env=full_env, stdout=self._log, stderr=subprocess.STDOUT
         )
 
     @property

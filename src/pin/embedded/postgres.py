@@ -33,6 +33,9 @@ class EmbeddedPostgres:
     data_dir: Path
     port: int = field(default_factory=free_port)
     host: str = "127.0.0.1"
+    # wal_level=logical and a few replication slots, for a server that logical decoding reads (the cdc mode's
+    # test); off by default: other servers keep the default WAL level and its smaller WAL
+    logical_replication: bool = False
 
     @property
     def url(self) -> str:
@@ -84,6 +87,8 @@ class EmbeddedPostgres:
             # commit it acknowledged (the soak's checker caught that when it was off).
             "-c max_connections=300 -c fsync=off -c full_page_writes=off"
         )
+        if self.logical_replication:
+            options += " -c wal_level=logical -c max_replication_slots=4 -c max_wal_senders=4"
         self._run("pg_ctl", ["-w", "-t", "60", "-o", options, "-l", str(self.data_dir / "server.log"), "start"], user)
 
     def stop(self, mode: str = "fast") -> None:

@@ -10,7 +10,11 @@ CREATE TABLE IF NOT EXISTS messaging.inbox (
     topic          text        NOT NULL,
     "partition"    integer     NOT NULL,
     "offset"       bigint      NOT NULL,
+    -- the effect's transaction time on the database clock (now(): the effect and this row commit together)
     processed_at   timestamptz NOT NULL DEFAULT now(),
+    -- the message's OccurredAt (null when the producer sent none): processed_at - occurred_at is the event's age
+    -- at its effect, which `pin status` compares with the group's SLA (pin.messaging.groups.SLA_SECONDS)
+    occurred_at    timestamptz,
     PRIMARY KEY (consumer_group, message_id)
 );
 

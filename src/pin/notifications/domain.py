@@ -2,7 +2,8 @@
 
 Recipients of AppointmentCancelled by Reason: DeclinedByAgent and CancelledByAgent -> the investor;
 CancelledByInvestor -> the agent; Expired -> both, each with their own text; a reschedule -> nobody (the new
-appointment's appointment-created tells the participants); an unknown Reason -> both, neutral text (fail safe).
+appointment's appointment-created tells both participants, each with their own template); an unknown Reason -> both,
+neutral text (fail safe).
 """
 
 from __future__ import annotations
@@ -106,15 +107,21 @@ def confirmation_notice(*, investor: uuid.UUID, meeting: Meeting) -> Notice:
                   f"Агент подтвердил запись: {meeting.describe()}.")  # fmt: skip
 
 
-def creation_notice(*, agent: uuid.UUID, meeting: Meeting, pending: bool, rescheduled: bool) -> Notice:
-    """The agent hears of a new booking, or of the new appointment of a reschedule."""
+def creation_notices(
+    *, agent: uuid.UUID, investor: uuid.UUID, meeting: Meeting, pending: bool, rescheduled: bool
+) -> list[Notice]:
+    """The agent hears of a new booking; the new appointment of a reschedule tells both participants (seed 003)."""
     what = meeting.describe()
     kind = NotificationKind.APPOINTMENT_CREATED
     if rescheduled:
-        return Notice(agent, kind, "appointment-created.rescheduled.agent", f"Инвестор перенёс запись: {what}.")
+        # the old appointment's cancel notice is suppressed: this is how both sides learn the new time
+        return [
+            Notice(agent, kind, "appointment-created.rescheduled.agent", f"Инвестор перенёс запись: {what}."),
+            Notice(investor, kind, "appointment-created.rescheduled.investor", f"Запись перенесена: {what}."),
+        ]
     if pending:
-        return Notice(agent, kind, "appointment-created.pending.agent", f"Новая запись ждёт подтверждения: {what}.")
-    return Notice(agent, kind, "appointment-created.confirmed.agent", f"Новая запись: {what}.")
+        return [Notice(agent, kind, "appointment-created.pending.agent", f"Новая запись ждёт подтверждения: {what}.")]
+    return [Notice(agent, kind, "appointment-created.confirmed.agent", f"Новая запись: {what}.")]
 
 
 def purchase_notices(status: PurchaseStatus | None, *, buyer: uuid.UUID | None, package_code: str) -> list[Notice]:

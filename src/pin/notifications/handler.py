@@ -22,7 +22,7 @@ from pin.notifications.domain import (
     PurchaseStatus,
     cancellation_notices,
     confirmation_notice,
-    creation_notice,
+    creation_notices,
     purchase_notices,
 )
 from pin.notifications.messages import (
@@ -101,16 +101,17 @@ class NotificationHandlers:
         self._deliver(conn, pending)
 
     def on_created(self, conn: Conn, items: Items[AppointmentCreated]) -> None:
-        """The agent hears of a new booking or of the new appointment of a reschedule."""
+        """The agent hears of a new booking; both participants hear of the new appointment of a reschedule."""
         pending: _Pending = []
         for event, context in items:
-            notice = creation_notice(
+            notices = creation_notices(
                 agent=event.agent_user_id,
+                investor=event.investor_user_id,
                 meeting=self._meeting(event.kind, event, context),
                 pending=event.status == "Pending",
                 rescheduled=event.rescheduled_from_appointment_id is not None,
             )
-            pending.extend(_notifications([notice], event.tenant_id, event.appointment_id, context))
+            pending.extend(_notifications(notices, event.tenant_id, event.appointment_id, context))
         self._deliver(conn, pending)
 
     def on_event_status_changed(self, conn: Conn, items: Items[CalendarEventStatusChanged]) -> None:

@@ -1,8 +1,8 @@
 """Prometheus metrics of the outbox relay (names fixed by the helper guide; alert rules depend on them).
 
 The backlog, lag and dead-letter gauges describe the whole outbox table, not one instance's share: every
-relay instance reports the same values, so aggregate them with ``max``, never ``sum``. The counters and the
-latency histogram are per instance and add up.
+relay instance and every worker (pin/outbox/gauges.py) reports the same values, so aggregate them with ``max``,
+never ``sum``. The counters and the latency histogram are per relay instance and add up.
 """
 
 from __future__ import annotations
@@ -17,7 +17,11 @@ BACKLOG = Gauge(
     "Outbox rows waiting to be published, by topic (bounded count, refreshed every few seconds).",
     ["topic"],
 )
-LAG = Gauge("pin_outbox_lag_seconds", "Age of the oldest unpublished outbox row, in seconds (0 when empty).")
+LAG = Gauge(
+    "pin_outbox_lag_seconds",
+    "Age of the oldest unpublished outbox row of each topic, in seconds (0 when none waits).",
+    ["topic"],
+)
 PUBLISHED = Counter("pin_outbox_published", "Outbox rows acknowledged by the broker and deleted.", ["topic"])
 PUBLISH_ERRORS = Counter("pin_outbox_publish_errors", "Failed sends of outbox rows (each will be retried).", ["topic"])
 DEAD_LETTERED = Counter(

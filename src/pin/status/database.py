@@ -17,12 +17,14 @@ from pin.calendar.claims import JOB_NAME as APPOINTMENT_TIMEOUT
 from pin.calendar.repository import APPOINTMENT_IS_DUE
 from pin.db import Conn
 from pin.messaging import topics
+from pin.messaging.groups import SLA_SECONDS, SLA_WINDOW_SECONDS
 from pin.outbox.writer import VPARTS
 from pin.promotion.repository import PURCHASE_IS_DUE
 from pin.promotion.worker import JOB_NAME as EXPIRE_PROMOTIONS
 from pin.settings import Settings
 from pin.status.snapshot import (
     Backlog,
+    CdcSlot,
     Cycle,
     Cycles,
     DeadLetters,
@@ -266,6 +268,22 @@ def leases(conn: Conn) -> Leases:
     return Leases(relays, unowned_vparts=VPARTS - sum(r.vparts for r in relays))
 
 
+_CDC_SLOT: LiteralString = """
+    SELECT %(slot)s AS slot, count(s.slot_name) > 0 AS exists, bool_or(s.active) AS active,
+           max(pg_current_wal_lsn() - s.restart_lsn)::float8 AS retained_wal_bytes, max(s.wal_status) AS wal_status
+    FROM (SELECT 1) AS one LEFT JOIN pg_replication_slots s ON s.slot_name = %(slot)s
+"""
+
+
+def cdc_slot(slot: str) -> Callable[[Conn], CdcSlot]:
+    """The replication slot ``slot``: whether it exists, whether a reader streams from it, the WAL it keeps."""
+
+    def read_slot(conn: Conn) -> CdcSlot:
+        return _one(conn, CdcSlot, _CDC_SLOT, {"slot": slot})
+
+    return read_slot
+
+
 # per group: an index range over (consumer_group, processed_at), never a scan of the inbox
 _INBOX_OF_GROUP: LiteralString = f"""
     SELECT max(processed_at) AS last_processed_at,
@@ -275,11 +293,28 @@ _INBOX_OF_GROUP: LiteralString = f"""
              LIMIT {COUNT_CAP}) s) AS processed_last_5_min,
            (SELECT count(*) FROM (SELECT 1 FROM messaging.dead_letter d
              WHERE d.consumer_group = %(group)s AND d.disposition = 'parked'
-             LIMIT {COUNT_CAP}) p) AS parked_letters
+             LIMIT {COUNT_CAP}) p) AS parked_letters,
+           -- the SLA's measure over the latest events of the window (at most COUNT_CAP of them): OccurredAt to the
+           -- effect's transaction, both on the database clock, as pin_consumer_event_age_seconds observes it
+           (SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY r.age) FROM (
+              SELECT EXTRACT(EPOCH FROM i.processed_at - i.occurred_at)::float8 AS age FROM messaging.inbox i
+              WHERE i.consumer_group = %(group)s AND i.processed_at > now() - make_interval(secs => %(window)s)
+                AND i.occurred_at IS NOT NULL
+              ORDER BY i.processed_at DESC LIMIT {COUNT_CAP}) r) AS recent_p99_age_seconds,
+           %(sla)s::float8 AS sla_seconds
     FROM messaging.inbox WHERE consumer_group = %(group)s
 """
 
 
 def inbox(conn: Conn) -> dict[str, InboxActivity]:
-    """What each consumer group processed lately, and its parked dead letters (the topic never took them)."""
-    return {group: _one(conn, InboxActivity, _INBOX_OF_GROUP, {"group": group}) for group in topics.CONSUMER_GROUPS}
+    """What each consumer group processed lately, its recent p99 event age against its SLA, and its parked dead
+    letters (the topic never took them)."""
+    return {
+        group: _one(
+            conn,
+            InboxActivity,
+            _INBOX_OF_GROUP,
+            {"group": group, "window": SLA_WINDOW_SECONDS, "sla": SLA_SECONDS[group]},
+        )
+        for group in topics.CONSUMER_GROUPS
+    }

@@ -12,6 +12,7 @@ from pin.outbox.writer import VPARTS
 from pin.status.snapshot import (
     Backlog,
     BrokerUnavailable,
+    CdcSlot,
     ConsumerView,
     Cycle,
     Cycles,
@@ -189,7 +190,9 @@ def _outbox_table(outbox: OutboxView) -> RenderableType:
         summary.append("   nothing waiting")
     if isinstance(dead, Unavailable):
         summary.append("   dead letters: ").append_text(_unavailable(dead))
-    if isinstance(leases, Unavailable):
+    if outbox.cdc is not None:  # cdc mode: no relay runs; Debezium reads the slot
+        summary.append("   ").append_text(_cdc_text(outbox.cdc))
+    elif isinstance(leases, Unavailable):
         summary.append("   relays: ").append_text(_unavailable(leases))
     else:
         owners = ", ".join(f"{r.owner} ({r.vparts})" for r in leases.relays) or "none"
@@ -199,13 +202,24 @@ def _outbox_table(outbox: OutboxView) -> RenderableType:
     return Group(table, summary)
 
 
+def _cdc_text(slot: CdcSlot | Unavailable) -> Text:
+    """cdc mode's line: the slot Debezium reads, whether it streams, and the WAL it keeps."""
+    if isinstance(slot, Unavailable):
+        return Text("cdc slot: ").append_text(_unavailable(slot))
+    if not slot.exists:
+        return Text(f"cdc mode: replication slot {slot.slot} does not exist (is the connector deployed?)", style="red")
+    retained = slot.retained_wal_bytes or 0.0
+    text = Text(f"cdc mode: slot {slot.slot} {'streaming' if slot.active else 'not streaming'}, ")
+    return text.append(f"keeps {retained / 2**20:.1f} MiB of WAL", style="red bold" if retained > 2**30 else "")
+
+
 # --- consumers -------------------------------------------------------------------------------------------
 
 
 def _consumers_table(consumers: tuple[ConsumerView, ...]) -> Table:
     table = _table(
-        "Consumers", "group", "last processed", "last 5 min", "parked letters", "lag (committed vs end)",
-        "dead-lettered (DLQ topic)",
+        "Consumers", "group", "last processed", "last 5 min", "p99 age / SLA", "parked letters",
+        "lag (committed vs end)", "dead-lettered (DLQ topic)",
     )  # fmt: skip
     for consumer in consumers:
         table.add_row(consumer.group, *_inbox_cells(consumer.inbox), *_broker_cells(consumer.broker))
@@ -220,10 +234,24 @@ def _consumers_table(consumers: tuple[ConsumerView, ...]) -> Table:
 
 def _inbox_cells(inbox: InboxActivity | Unavailable) -> list[Cell]:
     if isinstance(inbox, Unavailable):
-        return [_unavailable(inbox), "", ""]
+        return [_unavailable(inbox), "", "", ""]
     last = "never" if inbox.last_processed_at is None else f"{_age(inbox.last_processed_seconds_ago)} ago"
     parked = inbox.parked_letters
-    return [last, str(inbox.processed_last_5_min), Text(str(parked), style="red bold" if parked else "")]
+    return [
+        last,
+        str(inbox.processed_last_5_min),
+        _sla_cell(inbox),
+        Text(str(parked), style="red bold" if parked else ""),
+    ]
+
+
+def _sla_cell(inbox: InboxActivity) -> Cell:
+    """«12s / 1m», red and marked when the recent p99 age is over the SLA; «- / 1m» with no recent event."""
+    sla = _age(inbox.sla_seconds)
+    if inbox.recent_p99_age_seconds is None:
+        return f"- / {sla}"
+    cell = f"{_age(inbox.recent_p99_age_seconds)} / {sla}"
+    return Text(f"{cell} over SLA", style="red bold") if inbox.sla_breached else cell
 
 
 def _broker_cells(broker: GroupOffsets | Unavailable) -> list[Cell]:

@@ -230,12 +230,24 @@ class Leases(Part):
 
 
 @dataclass(frozen=True)
+class CdcSlot(Part):
+    """cdc mode: the logical replication slot Debezium reads, and the WAL it keeps on the database's disk."""
+
+    slot: str
+    exists: bool
+    active: bool | None  # a reader streams from it now
+    retained_wal_bytes: float | None  # current LSN minus the slot's restart LSN
+    wal_status: str | None  # reserved, extended, unreserved (close to max_slot_wal_keep_size) or lost
+
+
+@dataclass(frozen=True)
 class OutboxView(Part):
-    """The outbox: rows waiting, dead letters, relay leases."""
+    """The outbox: rows waiting, dead letters, relay leases; in cdc mode, the slot Debezium reads."""
 
     backlog: OutboxBacklog | Unavailable
     dead_letters: DeadLetters | Unavailable
     leases: Leases | Unavailable
+    cdc: CdcSlot | Unavailable | None = None  # None: relay mode (PIN_OUTBOX_MODE)
 
 
 # --- consumers -------------------------------------------------------------------------------------------
@@ -250,6 +262,14 @@ class InboxActivity(Part):
     processed_last_5_min: int
     # letters the dead-letter topic never took: only in messaging.dead_letter (`pin dlq list` shows them)
     parked_letters: int
+    # p99 of OccurredAt -> effect over the SLA window (pin.messaging.groups.SLA_WINDOW_SECONDS); None: no event in it
+    recent_p99_age_seconds: float | None
+    sla_seconds: float  # the group's SLA (pin.messaging.groups.SLA_SECONDS)
+
+    @property
+    def sla_breached(self) -> bool:
+        """The recent p99 age is over the SLA (ConsumerSlaBreached's condition, read from the inbox)."""
+        return self.recent_p99_age_seconds is not None and self.recent_p99_age_seconds > self.sla_seconds
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, cast
 
 from psycopg_pool import ConnectionPool
@@ -11,20 +12,23 @@ from psycopg_pool import ConnectionPool
 from pin.db import Conn
 from pin.messaging.consumer.received import Received
 
-# inbox_insert: one message's row; zero rows inserted means the message was handled before.
+# inbox_insert: one message's row; zero rows inserted means the message was handled before. Returns the row's
+# processed_at: the transaction's time on the database clock, from which the event's age is measured.
 INBOX_INSERT = """
-INSERT INTO messaging.inbox (consumer_group, message_id, topic, "partition", "offset")
-VALUES (%s, %s, %s, %s, %s)
+INSERT INTO messaging.inbox (consumer_group, message_id, topic, "partition", "offset", occurred_at)
+VALUES (%s, %s, %s, %s, %s, %s)
 ON CONFLICT (consumer_group, message_id) DO NOTHING
-RETURNING message_id
+RETURNING message_id, processed_at
 """
 
-# inbox_insert_many: the rows of one partition's messages from one poll; returns the ids not there before.
+# inbox_insert_many: the rows of one partition's messages from one poll; returns the ids not there before (and
+# the transaction's time, the same on every row).
 INBOX_INSERT_MANY = """
-INSERT INTO messaging.inbox (consumer_group, message_id, topic, "partition", "offset")
-SELECT %s, m.message_id, %s, %s, m."offset" FROM unnest(%b::uuid[], %b::bigint[]) AS m(message_id, "offset")
+INSERT INTO messaging.inbox (consumer_group, message_id, topic, "partition", "offset", occurred_at)
+SELECT %s, m.message_id, %s, %s, m."offset", m.occurred_at
+FROM unnest(%b::uuid[], %b::bigint[], %b::timestamptz[]) AS m(message_id, "offset", occurred_at)
 ON CONFLICT (consumer_group, message_id) DO NOTHING
-RETURNING message_id
+RETURNING message_id, processed_at
 """
 
 # inbox_prune: bounded, oldest first, so the prune never holds long locks or scans the whole table.
@@ -43,20 +47,37 @@ WHERE i.consumer_group = old.consumer_group AND i.message_id = old.message_id
 PRUNE_BATCH = 5_000
 
 
-def inbox_insert(conn: Conn, group: str, message: Received, message_id: uuid.UUID) -> bool:
-    """Record ``message`` as handled by ``group``; False when it was handled before."""
-    row = conn.execute(INBOX_INSERT, (group, message_id, message.topic, message.partition, message.offset)).fetchone()
-    return row is not None
+def inbox_insert(
+    conn: Conn, group: str, message: Received, message_id: uuid.UUID, occurred_at: datetime | None
+) -> datetime | None:
+    """Record ``message`` as handled by ``group``: the transaction's database time, or None if it was handled before."""
+    row = conn.execute(
+        INBOX_INSERT, (group, message_id, message.topic, message.partition, message.offset, occurred_at)
+    ).fetchone()
+    return None if row is None else cast(datetime, row["processed_at"])
 
 
 def inbox_insert_many(
-    conn: Conn, group: str, *, topic: str, partition: int, message_ids: Sequence[uuid.UUID], offsets: Sequence[int]
-) -> set[uuid.UUID]:
-    """Record the messages of one partition as handled by ``group``; the ids that were not there before."""
-    cursor = conn.execute(INBOX_INSERT_MANY, (group, topic, partition, list(message_ids), list(offsets)))
+    conn: Conn,
+    group: str,
+    *,
+    topic: str,
+    partition: int,
+    message_ids: Sequence[uuid.UUID],
+    offsets: Sequence[int],
+    occurred_at: Sequence[datetime | None],
+) -> tuple[set[uuid.UUID], datetime | None]:
+    """Record the messages of one partition as handled by ``group``: the ids that were not there before, and the
+    transaction's database time (None when every one was)."""
+    params = (group, topic, partition, list(message_ids), list(offsets), list(occurred_at))
+    cursor = conn.execute(INBOX_INSERT_MANY, params)
     if cursor.rowcount == len(message_ids):
-        return set(message_ids)  # all new (the usual case): the returned rows need not be converted
-    return {cast(uuid.UUID, row["message_id"]) for row in cursor.fetchall()}
+        # all new (the usual case): one row gives the time, the ids need not be converted
+        first = cursor.fetchone()
+        return set(message_ids), None if first is None else cast(datetime, first["processed_at"])
+    fetched = cursor.fetchall()
+    at = cast(datetime, fetched[0]["processed_at"]) if fetched else None
+    return {cast(uuid.UUID, row["message_id"]) for row in fetched}, at
 
 
 def inbox_prune(conn: Conn, group: str, retention_seconds: float) -> int:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge
+from collections.abc import Iterable
+from datetime import datetime
+
+from prometheus_client import Counter, Gauge, Histogram
 
 
 def _per_topic(name: str, documentation: str) -> Counter:
@@ -33,3 +36,26 @@ LAG = Gauge(
     "Messages behind the high watermark per assigned partition (informational; from librdkafka statistics).",
     ["group", "topic", "partition"],
 )
+
+# The groups' SLAs (pin.messaging.groups.SLA_SECONDS: 60 and 300 s) are bucket bounds, so that the p99 the
+# ConsumerSlaBreached alert takes from the buckets is above an SLA exactly when more than 1 % of the events are.
+EVENT_AGE_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+EVENT_AGE = Histogram(
+    "pin_consumer_event_age_seconds",
+    "From the message's OccurredAt to its effect's transaction, both on the database clock (the SLA's measure).",
+    ["group", "topic"],
+    buckets=EVENT_AGE_BUCKETS,
+)
+SLA = Gauge(
+    "pin_consumer_sla_seconds",
+    "The group's SLA (pin.messaging.groups.SLA_SECONDS): the bound ConsumerSlaBreached compares the p99 age with.",
+    ["group"],
+)
+
+
+def observe_event_ages(group: str, topic: str, at: datetime, occurred: Iterable[datetime | None]) -> None:
+    """The age of each event whose effect committed at database time ``at`` (an event without OccurredAt has none)."""
+    histogram = EVENT_AGE.labels(group, topic)
+    for occurred_at in occurred:
+        if occurred_at is not None:
+            histogram.observe(max(0.0, (at - occurred_at).total_seconds()))

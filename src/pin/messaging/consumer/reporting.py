@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from opentelemetry.trace import Span, SpanKind
 
-from pin.messaging.consumer.metrics import DUPLICATES, PROCESSED, UNKNOWN_VALUES
+from pin.messaging.consumer.metrics import DUPLICATES, PROCESSED, UNKNOWN_VALUES, observe_event_ages
 from pin.messaging.consumer.received import Received, header_map
 from pin.messaging.consumer.routes import HandlingContext, Route
 from pin.messaging.envelope import Envelope, decode_envelope
@@ -76,22 +77,39 @@ def log_duplicate(log: Any, envelope: Envelope) -> None:
 
 
 def report_message(
-    group: str, log: Any, message: Received, envelope: Envelope, applied: HandlingContext | None, *, attempts: int
+    group: str,
+    log: Any,
+    message: Received,
+    envelope: Envelope,
+    applied: HandlingContext | None,
+    *,
+    attempts: int,
+    at: datetime | None,
 ) -> None:
-    """Metrics and logs of one message handled on its own: ``applied`` is its context, None for a duplicate."""
+    """Metrics and logs of one message handled on its own: ``applied`` is its context, None for a duplicate (or a
+    message of a topic the group does not handle); ``at`` the database time of its effect's transaction."""
     if applied is None:
         DUPLICATES.labels(group, message.topic).inc()
         log_duplicate(log, envelope)
         return
     report_unknown_values(group, applied, log)
     PROCESSED.labels(group, message.topic).inc()
+    if at is not None:
+        observe_event_ages(group, message.topic, at, (envelope.occurred_at,))
     log.info("message handled", event_type=envelope.event_type, attempts=attempts)
 
 
 def report_batch(
-    group: str, log: Any, decoded: list[Decoded], applied: list[tuple[Decoded, HandlingContext]], *, debug: bool
+    group: str,
+    log: Any,
+    decoded: list[Decoded],
+    applied: list[tuple[Decoded, HandlingContext]],
+    *,
+    debug: bool,
+    at: datetime | None,
 ) -> None:
-    """Metrics and logs of a committed batch: per message only what is unusual (or on debug), then one summary."""
+    """Metrics and logs of a committed batch (``at``: its transaction's database time): per message only what is
+    unusual (or on debug), then one summary."""
     first = decoded[0].message
     applied_ids = {id(item) for item, _ in applied}
     for item, context in applied:
@@ -108,6 +126,8 @@ def report_batch(
             log_duplicate(message_log(log, item.message, item.envelope), item.envelope)
     if applied:
         PROCESSED.labels(group, first.topic).inc(len(applied))
+        if at is not None:
+            observe_event_ages(group, first.topic, at, (item.envelope.occurred_at for item, _ in applied))
     if len(decoded) > len(applied):
         DUPLICATES.labels(group, first.topic).inc(len(decoded) - len(applied))
     log.info(

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import replace
+from datetime import datetime
 from typing import Any, Protocol
 
 import structlog
@@ -294,7 +295,7 @@ class ConsumerRuntime:
                 warn_if_unknown_contract(attempt_log, envelope)
                 event = route.parse_or_unreadable(envelope.payload)
                 context = HandlingContext(self.group, topic, envelope.message_id)
-                applied = self._apply(route, event, context, message)
+                applied_at = self._apply(route, event, context, message, envelope.occurred_at)
             except UnreadableMessageError as exc:
                 attempt_log.error("unreadable message", error=str(exc), attempts=attempts)
                 return Failure(exc, dead_letter=True)
@@ -303,19 +304,23 @@ class ConsumerRuntime:
                     exc, self.group, topic, attempts=attempts, poison_attempts=poison_attempts,
                     max_attempts=self._max_attempts, log=attempt_log,
                 )  # fmt: skip
-        report_message(self.group, attempt_log, message, envelope, context if applied else None, attempts=attempts)
+        applied = context if applied_at is not None else None
+        report_message(self.group, attempt_log, message, envelope, applied, attempts=attempts, at=applied_at)
         if applied and self._after_effect is not None:
             self._after_effect(message)
         return None
 
-    def _apply(self, route: Route[Any], event: Any, context: HandlingContext, message: Received) -> bool:
-        """The inbox row and the effect in one transaction; False when the message was handled before."""
+    def _apply(
+        self, route: Route[Any], event: Any, context: HandlingContext, message: Received, occurred_at: datetime | None
+    ) -> datetime | None:
+        """The inbox row and the effect in one transaction: its database time, or None if it was handled before."""
         with self._pool.connection(timeout=self._db_timeout) as conn, conn.transaction():
-            if not inbox_insert(conn, self.group, message, context.message_id):
-                return False
+            at = inbox_insert(conn, self.group, message, context.message_id, occurred_at)
+            if at is None:
+                return None
             route.apply(conn, event, context)
             context.run_pending()
-        return True
+        return at
 
     def _hold(self, message: Received, attempts: int, poison_attempts: int, *, behind: list[Received]) -> None:
         key = message.partition_key
@@ -362,9 +367,10 @@ class ConsumerRuntime:
         spans = spans_exported()
         try:
             with self._pool.connection(timeout=self._db_timeout) as conn, conn.transaction():
-                new = inbox_insert_many(
+                new, at = inbox_insert_many(
                     conn, self.group, topic=first.topic, partition=first.partition,
                     message_ids=[d.envelope.message_id for d in decoded], offsets=[d.message.offset for d in decoded],
+                    occurred_at=[d.envelope.occurred_at for d in decoded],
                 )  # fmt: skip
                 applied: list[tuple[Decoded, HandlingContext]] = []
                 for item in decoded:
@@ -391,12 +397,14 @@ class ConsumerRuntime:
                 error_type=type(exc).__name__,
             )
             return False
-        self._after_batch(decoded, applied)
+        self._after_batch(decoded, applied, at)
         return True
 
-    def _after_batch(self, decoded: list[Decoded], applied: list[tuple[Decoded, HandlingContext]]) -> None:
-        """Metrics and logs of a committed batch, the test hook, and its offset to commit."""
-        report_batch(self.group, self._log, decoded, applied, debug=self._debug)
+    def _after_batch(
+        self, decoded: list[Decoded], applied: list[tuple[Decoded, HandlingContext]], at: datetime | None
+    ) -> None:
+        """Metrics and logs of a committed batch (``at``: its database time), the test hook, its offset to commit."""
+        report_batch(self.group, self._log, decoded, applied, debug=self._debug, at=at)
         if self._after_effect is not None:
             for item, _ in applied:
                 self._after_effect(item.message)

@@ -43,17 +43,15 @@ RETURNING m.attempts
 
 -- outbox_dead_letter --
 -- Move a row to outbox.dead_letter with its error in one statement, while its lease is still ours.
+-- {moved_columns}: the row's columns a dead letter keeps (outbox/writer.py: MOVED_COLUMNS), its value included.
 WITH moved AS (
     DELETE FROM outbox.message m USING outbox.relay_lease l
     WHERE m.id = %(id)s
       AND l.vpart = m.vpart AND l.owner = %(owner)s AND l.epoch = %(epoch)s AND l.expires_at > now()
     RETURNING m.*
 )
-INSERT INTO outbox.dead_letter
-    (id, message_id, vpart, topic, message_key, event_type, contract_version, payload, headers,
-     occurred_at, created_at, attempts, error, permanent)
-SELECT id, message_id, vpart, topic, message_key, event_type, contract_version, payload, headers,
-       occurred_at, created_at, attempts + 1, %(error)s, %(permanent)s
+INSERT INTO outbox.dead_letter ({moved_columns}, attempts, error, permanent)
+SELECT {moved_columns}, attempts + 1, %(error)s, %(permanent)s
 FROM moved
 RETURNING id
 
@@ -101,15 +99,3 @@ RETURNING l.vpart, l.epoch
 -- Give back some of our leases, free at once for the other instances.
 UPDATE outbox.relay_lease SET owner = NULL, expires_at = '-infinity'
 WHERE owner = %(owner)s AND vpart = ANY(%(vparts)s)
-
--- outbox_count_backlog --
--- Waiting rows per topic, counted up to the cap (never a scan of a huge table).
-SELECT topic, count(*) AS rows FROM (SELECT topic FROM outbox.message LIMIT %(cap)s) s GROUP BY topic
-
--- outbox_oldest_age --
--- Seconds since the oldest waiting row was written.
-SELECT EXTRACT(EPOCH FROM now() - created_at)::float8 AS age FROM outbox.message ORDER BY id LIMIT 1
-
--- dead_letter_count --
--- Dead letters awaiting an operator, counted up to the cap.
-SELECT count(*) AS rows FROM (SELECT 1 FROM outbox.dead_letter LIMIT %(cap)s) s

@@ -17,9 +17,9 @@ from psycopg_pool import ConnectionPool
 from pin.backoff import exponential_backoff
 from pin.db import Conn
 from pin.observability import liveness
+from pin.outbox.gauges import OutboxGauges
 from pin.outbox.relay.batch import REPORTED_COUNTERS, RelayCycle
 from pin.outbox.relay.config import RelayConfig
-from pin.outbox.relay.gauges import Gauges
 from pin.outbox.relay.hooks import RelayHooks
 from pin.outbox.relay.leases import Leases
 from pin.outbox.relay.pipeline import Pipeline
@@ -55,7 +55,7 @@ class OutboxRelay:
         self._threads: list[threading.Thread] = []
         self._next_gauge_refresh = 0.0
         self._leases = Leases(pool, self.instance_id, self._config.lease_ttl_seconds, self._wake.set)
-        self._gauges = Gauges(pool, self._config.backlog_count_cap)
+        self._gauges = OutboxGauges(pool, self._config.backlog_count_cap)
         self._producer = BatchProducer(
             producer_factory, self._config.message_timeout_ms, ensure_topic, hooks or RelayHooks()
         )
