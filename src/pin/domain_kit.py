@@ -8,3 +8,7 @@ class DocumentedError(Exception):
 
     def __init__(self, message: str | None = None) -> None:
         super().__init__(message or (self.__doc__ or "").strip())
+
+
+class Contended:
+    """Marks a domain error that means a race lost (a guarded write matched no row): ``pin.faults.Fault.CONTENDED``."""
