@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
@@ -197,11 +197,19 @@ def create_pool(
     name: str = "pin",
     timeout: float = 30.0,
     policy: ConnectionPolicy | None = None,
+    configure: Callable[[psycopg.Connection[dict[str, object]]], None] | None = None,
 ) -> ConnectionPool[psycopg.Connection[dict[str, object]]]:
     """A connection pool whose connections yield dict rows, carry the role's policy and are checked before use
-    (a check that gets no answer within the policy's bound discards the connection)."""
+    (a check that gets no answer within the policy's bound discards the connection); ``configure`` runs once on
+    each new connection after the policy's session settings (more session settings)."""
     policy = policy if policy is not None else default_policy()
     session = session_settings(url, policy)
+
+    def configure_session(conn: psycopg.Connection[dict[str, object]]) -> None:
+        apply_session(conn, session)
+        if configure is not None:
+            configure(conn)
+
     return ConnectionPool(
         url,
         min_size=min_size,
@@ -210,7 +218,7 @@ def create_pool(
         timeout=timeout,  # seconds a caller waits for a connection before PoolTimeout
         open=True,
         check=lambda conn: check_connection(conn, policy.check_timeout_seconds),
-        configure=lambda conn: apply_session(conn, session),
+        configure=configure_session,
         kwargs={"row_factory": dict_row, **client_parameters(url, policy)},
         connection_class=psycopg.Connection[dict[str, object]],
     )

@@ -36,7 +36,7 @@ from tests.consumers.support import (
     running,
     wait_for,
 )
-from tests.support.contention import Background, hold_blocker, install_blocker, provoke_deadlocks
+from tests.support.contention import Background, arm_deadlocks, install_blocker, provoke_deadlocks
 from tests.support.infra import TestDatabases
 
 pytestmark = pytest.mark.integration
@@ -124,8 +124,8 @@ def test_database_unreachable_for_a_while_retries_then_applies_once(
 def test_a_deadlock_six_times_in_a_row_is_retried_without_limit_never_dead_lettered_then_applied_once(
     settings, database_url, pool, test_databases: TestDatabases, producer
 ):
-    """Each attempt at the message waits for a row another session holds, and that session then waits for the
-    message's inbox row: a real deadlock, of which the consumer is the victim, six times (the limit is five)."""
+    """Each attempt at the message waits for the test's session to block on the message's inbox row, then asks for
+    a row that session holds: a real deadlock, of which the consumer is the victim, six times (the limit is five)."""
     name = database_url.split("?", 1)[0].rsplit("/", 1)[1]
     install_blocker(database_url, table="crm.lead_feed_entry")  # the effect's INSERT waits for the blocker row
     with psycopg.connect(test_databases.server_url, autocommit=True) as admin:  # quicker deadlock detection
@@ -146,10 +146,8 @@ def test_a_deadlock_six_times_in_a_row_is_retried_without_limit_never_dead_lette
                 'INSERT INTO messaging.inbox (consumer_group, message_id, topic, "partition", "offset")'
                 " VALUES ('crm', %s, 'test', 0, 0)"
             )
-            held = hold_blocker(database_url)  # before the message is sent
-            rounds = Background(
-                lambda: provoke_deadlocks(database_url, close_cycle, [event["MessageId"]], times=6, held=held)
-            )
+            arm_deadlocks(database_url)  # before the message is sent
+            rounds = Background(lambda: provoke_deadlocks(database_url, close_cycle, [event["MessageId"]], times=6))
             producer.send(topic, event)
             victims = rounds.result(timeout=90)  # then the blocker is free: the next attempt goes through
             wait_for(lambda: feed_entries(pool, event["AppointmentId"]), what="the message applied after the deadlocks")

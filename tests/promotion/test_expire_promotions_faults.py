@@ -22,7 +22,7 @@ from pin.db import Conn
 from pin.promotion.domain import PromotionPurchase
 from pin.promotion.worker import JOB_NAME, ExpirePromotionsConfig, ExpirePromotionsJob
 from tests.promotion.support import db_now, execute, purchase_events, purchase_rows, seed_purchases
-from tests.support.contention import Background, hold_blocker, install_blocker, provoke_deadlocks
+from tests.support.contention import Background, arm_deadlocks, hold_blocker, install_blocker, provoke_deadlocks
 
 pytestmark = pytest.mark.integration
 
@@ -100,11 +100,11 @@ def test_A4_a_deadlock_on_the_batch_write_rolls_the_whole_batch_back(
 ) -> None:
     purchases = _purchases(pool)
     install_blocker(database_url, table="promotion.purchase", when=_EXPIRING)
-    # Another session holds the blocker the batch write waits for, then asks for a purchase the batch holds.
-    held = hold_blocker(database_url)
+    # The batch write waits until another session asks for a purchase the batch holds, then for a row it holds.
+    arm_deadlocks(database_url)
     other = Background(
         lambda: provoke_deadlocks(
-            database_url, "SELECT 1 FROM promotion.purchase WHERE id = %s FOR UPDATE", [purchases[0].id], held=held
+            database_url, "SELECT 1 FROM promotion.purchase WHERE id = %s FOR UPDATE", [purchases[0].id]
         )
     )
     _fails_whole_then_redone(pool, ExpirePromotionsJob(pool), purchases, pg_errors.DeadlockDetected, heal=other.result)

@@ -1,9 +1,11 @@
 """Real lock contention for tests: a row a test's session holds, a trigger that waits for it, and deadlocks.
 
-``install_blocker`` creates ``public.test_blocker`` (one row) and a trigger function ``public.test_wait_for_blocker``
-that locks that row; attach it to the table whose write should wait. ``provoke_deadlocks`` holds the row, waits
-until another session is blocked on it, then asks for a lock that session holds: the two deadlock, and the other
-session (its ``deadlock_timeout`` runs out first) is the one PostgreSQL aborts with 40P01.
+``install_blocker`` creates ``public.test_blocker`` (one row) and a trigger function that locks that row, on the
+table whose write should wait. ``hold_blocker`` holds it (a lock timeout, or a wait). ``arm_deadlocks`` then
+``provoke_deadlocks`` make real deadlocks, in an order that leaves PostgreSQL one choice of victim: the trigger
+first waits (polling) until the test's session is blocked on a lock the writer's transaction holds, and only then
+asks for the blocker, which the test's session holds. The writer closes the cycle, its ``deadlock_timeout`` (1 s
+by default) runs out long before the test session's (5 s), so the writer is the one aborted with 40P01.
 """
 
 from __future__ import annotations
@@ -19,17 +21,23 @@ from pin.db import connect
 
 T = TypeVar("T")
 
-# What the trigger does before the write goes on; %s is filled by install_blocker (a lock_timeout, or nothing).
+# What the trigger does before the write goes on; {lock_timeout} is a set_config of lock_timeout, or nothing.
 _WAIT_FUNCTION = """
 CREATE FUNCTION public.test_wait_for_blocker() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     {lock_timeout}
+    -- armed: wait until a session waits for a lock this transaction holds, so that this one closes the cycle
+    -- (pg_locks is read afresh on every call; pg_stat_activity would be a snapshot kept for the transaction)
+    WHILE (SELECT armed FROM public.test_deadlock_armed)
+          AND NOT EXISTS (SELECT 1 FROM pg_locks AS l
+                           WHERE NOT l.granted AND pg_backend_pid() = ANY (pg_blocking_pids(l.pid))) LOOP
+        PERFORM pg_sleep(0.005);
+    END LOOP;
     PERFORM 1 FROM public.test_blocker WHERE id = 1 FOR UPDATE;
     RETURN NEW;
 END $$;
 """
-# Our session's deadlock_timeout: far longer than the other session's (1 s by default), so the other one checks
-# first and is the victim; were our session late to wait, it would be the victim itself after this long.
+# The test session's deadlock_timeout: far longer than the writer's, so the writer is always the victim.
 _OUR_DEADLOCK_TIMEOUT = "5s"
 
 
@@ -39,11 +47,23 @@ def install_blocker(database_url: str, *, table: str, when: str = "true", lock_t
     with connect(database_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE public.test_blocker (id integer PRIMARY KEY)")
         conn.execute("INSERT INTO public.test_blocker VALUES (1)")
+        conn.execute("CREATE TABLE public.test_deadlock_armed (armed boolean NOT NULL)")
+        conn.execute("INSERT INTO public.test_deadlock_armed VALUES (false)")
         conn.execute(_WAIT_FUNCTION.format(lock_timeout=set_timeout))  # type: ignore[arg-type]
         conn.execute(
             f"CREATE TRIGGER test_wait_for_blocker BEFORE INSERT OR UPDATE ON {table} FOR EACH ROW"  # type: ignore[arg-type]
             f" WHEN ({when}) EXECUTE FUNCTION public.test_wait_for_blocker()"
         )
+
+
+def _set_armed(database_url: str, armed: bool) -> None:
+    with connect(database_url, autocommit=True) as conn:
+        conn.execute("UPDATE public.test_deadlock_armed SET armed = %s", (armed,))
+
+
+def arm_deadlocks(database_url: str) -> None:
+    """From now on every write the trigger sees waits for the test session (see provoke_deadlocks)."""
+    _set_armed(database_url, True)
 
 
 def hold_blocker(database_url: str) -> psycopg.Connection[dict[str, object]]:
@@ -58,46 +78,46 @@ def hold_blocker(database_url: str) -> psycopg.Connection[dict[str, object]]:
     return conn
 
 
-def wait_for_waiter(holder: psycopg.Connection[dict[str, object]], *, timeout: float = 15.0) -> int:
-    """The pid of a session blocked on a lock ``holder`` holds (polled; no fixed sleep)."""
-    pid = holder.info.backend_pid
+def _wait_for_writer(holder: psycopg.Connection[dict[str, object]], *, timeout: float) -> int:
+    """The pid of a session polling in the armed trigger (polled; no fixed sleep)."""
     deadline = time.monotonic() + timeout
     with connect(holder.info.dsn, autocommit=True) as probe:
         while time.monotonic() < deadline:
             row = probe.execute(
-                "SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid)) LIMIT 1", (pid,)
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'"
+                " AND query NOT ILIKE '%%pg_stat_activity%%' AND pid <> %s LIMIT 1",
+                (holder.info.backend_pid,),
             ).fetchone()
             if row is not None:
                 return int(row["pid"])  # type: ignore[call-overload]
             time.sleep(0.005)
-    raise AssertionError(f"no session waited for the blocker within {timeout} s")
+    raise AssertionError(f"no session reached the armed trigger within {timeout} s")
 
 
 def provoke_deadlocks(
-    database_url: str,
-    close_cycle_sql: str,
-    params: Sequence[object],
-    *,
-    times: int = 1,
-    timeout: float = 15.0,
-    held: psycopg.Connection[dict[str, object]] | None = None,
+    database_url: str, close_cycle_sql: str, params: Sequence[object], *, times: int = 1, timeout: float = 15.0
 ) -> list[int]:
-    """``times`` deadlocks in a row with whichever session waits for the blocker; the victims' pids.
+    """``times`` deadlocks in a row with the writer the armed trigger holds back (arm_deadlocks first); the victims'
+    pids. Disarmed at the end: the writer's next try goes through.
 
-    Each round holds the blocker, waits for a session to block on it, then runs ``close_cycle_sql`` (a statement
-    that waits for a lock that session holds). The other session is aborted (deadlock detected); ours then gets its
-    lock and rolls back, releasing both. After the last round the blocker is free. ``held``: the first round's
-    holder, taken by the caller before it set the other session going.
+    Each round holds the blocker, waits for a writer to poll in the trigger, then runs ``close_cycle_sql`` (a
+    statement that waits for a lock the writer's transaction holds): the writer stops polling, asks for the
+    blocker and closes the cycle; it is aborted (deadlock detected), ours then gets its lock and rolls back.
     """
     victims = []
-    for round_ in range(times):
-        holder = held if round_ == 0 and held is not None else hold_blocker(database_url)
-        try:
-            victims.append(wait_for_waiter(holder, timeout=timeout))
-            holder.execute(close_cycle_sql, params)  # type: ignore[arg-type]  # returns once the victim rolled back
-        finally:
-            holder.rollback()
-            holder.close()
+    try:
+        for _ in range(times):
+            holder = hold_blocker(database_url)
+            try:
+                victims.append(_wait_for_writer(holder, timeout=timeout))
+                holder.execute(close_cycle_sql, params)  # type: ignore[arg-type]  # returns once the writer aborted
+                if len(victims) == times:
+                    _set_armed(database_url, False)  # before the blocker is free: the next try must not wait
+            finally:
+                holder.rollback()
+                holder.close()
+    finally:
+        _set_armed(database_url, False)
     return victims
 
 

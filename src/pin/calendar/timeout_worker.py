@@ -53,6 +53,9 @@ class AppointmentTimeoutConfig:
     # with the database gone, each fails after this long instead of the pool's 30 s, so a stop request is
     # honoured within a few seconds.
     connection_wait_seconds: float = 2.0
+    # Seed 000 "Max duration" (< 30 s per cycle): past this the cycle claims nothing more and the rest waits for
+    # the next tick; no statement of the cycle runs longer either (docs/design/claims.md, "The cycle's budget").
+    cycle_budget_seconds: float = 30.0
     # This instance's name in jobs.cycle.
     instance: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
 
@@ -70,6 +73,7 @@ class TimeoutResult:
     claimed_count: int = 0  # items claimed (expired, failed or found changed)
     batch_size: int = 200
     retried_count: int = 0  # of those, poison items claimed by the second pass (tried again)
+    budget_exhausted: bool = False  # the cycle stopped claiming: its time budget was spent
 
     @property
     def skipped_locked(self) -> int:
@@ -81,9 +85,10 @@ class TimeoutResult:
         """The first pass alone claimed BatchSize items: more due appointments are probably waiting.
 
         Claims of poison items do not count: a batch they fill must not make the runner loop at once, or a
-        handful of poison items would be retried back to back instead of once per cycle.
+        handful of poison items would be retried back to back instead of once per cycle. A cycle over its budget is
+        not full either: the rest waits for the next tick (seed 000, "Max duration").
         """
-        return self.claimed_count - self.retried_count >= self.batch_size
+        return not self.budget_exhausted and self.claimed_count - self.retried_count >= self.batch_size
 
     def as_dict(self) -> Mapping[str, int]:
         """The result as seed 000 names it."""
@@ -109,6 +114,7 @@ class _Tally:
     skipped: set[uuid.UUID] = field(default_factory=set)
     poison_pass: bool = False  # the second pass: poison items only
     retried: int = 0  # items the second pass claimed
+    budget_exhausted: bool = False
 
     def result(self, duration_ms: int, batch_size: int) -> TimeoutResult:
         return TimeoutResult(
@@ -121,6 +127,7 @@ class _Tally:
             claimed_count=len(self.attempted),
             batch_size=batch_size,
             retried_count=self.retried,
+            budget_exhausted=self.budget_exhausted,
         )
 
 
@@ -175,6 +182,7 @@ class AppointmentTimeoutJob:
         self._cycles = JobCycles(
             DEFINITION, pool, instance=self._config.instance,
             connection_wait_seconds=self._config.connection_wait_seconds,
+            budget_seconds=self._config.cycle_budget_seconds,
         )  # fmt: skip
 
     def run_once(self) -> TimeoutResult:
@@ -198,16 +206,19 @@ class AppointmentTimeoutJob:
     def _cycle_connection(self) -> Iterator[Conn]:
         """One pooled connection for the whole cycle: AsOf, the count, then every item's transaction.
 
-        Its session's lock_timeout is the item lock timeout, set here once and reset before the connection goes
-        back to the pool (a connection that cannot be reset is closed: the pool then discards it).
+        Its session's lock_timeout is the item lock timeout and its statement_timeout at most the cycle's budget,
+        set here once and reset before the connection goes back to the pool (a connection that cannot be reset is
+        closed: the pool then discards it).
         """
         timeout_ms = max(1, int(self._config.item_lock_timeout_seconds * 1000))
         with self._cycles.connection() as conn:
             conn.execute(claims.LOCK_TIMEOUT_SET, {"lock_timeout": f"{timeout_ms}ms"})
+            budget_ms = int(self._config.cycle_budget_seconds * 1000)
+            previous = bookkeeping.statement_timeout_cap(conn, budget_ms, local=False)
             try:
                 yield conn
             finally:
-                _reset_session(conn)
+                _reset_session(conn, previous)
 
     def _expire_due(self, conn: Conn, cycle: Cycle, tally: _Tally) -> None:
         """Claim and expire one item per transaction until none is free, BatchSize is reached, or a stop.
@@ -228,6 +239,9 @@ class AppointmentTimeoutJob:
         for poison_pass in (False, True):
             tally.poison_pass, tally.cursor = poison_pass, None
             while len(tally.attempted) < batch_size and not self._stop.is_set():
+                if cycle.budget_spent():  # claim nothing more: what was finished is committed, the rest waits
+                    tally.budget_exhausted = True
+                    return
                 try:
                     more = self._expire_next(conn, items, tally, lock_cluster=True)
                 except _ClusterLockFailedError:
@@ -345,14 +359,16 @@ class _ClusterLockFailedError(Exception):
     """The claim's lock of the cluster timed out or deadlocked (the item's transaction is rolled back)."""
 
 
-def _reset_session(conn: Conn) -> None:
-    """End any open transaction and reset the cycle's lock_timeout; close the connection when that fails."""
+def _reset_session(conn: Conn, statement_timeout: str) -> None:
+    """End any open transaction, reset the cycle's lock_timeout and put ``statement_timeout`` back; close the
+    connection when that fails."""
     if conn.closed or conn.broken:
         return
     try:
         if conn.info.transaction_status is not TransactionStatus.IDLE:
             conn.rollback()
         conn.execute(claims.LOCK_TIMEOUT_RESET)
+        conn.execute(claims.STATEMENT_TIMEOUT_RESTORE, {"statement_timeout": statement_timeout})
         conn.commit()
     except psycopg.Error:
         log.warning("could not reset the cycle's connection; closing it", job=JOB_NAME, exc_info=True)

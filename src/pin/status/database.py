@@ -24,6 +24,7 @@ from pin.promotion.worker import JOB_NAME as EXPIRE_PROMOTIONS
 from pin.settings import Settings
 from pin.status.snapshot import (
     Backlog,
+    CdcSlot,
     Cycle,
     Cycles,
     DeadLetters,
@@ -261,6 +262,22 @@ def leases(conn: Conn) -> Leases:
     """The relay instances holding live leases, and how many vparts have no publisher."""
     relays = tuple(_rows(conn, RelayLease, _LEASES_PER_OWNER))
     return Leases(relays, unowned_vparts=VPARTS - sum(r.vparts for r in relays))
+
+
+_CDC_SLOT: LiteralString = """
+    SELECT %(slot)s AS slot, count(s.slot_name) > 0 AS exists, bool_or(s.active) AS active,
+           max(pg_current_wal_lsn() - s.restart_lsn)::float8 AS retained_wal_bytes, max(s.wal_status) AS wal_status
+    FROM (SELECT 1) AS one LEFT JOIN pg_replication_slots s ON s.slot_name = %(slot)s
+"""
+
+
+def cdc_slot(slot: str) -> Callable[[Conn], CdcSlot]:
+    """The replication slot ``slot``: whether it exists, whether a reader streams from it, the WAL it keeps."""
+
+    def read_slot(conn: Conn) -> CdcSlot:
+        return _one(conn, CdcSlot, _CDC_SLOT, {"slot": slot})
+
+    return read_slot
 
 
 # per group: an index range over (consumer_group, processed_at), never a scan of the inbox

@@ -23,6 +23,8 @@ class Held:
     attempts: int
     retry_at: float
     behind: list[Received] = field(default_factory=list)
+    # of the attempts, those that failed for a reason about the message (the dead-letter limit counts only these)
+    poison_attempts: int = 0
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,8 @@ class Failure:
 
     exc: BaseException
     dead_letter: bool
+    # the message's failures about itself so far, this one included when it is one (pin.faults: poison)
+    poison_attempts: int = 0
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -44,10 +48,17 @@ def backoff_delay(attempt: int, *, base: float, cap: float, rng: Callable[[], fl
     return float(exponential_backoff(attempt, base=base, cap=cap) * (0.5 + 0.5 * rng()))
 
 
-def classify(exc: Exception, group: str, topic: str, *, attempts: int, max_attempts: int, log: Any) -> Failure:
-    """A failed attempt logged and counted: retried (not the message's fault, or attempts left) or dead-lettered."""
+def classify(
+    exc: Exception, group: str, topic: str, *, attempts: int, poison_attempts: int, max_attempts: int, log: Any
+) -> Failure:
+    """A failed attempt logged and counted: retried (not the message's fault, or attempts left) or dead-lettered.
+
+    ``attempts`` counts every try (the back-off grows with it); ``poison_attempts`` the earlier failures about the
+    message, the only ones the limit counts: a deadlock or an outage before them does not use the limit up.
+    """
     fault = classify_fault(exc)
-    give_up = not fault.transient and attempts >= max_attempts
+    poison_attempts += 0 if fault.transient else 1
+    give_up = not fault.transient and poison_attempts >= max_attempts
     log.warning(
         "message failed",
         error_type=type(exc).__name__,
@@ -59,4 +70,4 @@ def classify(exc: Exception, group: str, topic: str, *, attempts: int, max_attem
     )
     if not give_up:
         RETRIES.labels(group, topic).inc()
-    return Failure(exc, dead_letter=give_up)
+    return Failure(exc, dead_letter=give_up, poison_attempts=poison_attempts)
