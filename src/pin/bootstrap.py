@@ -24,7 +24,6 @@ def run_api(*, host: str, port: int) -> None:
     # imported here: the other roles start faster without the web stack
     from pin.api.app import create_app
     from pin.api.server import serve
-    from pin.lock_waits import session_lock_timeout
 
     context = start_role("api", metrics=False)
     settings = context.settings
@@ -37,7 +36,6 @@ def run_api(*, host: str, port: int) -> None:
         name="api",
         timeout=settings.api_pool_timeout_seconds,
         policy=policy,
-        configure=session_lock_timeout(settings.api_lock_timeout_seconds),
     )
     try:
         serve(create_app(settings, pool), settings, host=host, port=port)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
@@ -72,7 +72,15 @@ class ConnectionPolicy:
             # a backend running a long query for a client that is gone notices it (needs the keepalives above)
             "client_connection_check_interval": str(settings.database_client_connection_check_interval_ms),
         }
+        if role == "api":
+            # the one rule for row-lock waits of every API route (pin.lock_waits): a bounded wait, then a 409
+            session["lock_timeout"] = lock_timeout_value(settings.api_lock_timeout_seconds)
         return cls(client=client, session=session, check_timeout_seconds=settings.database_check_timeout_seconds)
+
+
+def lock_timeout_value(seconds: float) -> str:
+    """``seconds`` as a lock_timeout value; at least 1 ms (0 would mean no limit)."""
+    return f"{max(1, round(seconds * 1000))}ms"
 
 
 def _statement_timeout_ms(settings: Settings, role: Role) -> int:
@@ -163,11 +171,9 @@ def apply_session(conn: Conn, settings: Mapping[str, str]) -> None:
         return
     pairs = [psycopg.sql.SQL("set_config({}, {}, false)").format(name, value) for name, value in settings.items()]
     query = psycopg.sql.SQL("SELECT {}").format(psycopg.sql.SQL(", ").join(pairs))
-    if conn.autocommit:
-        conn.execute(query)
-    else:
-        conn.execute(query)
-        conn.commit()
+    conn.execute(query)
+    if not conn.autocommit:
+        conn.commit()  # a pool wants its connections idle; a session setting outlives the commit
 
 
 def connect(
@@ -197,18 +203,15 @@ def create_pool(
     name: str = "pin",
     timeout: float = 30.0,
     policy: ConnectionPolicy | None = None,
-    configure: Callable[[psycopg.Connection[dict[str, object]]], None] | None = None,
 ) -> ConnectionPool[psycopg.Connection[dict[str, object]]]:
-    """A connection pool whose connections yield dict rows, carry the role's policy and are checked before use
-    (a check that gets no answer within the policy's bound discards the connection); ``configure`` runs once on
-    each new connection after the policy's session settings (more session settings)."""
+    """A connection pool whose connections yield dict rows, carry the role's policy (its session settings SET
+    once per new connection) and are checked before use (a check that gets no answer within the policy's
+    bound discards the connection)."""
     policy = policy if policy is not None else default_policy()
     session = session_settings(url, policy)
 
     def configure_session(conn: psycopg.Connection[dict[str, object]]) -> None:
         apply_session(conn, session)
-        if configure is not None:
-            configure(conn)
 
     return ConnectionPool(
         url,

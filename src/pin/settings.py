@@ -135,9 +135,9 @@ class Settings(BaseSettings):
     # document and the connection is closed. The process's open-files limit is raised to this plus headroom.
     http_max_connections: int = Field(default=1_000, ge=10, le=100_000)
     # The longest an API transaction waits for a row (or table) lock another transaction holds: then its
-    # statement fails and the request is a 409 (retryable). Below the API pool's 5 s wait for a connection, so
-    # that a request of another tenant always gets a connection while every one is waiting on a held row.
-    api_lock_timeout_seconds: float = Field(default=2.0, gt=0, lt=5)
+    # statement fails and the request is a 409 (retryable). Below PIN_API_POOL_TIMEOUT_SECONDS, so that a
+    # request of another tenant always gets a connection while every one is waiting on a held row.
+    api_lock_timeout_seconds: float = Field(default=2.0, gt=0, le=60)
 
     # PendingTtl: how long an agent has to decide on a Pending appointment.
     appointment_pending_ttl_seconds: int = Field(default=86_400, gt=0)
@@ -274,6 +274,12 @@ class Settings(BaseSettings):
     def _relay_lease_outlives_heartbeats(self) -> Settings:
         if self.relay_lease_ttl_seconds < 2 * self.relay_heartbeat_seconds:
             raise ConfigurationError("PIN_RELAY_LEASE_TTL_SECONDS: must be at least twice the heartbeat")
+        return self
+
+    @model_validator(mode="after")
+    def _api_lock_wait_below_the_pool_wait(self) -> Settings:
+        if self.api_lock_timeout_seconds >= self.api_pool_timeout_seconds:
+            raise ConfigurationError("PIN_API_LOCK_TIMEOUT_SECONDS: must be less than PIN_API_POOL_TIMEOUT_SECONDS")
         return self
 
     @model_validator(mode="after")

@@ -12,7 +12,7 @@ import pytest
 
 from pin.db import ConnectionPolicy, Role, check_connection, connect, create_pool, migrate
 from pin.faults import Fault, classify
-from pin.settings import Settings
+from pin.settings import ConfigurationError, Settings
 
 _SERVER_SETTINGS = (
     "statement_timeout",
@@ -130,3 +130,25 @@ def test_the_pools_check_refuses_a_session_the_server_ended(database_url: str) -
         with pytest.raises(psycopg.OperationalError):
             check_connection(conn, 2.0)
         assert conn.closed
+
+
+def test_the_apis_sessions_carry_its_lock_timeout_and_no_other_role_does(database_url: str) -> None:
+    """The one rule for the API's row-lock waits is one of its session settings (pin.lock_waits)."""
+    api = create_pool(
+        database_url, min_size=1, max_size=1, name="policy-api", policy=_policy("api", api_lock_timeout_seconds=1.5)
+    )
+    try:
+        with api.connection() as conn:
+            assert conn.execute("SHOW lock_timeout").fetchone() == {"lock_timeout": "1500ms"}
+    finally:
+        api.close()
+    with connect(database_url, policy=_policy("worker")) as conn:
+        assert conn.execute("SHOW lock_timeout").fetchone() == {"lock_timeout": "0"}
+
+
+def test_an_api_lock_wait_not_below_the_pool_wait_is_a_configuration_error() -> None:
+    with pytest.raises(
+        ConfigurationError, match="PIN_API_LOCK_TIMEOUT_SECONDS: must be less than PIN_API_POOL_TIMEOUT_SECONDS"
+    ):
+        Settings.model_validate({"api_lock_timeout_seconds": 5.0, "api_pool_timeout_seconds": 5.0})
+    assert Settings.model_validate({"api_lock_timeout_seconds": 8.0, "api_pool_timeout_seconds": 10.0})
