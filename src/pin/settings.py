@@ -94,6 +94,12 @@ class Settings(BaseSettings):
     # take (its statements each bounded by PIN_CONSUMER_STATEMENT_TIMEOUT_MS, a dead database found within
     # seconds) and never below the session timeout.
     kafka_max_poll_interval_ms: int = Field(default=60_000, ge=10_000, le=3_600_000)
+    # Consumers: how often each instance records its membership of its group (its row of messaging.consumer_member:
+    # partitions held, heartbeat); a row 3 intervals old is not a member. One upsert per interval, never per message.
+    consumer_membership_heartbeat_seconds: float = Field(default=5.0, ge=0.1, le=600)
+    # `pin status`: a group whose live members have held no partition for longer than this is wedged (0: derived,
+    # 2 x PIN_KAFKA_SESSION_TIMEOUT_MS + PIN_KAFKA_MAX_POLL_INTERVAL_MS, the longest a healthy rebalance waits).
+    consumer_wedged_after_seconds: float = Field(default=0.0, ge=0, le=86_400)
     # Partitions of each topic the system creates (`pin topics`, `pin up`, a role creating a missing topic): the
     # most busy consumers of a group per topic. Never changes an existing topic (docs/operations.md: changing it).
     kafka_topic_partitions: int = Field(default=PARTITIONS, ge=1, le=10_000)
@@ -264,6 +270,15 @@ class Settings(BaseSettings):
         if not sep or not kind.strip() or not name.strip() or value != value.strip():
             raise ValueError("expected a Kafka principal such as User:pin-relay")
         return value
+
+    def wedged_after_seconds(self) -> float:
+        """How long a group's live members may hold no partition before `pin status` calls the group wedged."""
+        if self.consumer_wedged_after_seconds:
+            return self.consumer_wedged_after_seconds
+        derived_ms = 2 * self.kafka_session_timeout_ms + max(
+            self.kafka_max_poll_interval_ms, self.kafka_session_timeout_ms
+        )
+        return derived_ms / 1000
 
     def kafka_principal(self, role: str) -> str:
         """The Kafka principal of ``role`` (relay, a consumer group, operator)."""

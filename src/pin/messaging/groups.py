@@ -59,7 +59,11 @@ def build_runtime(group: str, settings: Settings, pool: ConnectionPool[Conn], **
         pool=pool,
         consumer_config=consumer_config(settings, group, **{"client.id": f"pin-consume-{group}"}),
         producer_config=producer_config(settings, **{"client.id": f"pin-consume-{group}-dlq", "linger.ms": 0}),
-        **{"max_message_bytes": settings.kafka_max_message_bytes, **options},
+        **{
+            "max_message_bytes": settings.kafka_max_message_bytes,
+            "membership_interval": settings.consumer_membership_heartbeat_seconds,
+            **options,
+        },
     )
     SLA.labels(group).set(SLA_SECONDS[group])
     return runtime

@@ -47,3 +47,22 @@ CREATE TABLE IF NOT EXISTS messaging.dead_letter (
     CONSTRAINT dead_letter_disposition CHECK (disposition IN ('truncated', 'parked')),
     CONSTRAINT dead_letter_origin UNIQUE (consumer_group, topic, "partition", "offset")
 );
+
+-- Who is in each consumer group, as its instances say (pin/messaging/consumer/membership.py): the embedded broker
+-- answers DescribeGroups with no members, so `pin status` reads membership here to tell a wedged group (members,
+-- and none of them has held a partition for longer than PIN_CONSUMER_WEDGED_AFTER_SECONDS). Written on the loop's
+-- timer (one upsert per heartbeat interval, and once after a rebalance callback changed the assignment); a row
+-- whose heartbeat is older than 3 heartbeat intervals is not a member (a killed instance); a stopped one deletes it.
+CREATE TABLE IF NOT EXISTS messaging.consumer_member (
+    consumer_group        text        NOT NULL,
+    -- host:pid of the instance: no PII
+    member                text        NOT NULL,
+    -- partitions assigned to it now (0: joining, rebalancing, or wedged)
+    partitions            integer     NOT NULL,
+    -- when that count last changed (or the instance joined), database clock
+    assignment_changed_at timestamptz NOT NULL DEFAULT now(),
+    heartbeat_at          timestamptz NOT NULL DEFAULT now(),
+    -- how old a heartbeat may be while the instance still counts as a member (3 heartbeat intervals)
+    stale_after_seconds   float8      NOT NULL,
+    PRIMARY KEY (consumer_group, member)
+);

@@ -34,12 +34,14 @@ def collect_status(settings: Settings, *, kafka: bool = True, kafka_timeout: flo
             else None,
         )
         inbox = database.read(conn, database.inbox)
+        members = database.read(conn, database.members(settings.wedged_after_seconds()))
     offsets = consumer_offsets(settings, kafka_timeout) if kafka else BrokerUnavailable("not asked (--no-kafka)")
     consumers = tuple(
         ConsumerView(
             group=group,
             inbox=inbox if isinstance(inbox, Unavailable) else inbox[group],
             broker=offsets if isinstance(offsets, Unavailable) else offsets[group],
+            members=members if isinstance(members, Unavailable) else members[group],
         )
         for group in topics.CONSUMER_GROUPS
     )

@@ -15,7 +15,7 @@ from psycopg.rows import class_row
 
 from pin.calendar.claims import JOB_NAME as APPOINTMENT_TIMEOUT
 from pin.calendar.repository import APPOINTMENT_IS_DUE
-from pin.db import Conn, ConnectionPolicy, connect
+from pin.db import Conn, ConnectionPolicy, connect, load_queries
 from pin.messaging import topics
 from pin.messaging.groups import SLA_SECONDS, SLA_WINDOW_SECONDS
 from pin.outbox.writer import VPARTS
@@ -28,6 +28,7 @@ from pin.status.snapshot import (
     Cycle,
     Cycles,
     DeadLetters,
+    GroupMembers,
     InboxActivity,
     Leases,
     OutboxBacklog,
@@ -40,6 +41,8 @@ from pin.status.snapshot import (
 )
 
 T = TypeVar("T")
+
+_QUERIES = load_queries(__package__ or "pin.status")
 
 # Counts stop here: a backlog of 10 001 reads as "10000+" and costs no more than that many index entries.
 COUNT_CAP = 10_001
@@ -314,3 +317,13 @@ def inbox(conn: Conn) -> dict[str, InboxActivity]:
         )
         for group in topics.CONSUMER_GROUPS
     }
+
+
+def members(wedged_after_seconds: float) -> Callable[[Conn], dict[str, GroupMembers]]:
+    """The query of every group's live members, and whether each is wedged (``wedged_after_seconds``)."""
+
+    def read_members(conn: Conn) -> dict[str, GroupMembers]:
+        params = {"groups": list(topics.CONSUMER_GROUPS), "wedged_after": wedged_after_seconds}
+        return {m.group_name: m for m in _rows(conn, GroupMembers, _QUERIES["group_members"], params)}
+
+    return read_members

@@ -16,6 +16,7 @@ from pin.status.snapshot import (
     ConsumerView,
     Cycle,
     Cycles,
+    GroupMembers,
     GroupOffsets,
     InboxActivity,
     JobView,
@@ -219,10 +220,13 @@ def _cdc_text(slot: CdcSlot | Unavailable) -> Text:
 def _consumers_table(consumers: tuple[ConsumerView, ...]) -> Table:
     table = _table(
         "Consumers", "group", "last processed", "last 5 min", "p99 age / SLA", "parked letters",
-        "lag (committed vs end)", "dead-lettered (DLQ topic)",
+        "lag (committed vs end)", "dead-lettered (DLQ topic)", "members",
     )  # fmt: skip
     for consumer in consumers:
-        table.add_row(consumer.group, *_inbox_cells(consumer.inbox), *_broker_cells(consumer.broker))
+        table.add_row(
+            consumer.group, *_inbox_cells(consumer.inbox), *_broker_cells(consumer.broker),
+            _members_cell(consumer.members),
+        )  # fmt: skip
     everywhere = next((c.broker for c in consumers if isinstance(c.broker, BrokerUnavailable)), None)
     table.caption = (
         f"broker: n/a: {everywhere.reason}"
@@ -268,3 +272,19 @@ def _broker_cells(broker: GroupOffsets | Unavailable) -> list[Cell]:
         lag += f" (missing topics: {len(broker.missing_topics)}; run `pin topics`)"
     dead = broker.dead_lettered
     return [lag, Text("-" if dead is None else str(dead), style="red bold" if dead else "")]
+
+
+def _members_cell(members: GroupMembers | Unavailable | None) -> Cell:
+    """«2 (15 partitions)»; «1, no partition for 1m30s»; red «WEDGED» past the bound (docs/operations.md says why)."""
+    if members is None:
+        return "-"
+    if isinstance(members, Unavailable):
+        return _unavailable(members)
+    if not members.live_members:
+        return "none"
+    if members.unassigned_seconds is None:
+        return f"{members.live_members} ({members.partitions} partitions)"
+    cell = f"{members.live_members}, no partition for {_age(members.unassigned_seconds)}"
+    if members.wedged:
+        return Text(f"{cell}: WEDGED (docs/operations.md)", style="red bold")
+    return cell

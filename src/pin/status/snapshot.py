@@ -294,12 +294,29 @@ class GroupOffsets(Part):
 
 
 @dataclass(frozen=True)
+class GroupMembers(Part):
+    """A group's live members as its instances record them (``messaging.consumer_member``; the embedded broker
+    names no members), and whether the group is wedged: live members, none of which has held a partition for
+    longer than the bound (PIN_CONSUMER_WEDGED_AFTER_SECONDS)."""
+
+    LEAVE_OUT: ClassVar[tuple[str, ...]] = ("group_name",)
+
+    group_name: str
+    live_members: int
+    partitions: int  # held by the live members together
+    unassigned_seconds: float | None  # since a live member last held a partition or joined; None: some hold one
+    wedged_after_seconds: float
+    wedged: bool
+
+
+@dataclass(frozen=True)
 class ConsumerView(Part):
-    """One consumer group: its inbox and its offsets on the broker."""
+    """One consumer group: its inbox, its offsets on the broker, and its members as they record themselves."""
 
     group: str
     inbox: InboxActivity | Unavailable
     broker: GroupOffsets | Unavailable
+    members: GroupMembers | Unavailable | None = None  # None: not read
 
 
 # --- the whole -------------------------------------------------------------------------------------------

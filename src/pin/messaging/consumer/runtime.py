@@ -23,6 +23,7 @@ from pin.db import Conn
 from pin.messaging.consumer.dead_letter import DeadLetters
 from pin.messaging.consumer.inbox import inbox_insert, inbox_insert_many, prune_inbox
 from pin.messaging.consumer.lag import forget_lag, record_lag
+from pin.messaging.consumer.membership import Membership
 from pin.messaging.consumer.offsets import Offsets
 from pin.messaging.consumer.received import Received, header_map
 from pin.messaging.consumer.reporting import (
@@ -77,6 +78,7 @@ class ConsumerRuntime:
         inbox_retention_seconds: float = 14 * 86_400,
         inbox_prune_interval: float = 600.0,
         statistics_interval_ms: int = 10_000,
+        membership_interval: float = 5.0,
         after_effect: AfterEffectHook | None = None,
     ) -> None:
         if max_attempts < 1:
@@ -121,6 +123,10 @@ class ConsumerRuntime:
         )  # fmt: skip
         self._debug = False
         self._next_prune = 0.0
+        # this instance's row of messaging.consumer_member: how `pin status` tells a wedged group
+        self._membership = Membership(
+            group=group, pool=pool, interval=membership_interval, db_timeout=db_timeout, log=self._log
+        )
 
     @property
     def assigned_partitions(self) -> frozenset[tuple[str, int]]:
@@ -145,6 +151,7 @@ class ConsumerRuntime:
             while not stop.is_set():
                 self._retry_due()
                 self._prune_inbox_if_due()
+                self._membership.beat(len(self._assigned))  # a statement only on its interval or a new assignment
                 self._on_batch(self.poll_batch(consumer))
                 self.offsets.commit_async(consumer)
                 producer.poll(0)  # the dead-letter producer's own log lines (librdkafka serves them on poll)
@@ -154,6 +161,7 @@ class ConsumerRuntime:
             with contextlib.suppress(Exception):  # a failed last commit only means a redelivery (deduplicated)
                 self.offsets.commit_sync(consumer, None)
             consumer.close()  # leaves the group, so the partitions move at once
+            self._membership.leave()
             producer.flush(5)
             producer.close()
             self._consumer = self._dead_letters.producer = None
