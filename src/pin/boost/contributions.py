@@ -65,7 +65,7 @@ def boost_statements(schema: str, key: tuple[tuple[str, str], ...]) -> dict[str,
         "key_matches": " AND ".join(f"n.{column} = c.{column}" for column in columns),
     }
     # the names are checked above and the templates are the package's own file: as trusted as a literal
-    return {name: cast(LiteralString, template.format(**fields)) for name, template in _TEMPLATES.items()}
+    return {name: template.format(**fields) for name, template in _TEMPLATES.items()}
 
 
 @dataclass(frozen=True)

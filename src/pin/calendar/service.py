@@ -35,7 +35,7 @@ from pin.calendar.domain import (
 from pin.db import Conn, database_now
 from pin.observability.tracing import current_traceparent
 from pin.outbox.writer import MessageContext
-from pin.settings import Settings
+from pin.settings import CANCEL_CUTOFF_MINUTES, PENDING_TTL_SECONDS, Settings
 from pin.unit_of_work import UnitOfWork
 
 log = structlog.get_logger(__name__)
@@ -47,9 +47,9 @@ class CalendarPolicy:
     """The configurable rules of the calendar."""
 
     # PendingTtl: how long an agent has to decide on a Pending appointment.
-    pending_ttl: timedelta = timedelta(hours=24)
+    pending_ttl: timedelta = timedelta(seconds=PENDING_TTL_SECONDS)
     # INV-APT-3: an investor may cancel or reschedule until StartAt minus this.
-    cancel_cutoff: timedelta = timedelta(minutes=60)
+    cancel_cutoff: timedelta = timedelta(minutes=CANCEL_CUTOFF_MINUTES)
     # How long a request waits for a row another transaction holds before answering 409 (never hangs).
     lock_timeout: timedelta = timedelta(seconds=5)
 
