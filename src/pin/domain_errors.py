@@ -1,4 +1,4 @@
-"""What every context's domain shares: nothing but plain Python, so a domain that imports it still does no IO."""
+"""The base of every context's domain errors: plain Python, so a domain that imports it still does no IO."""
 
 from __future__ import annotations
 
