@@ -8,7 +8,7 @@ INSTALLED := $(VENV)/.installed
 # subprocesses, brokers and PostgreSQL rather than compute, so more workers than cores pays.
 TEST_WORKERS ?= 4
 
-.PHONY: help install up test test-fast lint typecheck bench soak
+.PHONY: help install up test test-deep test-fast lint typecheck bench capacity soak
 
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -29,6 +29,10 @@ test: $(INSTALLED)  ## the whole test suite against real PostgreSQL and a real b
 	scripts/test-tools
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
+test-deep: $(INSTALLED)  ## the property-based, race and soak-style tests at their full size (`make test` runs them smaller)
+	scripts/test-tools
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m deep --deep
+
 test-fast: $(INSTALLED)  ## unit tests only (no database, no broker)
 	$(PY) -m pytest -m unit
 
@@ -40,6 +44,9 @@ typecheck: $(INSTALLED)  ## mypy strict
 
 bench: $(INSTALLED)  ## benchmarks with baselines side by side (bench/README.md)
 	$(PY) -m bench
+
+capacity: $(INSTALLED)  ## docs/capacity.md from bench/results/summary.json
+	$(PY) -m bench.capacity
 
 soak: $(INSTALLED)  ## the long fault-injection soak (tests/soak)
 	$(PY) -m pytest tests/soak --soak-long -s

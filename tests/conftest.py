@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,7 +19,10 @@ from pin.api.app import create_app
 from pin.api.auth import mint_token
 from pin.db import Conn, create_pool
 from pin.embedded.kafka import EmbeddedKafka
+from pin.embedded.lifetime import die_with_own_parent
+from pin.embedded.postgres import ensure_system_user
 from pin.settings import Settings
+from tests.support import deep
 from tests.support.infra import TestDatabases, postgres_server
 from tests.support.processes import RoleProcess
 
@@ -29,6 +33,22 @@ JWT_SECRET = "test-secret-of-at-least-16-chars"
 
 # the run's temporary root when this conftest chose it (removed after a green run)
 _OWN_BASETEMP = pytest.StashKey[Path]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register ``--deep`` (used by `make test-deep`)."""
+    parser.addoption(
+        "--deep",
+        action="store_true",
+        default=False,
+        help="run the property-based and race tests at their full size (more examples, more tries)",
+    )
+
+
+@pytest.fixture(scope="session")
+def deep_run(request: pytest.FixtureRequest) -> bool:
+    """Whether the full-size run (`make test-deep`) was asked for; the default run is smaller, never weaker."""
+    return bool(request.config.getoption("--deep", default=False))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -44,8 +64,16 @@ def pytest_configure(config: pytest.Config) -> None:
         own = Path(tempfile.mkdtemp(prefix="pin-tests-"))
         config.option.basetemp = str(own)
         config.stash[_OWN_BASETEMP] = own
+    deep.DEEP = bool(config.getoption("--deep", default=False))  # before the test modules import it
     # tests must not find the endpoints of a developer's `pin up` (pin.state): roles read only what tests give them
     os.environ["PIN_HOME"] = str(Path(config.option.basetemp) / "no-pin-up-here")
+    if hasattr(config, "workerinput"):
+        # an xdist worker ends with the pytest that started it (SIGKILL from the kernel when it is killed), and
+        # with the worker every server, broker and role it started (each dies with its parent): nothing is left
+        die_with_own_parent(signal.SIGKILL)
+    elif os.geteuid() == 0 and not os.environ.get("PIN_TEST_DATABASE_URL"):
+        # once, before any worker starts a server (they would all create it at the same moment otherwise)
+        ensure_system_user()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -159,9 +187,9 @@ def spawn_role(tmp_path: Path, settings_env: dict[str, str]) -> Iterator[Callabl
     """Start `pin <args>` as a real subprocess; every child is killed at the end of the test."""
     children: list[RoleProcess] = []
 
-    def _spawn(*args: str, env: dict[str, str] | None = None) -> RoleProcess:
+    def _spawn(*args: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()) -> RoleProcess:
         log = tmp_path / f"role-{len(children)}-{'-'.join(args)[:40]}.log"
-        child = RoleProcess(list(args), {**settings_env, **(env or {})}, log)
+        child = RoleProcess(list(args), {**settings_env, **(env or {})}, log, prefix)
         children.append(child)
         return child
 

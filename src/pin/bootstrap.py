@@ -13,7 +13,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.db import Conn, create_pool
 from pin.roles import start_role, wait_until_reachable
-from pin.settings import Settings
+from pin.settings import ConfigurationError, Settings
 
 if TYPE_CHECKING:
     from pin.jobs.runner import PollingJob
@@ -22,18 +22,24 @@ if TYPE_CHECKING:
 
 def run_api(*, host: str, port: int) -> None:
     """Serve the HTTP API until SIGTERM/SIGINT."""
-    import uvicorn  # imported here: the other roles start faster without the web stack
-
+    # imported here: the other roles start faster without the web stack
     from pin.api.app import create_app
-    from pin.api.server import server_config
+    from pin.api.server import serve
+    from pin.lock_waits import session_lock_timeout
 
     context = start_role("api", metrics=False)
-    # a request waits at most 5 s for a connection: with the database down it answers 503 promptly
-    pool = create_pool(context.settings.require_database_url(), max_size=20, name="api", timeout=5.0)
+    settings = context.settings
+    # a request waits at most 5 s for a connection: with the database down it answers 503 promptly; every
+    # session waits at most PIN_API_LOCK_TIMEOUT_SECONDS for a held row (pin.lock_waits), below that 5 s
+    pool = create_pool(
+        settings.require_database_url(),
+        max_size=20,
+        name="api",
+        timeout=5.0,
+        configure=session_lock_timeout(settings.api_lock_timeout_seconds),
+    )
     try:
-        app = create_app(context.settings, pool)
-        server = uvicorn.Server(server_config(app, context.settings, host=host, port=port))
-        server.run()
+        serve(create_app(settings, pool), settings, host=host, port=port)
     finally:
         pool.close()
 
@@ -70,6 +76,8 @@ def run_relay(*, once: bool) -> dict[str, int] | None:
 
     context = start_role("relay", metrics=not once)
     settings = context.settings
+    if settings.outbox_mode == "cdc":
+        raise ConfigurationError("PIN_OUTBOX_MODE=cdc: Debezium reads the outbox from the WAL; do not run pin relay")
     settings.require_kafka()
     # every PIN_RELAY_* value was checked when the settings were loaded (a bad one exits 2 with one line)
     config = RelayConfig.from_settings(settings)
@@ -119,11 +127,12 @@ def _run_polling_job(
 ) -> dict[str, int] | None:
     """One polling-job instance: its pool, then one cycle (``once``) or the runner until SIGTERM/SIGINT."""
     from pin.jobs.runner import JobRunner, RunnerConfig
+    from pin.observability.database_health import DatabaseHealth
     from pin.outbox.gauges import OutboxGauges, refresh_in_background
 
     context = start_role(role, metrics=not once)
     settings = context.settings
-    # one connection more than the job uses, for the outbox gauges
+    # one connection more than the job uses, for the gauges (outbox, database health: each refresh holds it briefly)
     pool = create_pool(settings.require_database_url(), min_size=1, max_size=3, name=role)
     try:
         job = build(pool, settings, context.stop)
@@ -132,6 +141,8 @@ def _run_polling_job(
         # the outbox gauges from the workers too: the backlog and lag alerts must not go silent when no relay runs
         gauges = OutboxGauges(pool, settings.relay_backlog_count_cap)
         refresh_in_background(gauges, settings.relay_gauge_refresh_seconds, context.stop)
+        # the workers run in either outbox mode, so they export the database's health (docs/operations.md)
+        DatabaseHealth(pool).start(context.stop, settings.database_health_refresh_seconds)
         JobRunner(job, RunnerConfig(interval_seconds=interval_of(settings)), context.stop).run()
         return None
     finally:

@@ -74,7 +74,7 @@ def migrate() -> None:
 
 @app.command()
 def topics() -> None:
-    """Create the integration topics (3 partitions) and the dead-letter topics, if missing."""
+    """Create the integration topics and the dead-letter topics, if missing (PIN_KAFKA_TOPIC_PARTITIONS partitions)."""
     from pin.messaging.kafka import ensure_topics
     from pin.messaging.topics import all_topics
 
@@ -252,7 +252,11 @@ def dead_letters_replay_command(
 
     if (message_id is None) == (not replay_all):
         raise ConfigurationError("give a MESSAGE_ID or --all")
-    with connect(load_settings().require_database_url()) as conn:
+    from pin.outbox.writer import OutboxMode, set_outbox_mode
+
+    settings = load_settings()
+    set_outbox_mode(OutboxMode(settings.outbox_mode))  # in cdc mode the replayed rows are captured too
+    with connect(settings.require_database_url()) as conn:
         replayed = dead_letter_replay(conn, message_id)
     if message_id is not None and not replayed:
         print(f"pin: no dead letter {message_id}", file=sys.stderr)

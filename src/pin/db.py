@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 from importlib import resources
 from typing import LiteralString, cast
@@ -23,9 +24,16 @@ def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[dict[st
 
 
 def create_pool(
-    url: str, *, min_size: int = 1, max_size: int = 10, name: str = "pin", timeout: float = 30.0
+    url: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 10,
+    name: str = "pin",
+    timeout: float = 30.0,
+    configure: Callable[[psycopg.Connection[dict[str, object]]], None] | None = None,
 ) -> ConnectionPool[psycopg.Connection[dict[str, object]]]:
-    """A connection pool whose connections yield dict rows and are checked before use."""
+    """A connection pool whose connections yield dict rows and are checked before use; ``configure`` runs once on
+    each new connection (session settings)."""
     return ConnectionPool(
         url,
         min_size=min_size,
@@ -34,6 +42,7 @@ def create_pool(
         timeout=timeout,  # seconds a caller waits for a connection before PoolTimeout
         open=True,
         check=ConnectionPool.check_connection,
+        configure=configure,
         kwargs={"row_factory": dict_row},
         connection_class=psycopg.Connection[dict[str, object]],
     )

@@ -16,6 +16,7 @@ from pin.backoff import exponential_backoff
 from pin.observability.logging import configure_logging, error_text
 from pin.observability.metrics import serve_metrics
 from pin.observability.tracing import configure_tracing_from_env
+from pin.outbox.writer import OutboxMode, set_outbox_mode
 from pin.settings import Settings, load_settings
 
 
@@ -28,9 +29,10 @@ class RoleContext:
 
 
 def start_role(role: str, *, metrics: bool = True) -> RoleContext:
-    """Load settings (exit 2 on a bad one, via the CLI), configure logs and traces (OTEL_ variables), serve
-    /metrics and /healthz/liveness, trap SIGTERM/SIGINT."""
+    """Load settings (exit 2 on a bad one, via the CLI), set the outbox mode, configure logs and traces (OTEL_
+    variables), serve /metrics and /healthz/liveness, trap SIGTERM/SIGINT."""
     settings = load_settings()
+    set_outbox_mode(OutboxMode(settings.outbox_mode))  # every producer path of this process writes in this mode
     configure_logging(settings.log_level, settings.log_format, role=role)
     configure_tracing_from_env(role)
     if metrics:
@@ -48,15 +50,26 @@ def start_role(role: str, *, metrics: bool = True) -> RoleContext:
     return RoleContext(settings=settings, stop=stop)
 
 
+# How long a role of a vanished `pin up` may take to stop by itself before it exits hard: the embedded PostgreSQL and
+# broker end with `pin up` (pin.embedded.lifetime), and a stop that still wants them (a relay releasing its leases)
+# would otherwise wait for them with its back-off.
+ORPHAN_STOP_GRACE_SECONDS = 10.0
+
+
 def _stop_when_gone(parent_pid: int) -> None:
     """A role of `pin up`: SIGTERM to itself once ``parent_pid`` is no longer its parent (killed with SIGKILL,
-    `pin up` cannot stop its children). A signal, so that the API's server stops the way it always does."""
+    `pin up` cannot stop its children). A signal, so that the API's server stops the way it always does; a stop
+    that has not ended after ORPHAN_STOP_GRACE_SECONDS ends the process."""
 
     def _watch() -> None:
         while os.getppid() == parent_pid:
             time.sleep(0.5)
-        structlog.get_logger(__name__).warning("pin up is gone; stopping", up_pid=parent_pid)
+        log = structlog.get_logger(__name__)
+        log.warning("pin up is gone; stopping", up_pid=parent_pid)
         os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(ORPHAN_STOP_GRACE_SECONDS)
+        log.warning("pin up is gone and the stop is taking too long; exiting", grace_seconds=ORPHAN_STOP_GRACE_SECONDS)
+        os._exit(1)
 
     threading.Thread(target=_watch, name="parent-watch", daemon=True).start()
 

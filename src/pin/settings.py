@@ -16,6 +16,7 @@ from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_va
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pin import state
+from pin.messaging.topics import PARTITIONS
 
 # Defaults stated once: the settings below and the components' own configurations (the runner, the jobs, the
 # calendar's policy) take them from here.
@@ -53,6 +54,9 @@ class Settings(BaseSettings):
     # librdkafka's 500, 21/64 at 100, 16/37 at 50 and 4/50 at 10. 50 keeps the end-to-end p99 under 150 ms for
     # 20 idle fetches per second; 10 would save about 12 ms at the median for five times the requests.
     kafka_consumer_fetch_wait_max_ms: int = Field(default=50, ge=1, le=60_000)
+    # Partitions of each topic the system creates (`pin topics`, `pin up`, a role creating a missing topic): the
+    # most busy consumers of a group per topic. Never changes an existing topic (docs/operations.md: changing it).
+    kafka_topic_partitions: int = Field(default=PARTITIONS, ge=1, le=10_000)
     # The Kafka principal of each role, as the cluster's authorizer names it (`pin acls` grants exactly what that
     # role's code calls); each role's process authenticates as it through its own PIN_KAFKA_CLIENT_CONFIG.
     kafka_principal_relay: str = "User:pin-relay"
@@ -79,6 +83,21 @@ class Settings(BaseSettings):
     # The most bytes of a request body the API reads; a larger one is answered 413 before (Content-Length) or as
     # soon as (chunked) it passes the limit. The largest body of the API is a few KiB: 64 KiB leaves room.
     http_max_body_bytes: int = Field(default=65_536, ge=1_024, le=16_777_216)
+    # How long a client may take to send a whole request head, from the connection's start (or, on a kept-alive
+    # connection, from the next request's first byte): a connection that sends nothing, or trickles its head, is
+    # closed after this (408 when it sent part of a head).
+    http_head_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    # How long an idle keep-alive connection stays open after a response before the server closes it. Longer than
+    # the idle expiry of common client pools (httpx 5 s, aiohttp 15 s) and load balancers (60 s): a client that
+    # reuses a connection the server is closing sees its request dropped.
+    http_keep_alive_timeout_seconds: float = Field(default=65.0, gt=0, le=600)
+    # The most open client connections the API serves; a request on a connection beyond it is a 503 problem
+    # document and the connection is closed. The process's open-files limit is raised to this plus headroom.
+    http_max_connections: int = Field(default=1_000, ge=10, le=100_000)
+    # The longest an API transaction waits for a row (or table) lock another transaction holds: then its
+    # statement fails and the request is a 409 (retryable). Below the API pool's 5 s wait for a connection, so
+    # that a request of another tenant always gets a connection while every one is waiting on a held row.
+    api_lock_timeout_seconds: float = Field(default=2.0, gt=0, lt=5)
 
     # PendingTtl: how long an agent has to decide on a Pending appointment.
     appointment_pending_ttl_seconds: int = Field(default=PENDING_TTL_SECONDS, gt=0)
@@ -93,6 +112,10 @@ class Settings(BaseSettings):
     # expire-promotions BatchSize (seed 002: 200).
     expire_promotions_batch_size: int = Field(default=JOB_BATCH_SIZE, gt=0, le=10_000)
 
+    # Seconds between refreshes of the database-health gauges (pin_db_*: dead tuples, last vacuum, claim index size,
+    # oldest transaction, replication slots' WAL), which each worker instance exports: a few bounded statements.
+    database_health_refresh_seconds: float = Field(default=30, gt=0)
+
     # Port of this role's /metrics endpoint; None disables it.
     metrics_port: int | None = Field(default=None, ge=0, le=65_535)
     # Address the /metrics endpoint binds to; "0.0.0.0" lets a Prometheus on another host scrape it.
@@ -105,6 +128,14 @@ class Settings(BaseSettings):
     # Set by `pin up` for the processes it runs (its own pid): a role stops once that process is gone, so that
     # a `pin up` killed with SIGKILL leaves no role running. Unset: a role runs until it is told to stop.
     up_pid: int | None = Field(default=None, gt=0)
+
+    # Who takes the rows out of the outbox: "relay" (`pin relay` publishes and deletes them) or "cdc" (each row is
+    # deleted in the transaction that wrote it; Debezium reads the insert from the WAL: docs/runbooks/outbox-cdc.md).
+    # The same in every process of a deployment; `pin relay` refuses to start in cdc mode.
+    outbox_mode: Literal["relay", "cdc"] = "relay"
+    # cdc mode: the logical replication slot the Debezium connector reads (its slot.name, deploy/debezium/);
+    # `pin status` shows the WAL it keeps.
+    outbox_cdc_slot: str = Field(default="pin_outbox", pattern=r"^[a-z0-9_]{1,63}$")
 
     # The relay (`pin relay`); see docs/design/relay.md. Each must be greater than 0.
     # Rows per batch (about: spread evenly over the owned vparts, at least 8 each); one DELETE per batch.

@@ -2,11 +2,13 @@
 
 Use cases load aggregates through a connection of the unit of work, call the domain, hand the aggregates'
 recorded events to :meth:`UnitOfWork.record`, and commit. No code path publishes to Kafka from inside a
-business transaction: the relay does, after commit.
+business transaction: the relay does, after commit (or, in cdc mode, Debezium reads the committed inserts from the
+WAL: the commit then deletes every row the transaction inserted, see :func:`~pin.outbox.writer.outbox_capture`).
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from types import TracebackType
@@ -15,7 +17,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.db import Conn
 from pin.messaging.contracts import Contract
-from pin.outbox.writer import MessageContext, OutboxRow, build_payload_row, outbox_insert
+from pin.outbox.writer import MessageContext, OutboxRow, build_payload_row, outbox_capture, outbox_insert
 
 
 class UnitOfWork:
@@ -40,6 +42,7 @@ class UnitOfWork:
         # each event as its contract, key and payload (built when recorded: a contract is frozen) and its time
         self._events: list[tuple[type[Contract], str, Mapping[str, object], datetime]] = []
         self._rows: list[OutboxRow] = []  # rows a caller built already (add_outbox_rows)
+        self._inserted: list[uuid.UUID] = []  # rows the caller inserted itself in this transaction (cdc capture)
         self._given = connection
         self._conn: Conn | None = None
         self._committed = False
@@ -80,7 +83,13 @@ class UnitOfWork:
         rows = self._outbox_rows()
         self._events.clear()
         self._rows.clear()
+        self.inserting(rows)
         return rows
+
+    def inserting(self, rows: Iterable[OutboxRow]) -> None:
+        """Rows the caller inserts itself in this transaction with a fragment of the writer (a set-based statement):
+        the commit captures them with its own (cdc mode), so that no producer path escapes the capture."""
+        self._inserted.extend(row.message_id for row in rows)
 
     def _outbox_rows(self) -> list[OutboxRow]:
         context = self._context
@@ -95,10 +104,13 @@ class UnitOfWork:
 
     def commit(self) -> None:
         """Write the recorded events as outbox rows and commit, atomically with the state change."""
-        outbox_insert(self.conn, self._outbox_rows())
+        rows = self._outbox_rows()
+        outbox_insert(self.conn, rows)
+        outbox_capture(self.conn, [*self._inserted, *(row.message_id for row in rows)])
         self.conn.commit()
         self._events.clear()
         self._rows.clear()
+        self._inserted.clear()
         self._committed = True
 
     def rollback(self) -> None:
@@ -106,6 +118,7 @@ class UnitOfWork:
         self.conn.rollback()
         self._events.clear()
         self._rows.clear()
+        self._inserted.clear()
 
     def __exit__(
         self,

@@ -24,6 +24,7 @@ from pin.backoff import exponential_backoff
 from pin.db import migrate
 from pin.demo import DEMO_PENDING_TTL_SECONDS, DemoError, load_demo_data, wait_until_ready
 from pin.messaging.kafka import ensure_topics
+from pin.observability.logging import configure_logging, resolve_log_format
 from pin.ports import free_port, port_is_free
 from pin.settings import ConfigurationError, Settings, load_settings
 
@@ -76,6 +77,9 @@ def _dev_secret(home: Path) -> str:
 def run_up(*, demo: bool, host: str, port: int) -> int:
     """Check, start everything, supervise it, stop it cleanly; returns the exit code."""
     settings = load_settings(from_pin_up=False)
+    if settings.outbox_mode == "cdc":  # its relay would refuse to start, and nothing would read the WAL
+        raise ConfigurationError("PIN_OUTBOX_MODE=cdc: pin up runs the relay; cdc mode needs Debezium (outbox-cdc.md)")
+    configure_logging(settings.log_level, resolve_log_format(settings.log_format), role="up")
     home = state.home_of(settings.home)
     try:
         lock = state.lock(home)
@@ -130,7 +134,7 @@ def _run(settings: Settings, home: Path, *, demo: bool, host: str, port: int) ->
         if not bootstrap:
             from pin.embedded.kafka import EmbeddedKafka
 
-            kafka = EmbeddedKafka(home / "broker.log", die_with_parent=True)
+            kafka = EmbeddedKafka(home / "broker.log")
             kafka.start()
             bootstrap = kafka.bootstrap_servers
         effective = Settings(
@@ -184,8 +188,7 @@ def _load_demo(base_url: str, secret: str | None, stopping: Callable[[], bool]) 
         wait_until_ready(base_url, stopping=stopping)
         if stopping():
             return
-        for line in load_demo_data(base_url, secret):
-            print(line, flush=True)
+        _print_block(load_demo_data(base_url, secret))
     except DemoError as exc:
         print(f"pin up: the demo data could not be created: {exc}", flush=True)
 
@@ -196,7 +199,9 @@ def _child_env(settings: Settings, home: Path) -> dict[str, str]:
     env["PIN_KAFKA_BOOTSTRAP_SERVERS"] = settings.kafka_bootstrap_servers or ""
     if settings.jwt_secret is None and not settings.jwt_public_key:
         env["PIN_JWT_SECRET"] = _dev_secret(home)
-    env.setdefault("PIN_LOG_FORMAT", "json")
+    # every role writes to pin up's stderr: `auto` is decided once, here, by what that is (a person's terminal:
+    # lines for people; a pipe, a file, a service manager: JSON), and every role gets the decided format
+    env["PIN_LOG_FORMAT"] = resolve_log_format(settings.log_format)
     env["PIN_UP_PID"] = str(os.getpid())  # each role stops once this process is gone
     return env
 
@@ -261,4 +266,14 @@ def _print_banner(
     for child in children[1:]:
         lines.append(f"  {child.name:<34} metrics http://127.0.0.1:{child.env['PIN_METRICS_PORT']}/metrics")
     lines.append(f"  state folder {home}  (pin status, pin dlq, pin outbox and pin token run here use this pin up)")
-    print("\n".join(lines), flush=True)
+    _print_block(lines)
+
+
+def _print_block(lines: list[str]) -> None:
+    """Print lines of `pin up` meant for a person (the banner, the demo's sample data): on a terminal set off from
+    the roles' log lines by rules and bold text; elsewhere (a pipe, a file) as plain lines."""
+    if not sys.stdout.isatty():
+        print("\n".join(lines), flush=True)
+        return
+    rule = "=" * min(100, max(len(line) for line in lines))
+    print("\n".join(["", rule, *(f"\033[1m{line}\033[0m" for line in lines), rule, ""]), flush=True)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from pin.calendar import domain
 from pin.calendar.contracts import payload_of, to_contract
+from tests.support.deep import examples
 
 _AWARE = st.datetimes(
     min_value=datetime(1970, 1, 2),
@@ -69,7 +70,8 @@ _EVENTS = st.one_of(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@pytest.mark.deep
+@settings(max_examples=examples(400), deadline=None)
 @given(_EVENTS)
 def test_the_payload_built_from_an_event_is_the_contracts_to_the_byte(event: domain.DomainEvent) -> None:
     contract = to_contract(event)

@@ -32,6 +32,8 @@ CASES = [
     ("PIN_KAFKA_MAX_MESSAGE_BYTES", "1MB", CONSUME),
     ("PIN_KAFKA_CONSUMER_FETCH_WAIT_MAX_MS", "0", CONSUME),
     ("PIN_KAFKA_CONSUMER_FETCH_WAIT_MAX_MS", "fast", CONSUME),
+    ("PIN_KAFKA_TOPIC_PARTITIONS", "0", RELAY),
+    ("PIN_KAFKA_TOPIC_PARTITIONS", "many", RELAY),
     ("PIN_KAFKA_CLIENT_CONFIG", "security.protocol", RELAY),
     ("PIN_KAFKA_CLIENT_CONFIG", "=x", RELAY),
     ("PIN_JWT_SECRET", "short", API),
@@ -52,6 +54,10 @@ CASES = [
     ("PIN_RELAY_BATCH_SIZE", "0", RELAY),
     ("PIN_RELAY_LEASE_TTL_SECONDS", "0.5", RELAY),
     ("PIN_RELAY_TEST_FAULT", "explode", RELAY),
+    ("PIN_OUTBOX_MODE", "debezium", WORKER),
+    ("PIN_OUTBOX_MODE", "cdc", RELAY),  # a good value, but the relay must not run in cdc mode
+    ("PIN_OUTBOX_MODE", "cdc", ("up",)),  # nor `pin up`, which runs a relay and no Debezium
+    ("PIN_OUTBOX_CDC_SLOT", "Bad-Slot", WORKER),
     ("PIN_DATABASE_URL", "", WORKER),
     ("PIN_KAFKA_BOOTSTRAP_SERVERS", "", RELAY),
     ("PIN_JWT_PUBLIC_KEY", "not a PEM key", API),

@@ -21,6 +21,7 @@ from pin.messaging import topics
 from pin.messaging.consumer.received import Received
 from pin.messaging.groups import build_runtime
 from tests.consumers.support import EVENT_TYPES, cancelled, confirmed, created, key_of, purchase, rows
+from tests.support import deep
 
 pytestmark = pytest.mark.integration
 
@@ -170,8 +171,13 @@ CASES: list[tuple[str, str, list[str]]] = [
 ]
 
 
+# random batches per case: every case under `make test` (2 seeds), 8 under `make test-deep` (tests/support/deep.py)
+SEEDS = range(8) if deep.DEEP else range(2)
+
+
+@pytest.mark.deep
 @pytest.mark.parametrize("case", CASES, ids=lambda case: f"{case[0]}-{case[1]}")
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", SEEDS)
 def test_a_random_batch_ends_as_one_message_per_transaction(case, seed, make_settings, pool):
     group, topic, before_topics = case
     settings = make_settings(kafka_bootstrap_servers="127.0.0.1:9")  # never reached: no broker is needed here

@@ -121,3 +121,14 @@ def test_with_promtool_on_the_path_nothing_is_installed(tmp_path: Path) -> None:
         timeout=30,
     )
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_ci_runs_the_full_size_cases_after_the_readmes_test_command(tmp_path: Path) -> None:
+    """`make test` runs the property-based and soak-style cases smaller; CI runs them at full size afterwards."""
+    commands = _ci_commands()
+    assert "make test-deep" in commands, ".ci/run must run `make test-deep`"
+    assert commands.index("make test-deep") > commands.index(_readme_test_command())
+    deep = [step for step in _dry_run("test-deep", tmp_path / "venv") if "-m pytest" in step]
+    assert len(deep) == 1, deep
+    assert "-m deep" in deep[0], deep
+    assert "--deep" in deep[0].split(), deep

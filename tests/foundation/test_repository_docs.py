@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 from collections.abc import Iterator
@@ -136,3 +137,119 @@ def test_nothing_tracked_points_outside_the_repository() -> None:
             if _OUTSIDE.search(line):
                 hits.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:120]}")
     assert not hits, "pointers outside the repository (say it in docs/ instead):\n" + "\n".join(hits)
+
+
+# The path rule (docs/README.md, "Paths in the documents"): a path a document names in backticks is written relative
+# to the repository root, to src/ (`pin/db.py`), to src/pin/, or to the document's own folder, and it exists there;
+# a bare file name (no folder: "`runtime.py`" after the folder was named) is the name of a file somewhere under
+# src/pin/. A link resolves from the document's folder, as a renderer resolves it. A backticked word counts as a path
+# when it has a slash or ends in one of the file kinds below; commands (with a space), absolute paths, URLs, media
+# types (+) and placeholders (<...>, *, {...}) do not, nor what .gitignore ignores (what a run creates: `.pin/`).
+PATH_ROOTS = ("", "src/", "src/pin/")
+_PATH_SUFFIXES = (".py", ".md", ".sql", ".yml", ".yaml", ".json", ".toml", ".txt", ".sh", ".cfg", ".ini", ".csv")
+_NOT_A_PATH = re.compile(r"[\s<>*{}$=|+\\]|://|^[/~-]|^\.\.\.|\.\.\.$")
+# what may follow a path in a code span: a line (:12), a test (::test_x), an anchor (#heading)
+_PATH_TAIL = re.compile(r"(::.*|:\d+(-\d+)?|#.*)$")
+
+
+def documents() -> list[Path]:
+    """The README and every Markdown page under docs/."""
+    return [p for p in markdown_files() if p == ROOT / "README.md" or p.is_relative_to(ROOT / "docs")]
+
+
+def code_spans(text: str) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every inline code span outside fenced blocks."""
+    in_fence = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        if not in_fence:
+            for match in _INLINE_CODE.finditer(line):
+                yield number, match.group(0).strip("`")
+
+
+def named_path(span: str) -> str | None:
+    """The repository path a code span names, or None when it is not a path (see the rule above)."""
+    candidate = _PATH_TAIL.sub("", span.strip())
+    if not candidate or candidate in _PATH_SUFFIXES or _NOT_A_PATH.search(candidate.removeprefix("./")):
+        return None
+    if "/" in candidate or candidate.endswith(_PATH_SUFFIXES):
+        return candidate.removeprefix("./")
+    return None
+
+
+def missing_path(source: Path, path: str) -> bool:
+    """Whether ``path`` exists under none of the roots the rule allows."""
+    bases = [ROOT / root for root in PATH_ROOTS] + [source.parent]
+    if any((base / path).exists() for base in bases) or _ignored_by_git(path):
+        return False
+    return "/" in path or path not in _package_file_names()
+
+
+def _ignored_by_git(path: str) -> bool:
+    """Whether .gitignore ignores ``path``: what a run creates (`.pin/`, `.venv/`), which a clone does not have."""
+    try:
+        return subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT, check=False, timeout=30).returncode == 0
+    except OSError:
+        return False
+
+
+@functools.cache
+def _package_file_names() -> frozenset[str]:
+    """The names of the files under src/pin/ (what a bare file name in a document may name)."""
+    return frozenset(p.name for p in (ROOT / "src" / "pin").rglob("*") if p.is_file())
+
+
+def test_every_path_a_document_names_exists() -> None:
+    problems = []
+    for source in documents():
+        for number, span in code_spans(source.read_text(encoding="utf-8")):
+            path = named_path(span)
+            if path is not None and missing_path(source, path):
+                problems.append(f"{source.relative_to(ROOT)}:{number}: `{span}`")
+    assert not problems, (
+        "paths that exist under none of the repository root, src/, src/pin/ and the document's folder "
+        "(docs/README.md, 'Paths in the documents'):\n" + "\n".join(problems)
+    )
+
+
+def test_the_path_check_tells_paths_from_other_code() -> None:
+    assert named_path("outbox/relay.py") == "outbox/relay.py"
+    assert named_path("tests/conftest.py::test_x") == "tests/conftest.py"
+    assert named_path("docs/design/") == "docs/design/"
+    assert named_path("settings.py:12") == "settings.py"
+    for not_a_path in (
+        ".py",
+        "make test",
+        "/metrics",
+        "https://x.org/a.md",
+        "PIN_LOG_FORMAT=json",
+        "<group>.dlq",
+        "*.py",
+    ):
+        assert named_path(not_a_path) is None, not_a_path
+    assert missing_path(ROOT / "docs" / "README.md", "outbox/relay.py")  # a package now: outbox/relay/
+    assert not missing_path(ROOT / "docs" / "README.md", "up.py")  # src/pin/up.py
+    assert not missing_path(ROOT / "docs" / "README.md", "design/relay.md")  # the document's folder
+    assert not missing_path(ROOT / "docs" / "README.md", "tests/conftest.py")  # the repository root
+    assert not missing_path(ROOT / "docs" / "README.md", "runtime.py")  # a bare name: messaging/consumer/runtime.py
+    assert missing_path(ROOT / "docs" / "README.md", "relay.md")  # no file of that name under src/pin/
+    assert not missing_path(ROOT / "README.md", ".pin/")  # what a run creates: ignored by git, not checked
+    assert not missing_path(ROOT / "docs" / "README.md", "pin/up.py")  # src/: the module path
+    assert missing_path(ROOT / "docs" / "README.md", "pin/relay.py")  # under none of the roots
+
+
+def test_every_design_note_is_linked_from_an_index() -> None:
+    """docs/README.md (or docs/design/README.md, when there is one) links every page under docs/design/."""
+    indexes = [p for p in (ROOT / "docs" / "README.md", ROOT / "docs" / "design" / "README.md") if p.exists()]
+    linked = {
+        (index.parent / target.partition("#")[0]).resolve()
+        for index in indexes
+        for _, target in links(index.read_text(encoding="utf-8"))
+    }
+    notes = [p for p in markdown_files() if p.parent == ROOT / "docs" / "design" and p.name != "README.md"]
+    unlinked = [str(p.relative_to(ROOT)) for p in notes if p.resolve() not in linked]
+    assert not unlinked, "design notes no index links (add a row to docs/README.md's design notes):\n" + "\n".join(
+        unlinked
+    )

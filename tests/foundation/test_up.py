@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from pin import state
+from pin.embedded.lifetime import die_with_parent
 from pin.embedded.postgres import EmbeddedPostgres
 from pin.ports import free_port
 
@@ -65,6 +66,7 @@ def _start_up(folder: Path, port: int, log_name: str) -> subprocess.Popen[bytes]
             env=_bare_env(),
             stdout=out,
             stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent(signal.SIGTERM),  # noqa: PLW1509 - a killed test run stops it too
         )
     deadline = time.monotonic() + 90
     while True:
@@ -184,18 +186,24 @@ def test_a_state_folder_in_use_stops_pin_up_before_it_starts_anything(tmp_path: 
 
 def test_a_killed_pin_up_leaves_no_role_or_broker_running_and_the_next_one_starts(tmp_path: Path) -> None:
     """SIGKILL gives `pin up` no chance to stop anything: its roles stop by themselves (PIN_UP_PID), the broker
-    gets SIGTERM from the kernel, and the next `pin up` in the folder stops the PostgreSQL left running."""
+    and PostgreSQL get a signal from the kernel (pin.embedded.lifetime), and a PostgreSQL left running in the
+    folder anyway (a system without that signal) is stopped by the next `pin up`."""
     first = _start_up(tmp_path, free_port(), "up-1.log")
     second: subprocess.Popen[bytes] | None = None
-    children = _descendants(first.pid)
+    left_running: EmbeddedPostgres | None = None
+    children = _descendants(first.pid)  # PostgreSQL's own processes included
     try:
-        names = sorted(" ".join(p.cmdline()[2:4]) for p in children)
-        assert len(children) == 9, names  # the API, seven roles and the broker
+        direct = psutil.Process(first.pid).children()
+        names = sorted(" ".join(p.cmdline()[2:4]) for p in direct)
+        assert len(direct) == 10, names  # the API, seven roles, the broker and PostgreSQL
         first.kill()
         first.wait(10)
         _, alive = psutil.wait_procs(children, timeout=30)
         orphans = [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
         assert not orphans, [p.cmdline() for p in orphans]
+        # a server left running, as a pin up on a system without the parent-death signal leaves it
+        left_running = EmbeddedPostgres(tmp_path / ".pin" / "postgres")
+        left_running.start()
         second = _start_up(tmp_path, free_port(), "up-2.log")
         assert "stopping the embedded PostgreSQL a killed pin up left running" in (tmp_path / "up-2.log").read_text()
         second.send_signal(signal.SIGTERM)
@@ -208,6 +216,8 @@ def test_a_killed_pin_up_leaves_no_role_or_broker_running_and_the_next_one_start
         for child in children:
             if child.is_running() and child.status() != psutil.STATUS_ZOMBIE:
                 child.kill()
+        if left_running is not None:  # the second pin up stopped it; this reaps our child (or stops it on failure)
+            left_running.stop("immediate")
         leftover = EmbeddedPostgres(tmp_path / ".pin" / "postgres")  # a failed run must not leave it running
         if leftover.is_running():
             leftover.stop("immediate")

@@ -113,6 +113,7 @@ def test_expire_promotions_process_exports_the_seed_metrics_after_real_cycles(
             samples.get(("promotion_expire_items_total", frozenset({("outcome", "expired")}))) == 7
             and samples.get(("promotion_expire_backlog", frozenset())) == 0
             and samples.get(("pin_outbox_backlog", topic)) == waiting()
+            and ("pin_db_health_last_refresh_timestamp_seconds", frozenset()) in samples
         )
 
     wait_for(drained, 60, "7 expired purchases in /metrics", worker)
@@ -137,6 +138,10 @@ def test_expire_promotions_process_exports_the_seed_metrics_after_real_cycles(
     assert value("pin_outbox_lag_seconds", topic="pin.promotion.purchase-changed.v1") > 0
     assert value("pin_outbox_backlog", topic="pin.calendar.appointment-cancelled.v1") == 0
     assert value("pin_outbox_dead_letters") == 0
+    # the database's health, refreshed by the worker on its own interval (docs/runbooks/database-health.md)
+    assert started - 5 <= value("pin_db_health_last_refresh_timestamp_seconds") <= time.time() + 5
+    assert value("pin_db_table_live_tuples", table="promotion.purchase") >= 0
+    assert value("pin_db_index_size_bytes", index="promotion.ix_purchase_active_ends_at") > 0
 
     status, body = _get(f"http://127.0.0.1:{port}/healthz/liveness")
     assert status == 200, body

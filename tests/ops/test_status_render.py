@@ -14,10 +14,14 @@ from pin.status import Snapshot, Unavailable, render
 from pin.status.snapshot import (
     Backlog,
     BrokerUnavailable,
+    CdcSlot,
     ConsumerView,
     Cycles,
+    DeadLetters,
     InboxActivity,
     JobView,
+    Leases,
+    OutboxBacklog,
     OutboxView,
     Poison,
 )
@@ -73,6 +77,30 @@ def test_a_snapshot_reads_as_its_json_document() -> None:
     assert job["instances"] == []
     assert document["outbox"]["leases"] == {"na": 'not deployed yet (relation "outbox.message" does not exist)'}
     assert document["consumers"][0]["broker"] == {"na": "not asked (--no-kafka)", "scope": "all"}
+
+
+@pytest.mark.unit
+def test_cdc_mode_shows_the_slot_and_its_retained_wal_instead_of_the_relays() -> None:
+    empty = OutboxBacklog(lag_seconds=0.0, topics=(), capped=False)
+    slot = CdcSlot("pin_outbox", exists=True, active=False, retained_wal_bytes=3 * 2**30, wal_status="extended")
+    base = _snapshot()
+    snapshot = Snapshot(
+        clock=NOW,
+        jobs=base.jobs,
+        outbox=OutboxView(empty, DeadLetters(()), Leases((), unowned_vparts=64), cdc=slot),
+        consumers=base.consumers,
+    )
+    text = _text(snapshot)
+    assert "cdc mode: slot pin_outbox not streaming, keeps 3072.0 MiB of WAL" in text
+    assert "vparts unowned" not in text  # no relay runs in cdc mode: that is not a fault
+    assert snapshot["outbox"]["cdc"]["retainedWalBytes"] == 3 * 2**30
+    missing = Snapshot(
+        clock=NOW,
+        jobs=base.jobs,
+        outbox=OutboxView(empty, DeadLetters(()), Leases((), 64), cdc=CdcSlot("pin_outbox", False, None, None, None)),
+        consumers=base.consumers,
+    )
+    assert "replication slot pin_outbox does not exist" in _text(missing)
 
 
 @pytest.mark.unit

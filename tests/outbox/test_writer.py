@@ -22,6 +22,7 @@ from pin.unit_of_work import UnitOfWork
 from tests.calendar.worker.factory import seed_appointments
 from tests.outbox.support import ThingHappened
 from tests.promotion.support import db_now, seed_purchases
+from tests.support.deep import examples
 
 # What the relay reads of a row (outbox_read_owned) and the columns it does not send but keeps.
 _READ_BACK = """
@@ -119,7 +120,8 @@ _JSON = st.recursive(
 )
 
 
-@settings(max_examples=500, deadline=None)
+@pytest.mark.deep
+@settings(max_examples=examples(500), deadline=None)
 @given(st.dictionaries(st.text(max_size=8), _JSON, max_size=6))
 def test_the_kafka_value_is_the_standard_library_text_of_the_payload_in_jsonb_order(payload: dict[str, Any]) -> None:
     # orjson writes the usual payload; floats, integers beyond 64 bits and lone surrogates keep the old text

@@ -20,6 +20,7 @@ from pin.messaging import topics
 from pin.messaging.envelope import Envelope, UnreadableMessageError, decode_envelope
 from pin.messaging.groups import routes_of
 from tests.consumers.support import cancelled, confirmed, created, purchase
+from tests.support.deep import examples
 
 pytestmark = pytest.mark.unit
 
@@ -48,13 +49,15 @@ def _decode(value: bytes | None, headers: dict[str, str]) -> Envelope | None:
     return envelope
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.deep
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(value=st.binary(max_size=2_000) | st.none(), headers=header_maps)
 def test_arbitrary_bytes_give_an_envelope_or_unreadable(value, headers):
     _decode(value, headers)
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.deep
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(payload=json_values, headers=header_maps, message_id=st.uuids().map(str) | st.text(max_size=40))
 def test_arbitrary_json_gives_an_envelope_or_unreadable(payload, headers, message_id):
     if isinstance(payload, dict):
@@ -128,7 +131,8 @@ def _valid_payloads() -> list[tuple[str, str, dict[str, Any]]]:
 VALID = _valid_payloads()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.deep
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=st.sampled_from(VALID), data=st.data(), replacement=json_values)
 def test_any_field_replaced_by_any_json_is_parsed_or_unreadable(case, data, replacement):
     group, topic, payload = case

@@ -17,14 +17,11 @@ import sys
 import time
 import uuid
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-import h11
 import httpx
-import jwt
 import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
@@ -34,6 +31,8 @@ from pin.db import Conn
 from pin.ports import free_port
 from pin.settings import Settings
 from tests.conftest import JWT_SECRET
+from tests.support.api import ApiServer, RawConnection, Tenant, bearer, header, slot_body, start_api, wait_ready
+from tests.support.infra import TestDatabases
 from tests.support.processes import RoleProcess
 
 with warnings.catch_warnings():
@@ -46,43 +45,12 @@ PROBLEM_JSON = "application/problem+json"
 TOP_1D = "6f1c2a9e-0b8a-4a51-9f57-1d3c2b7a0004"  # a package on offer (promotion seed data)
 
 
-def bearer(tenant: uuid.UUID, user: uuid.UUID, *roles: str, **claims: Any) -> dict[str, str]:
-    """An Authorization header; ``claims`` override the defaults (exp ten minutes ahead)."""
-    payload = {"sub": str(user), "tenant_id": str(tenant), "roles": list(roles), "exp": int(time.time()) + 600}
-    return {"Authorization": f"Bearer {jwt.encode({**payload, **claims}, JWT_SECRET, algorithm='HS256')}"}
-
-
-def slot_body(hours: int = 5, **fields: Any) -> dict[str, Any]:
-    """A valid POST /calendar/slots body ``hours`` ahead; ``fields`` override it."""
-    start = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=hours)
-    body = {"startAt": start.isoformat(), "endAt": (start + timedelta(minutes=30)).isoformat(),
-            "timeZone": "Europe/Moscow", "kind": "Showing"}  # fmt: skip
-    return {**body, **fields}
-
-
 def assert_problem(response: httpx.Response, status: int, code: str | None = None) -> None:
     """``response`` is a problem document with ``status`` (and ``code``)."""
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == PROBLEM_JSON, response.headers
     if code is not None:
         assert response.json()["code"] == code, response.json()
-
-
-@dataclass
-class Tenant:
-    """One tenant's users and their headers."""
-
-    id: uuid.UUID
-    agent: dict[str, str]
-    investor: dict[str, str]
-    manager: dict[str, str]
-    admin: dict[str, str]
-
-    @classmethod
-    def new(cls) -> Tenant:
-        """A fresh tenant with one user per role."""
-        tenant = uuid.uuid4()
-        return cls(tenant, *(bearer(tenant, uuid.uuid4(), role) for role in ("agent", "investor", "manager", "admin")))
 
 
 def pending_appointment(client: TestClient, tenant: Tenant, hours: int = 5) -> str:
@@ -175,76 +143,25 @@ def test_an_if_match_beyond_any_version_is_a_400(client: TestClient, etag: str) 
 # ----------------------------------------------------------------- a real `pin api` over a real socket
 
 
-@dataclass
-class ApiServer:
-    """A `pin api` subprocess on a free port."""
-
-    port: int
-    process: RoleProcess
-
-
 @pytest.fixture
 def api_server(spawn_role: Callable[..., RoleProcess]) -> ApiServer:
-    """A real `pin api` (uvicorn as `pin api` and `pin up` configure it), answering /healthz."""
+    """A real `pin api`, answering /healthz."""
+    return start_api(spawn_role)
+
+
+@pytest.fixture(scope="module")
+def shared_api_server(test_databases: TestDatabases, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    """One `pin api` for the module's edge tests that change nothing in the database (oversized headers and
+    bodies): started once instead of once per test (seconds each)."""
+    url = test_databases.create()
     port = free_port()
-    process = spawn_role("api", "--port", str(port))
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert process.process.poll() is None, process.output()
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                return ApiServer(port, process)
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise AssertionError(f"pin api did not answer within 60 s: {process.output()}")
-
-
-class RawConnection:
-    """One TCP connection spoken with h11 as a client: reusing it after the server closed it shows as an error,
-    and nothing reconnects (unlike the pooled clients, which hide the reconnect)."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=15)
-        self.conn = h11.Connection(h11.CLIENT)
-
-    def request(self, method: str, path: str, headers: dict[str, str], body: bytes = b"") -> tuple[h11.Response, bytes]:
-        """Send one request on this connection and read its whole response."""
-        if self.conn.states == {h11.CLIENT: h11.DONE, h11.SERVER: h11.DONE}:
-            self.conn.start_next_cycle()  # raises if the server said it would close
-        fields = [("host", "127.0.0.1"), ("content-length", str(len(body))), *headers.items()]
-        if body:
-            fields.append(("content-type", "application/json"))
-        for event in (h11.Request(method=method, target=path, headers=fields), h11.Data(data=body),
-                      h11.EndOfMessage()):  # fmt: skip
-            self.sock.sendall(self.conn.send(event) or b"")
-        return self._response()
-
-    def _response(self) -> tuple[h11.Response, bytes]:
-        response: h11.Response | None = None
-        chunks: list[bytes] = []
-        while True:
-            event = self.conn.next_event()
-            if event is h11.NEED_DATA:
-                self.conn.receive_data(self.sock.recv(65_536))
-            elif isinstance(event, h11.Response):
-                response = event
-            elif isinstance(event, h11.Data):
-                chunks.append(bytes(event.data))
-            elif isinstance(event, h11.EndOfMessage):
-                assert response is not None
-                return response, b"".join(chunks)
-            elif isinstance(event, h11.ConnectionClosed):
-                raise ConnectionError("the server closed the connection before answering")
-
-    def close(self) -> None:
-        """Close the socket."""
-        self.sock.close()
-
-
-def header(response: h11.Response, name: str) -> str | None:
-    """A response header's value (the last one), or None."""
-    values = [value.decode() for key, value in response.headers if key.decode().lower() == name]
-    return values[-1] if values else None
+    env = {"PIN_DATABASE_URL": url, "PIN_JWT_SECRET": JWT_SECRET, "PIN_LOG_FORMAT": "json"}
+    process = RoleProcess(["api", "--port", str(port)], env, tmp_path_factory.mktemp("api") / "api.log")
+    try:
+        yield wait_ready(process, port)
+    finally:
+        process.close()
+        test_databases.drop(url)
 
 
 # ----------------------------------------------------------------------- 5: the connection after a 500
@@ -336,11 +253,12 @@ def test_pin_token_refuses_a_ttl_beyond_the_maximum_lifetime() -> None:
 # ----------------------------------------------------------------------------- 7: header limits
 
 
-def test_an_oversized_authorization_header_is_a_431_problem_document(api_server: ApiServer) -> None:
+@pytest.mark.xdist_group("shared-api-server")  # one worker, so one `pin api` for the four
+def test_an_oversized_authorization_header_is_a_431_problem_document(shared_api_server: ApiServer) -> None:
     """20 KB (the app sees it), 100 KB and 1 MB (beyond the server's head limit): each a 431 problem document,
     read in full by the client: never text/plain, never a reset."""
     for size in (20_000, 100_000, *[1_000_000] * 5):  # a reset is a race: give it several chances
-        connection = RawConnection(api_server.port)
+        connection = RawConnection(shared_api_server.port)
         try:
             response, body = connection.request("GET", "/notifications", {"Authorization": "Bearer " + "a" * size})
         except OSError as exc:
@@ -350,7 +268,7 @@ def test_an_oversized_authorization_header_is_a_431_problem_document(api_server:
         assert (response.status_code, header(response, "content-type")) == (431, PROBLEM_JSON), (size, body[:200])
         assert b'"header-too-large"' in body
     # a head that is not HTTP at all is refused by the server layer the same way: a 400 problem document
-    with socket.create_connection(("127.0.0.1", api_server.port), timeout=15) as raw:
+    with socket.create_connection(("127.0.0.1", shared_api_server.port), timeout=15) as raw:
         raw.sendall(b"NOT HTTP AT ALL\r\n\r\n")
         answer = b""
         while chunk := raw.recv(65_536):
@@ -361,9 +279,10 @@ def test_an_oversized_authorization_header_is_a_431_problem_document(api_server:
     assert b'"bad-request"' in body
 
 
-def test_a_token_over_the_app_limit_leaves_the_connection_usable(api_server: ApiServer) -> None:
+@pytest.mark.xdist_group("shared-api-server")  # one worker, so one `pin api` for the four
+def test_a_token_over_the_app_limit_leaves_the_connection_usable(shared_api_server: ApiServer) -> None:
     """The app's own 431 is an ordinary answer: the next request on the connection is served."""
-    connection = RawConnection(api_server.port)
+    connection = RawConnection(shared_api_server.port)
     try:
         refused, _ = connection.request("GET", "/notifications", {"Authorization": "Bearer " + "a" * 10_000})
         assert refused.status_code == 431
@@ -376,11 +295,14 @@ def test_a_token_over_the_app_limit_leaves_the_connection_usable(api_server: Api
 # ------------------------------------------------------------------------------- request body size
 
 
-def test_a_body_over_the_limit_is_a_413_and_the_connection_serves_the_next_request(api_server: ApiServer) -> None:
+@pytest.mark.xdist_group("shared-api-server")  # one worker, so one `pin api` for the four
+def test_a_body_over_the_limit_is_a_413_and_the_connection_serves_the_next_request(
+    shared_api_server: ApiServer,
+) -> None:
     """A 2 MB body (PIN_HTTP_MAX_BODY_BYTES is 64 KiB by default) is a 413 problem document, sent in full by the
     client and read in full by it, and the same keep-alive connection then creates a slot."""
     tenant = Tenant.new()
-    connection = RawConnection(api_server.port)
+    connection = RawConnection(shared_api_server.port)
     try:
         body = json.dumps({**slot_body(), "padding": "a" * 2_000_000}).encode()
         refused, answer = connection.request("POST", "/calendar/slots", tenant.agent, body)
@@ -392,7 +314,8 @@ def test_a_body_over_the_limit_is_a_413_and_the_connection_serves_the_next_reque
         connection.close()
 
 
-def test_a_chunked_body_over_the_limit_is_a_413(api_server: ApiServer) -> None:
+@pytest.mark.xdist_group("shared-api-server")  # one worker, so one `pin api` for the four
+def test_a_chunked_body_over_the_limit_is_a_413(shared_api_server: ApiServer) -> None:
     """Without a Content-Length the bytes are counted as they are read: past the limit, a 413 problem document."""
     tenant = Tenant.new()
 
@@ -402,7 +325,7 @@ def test_a_chunked_body_over_the_limit_is_a_413(api_server: ApiServer) -> None:
             yield b"a" * 65_536
         yield b'"}'
 
-    url = f"http://127.0.0.1:{api_server.port}/calendar/slots"
+    url = f"http://127.0.0.1:{shared_api_server.port}/calendar/slots"
     headers = {**tenant.agent, "content-type": "application/json"}
     response = httpx.post(url, headers=headers, content=chunks(), timeout=15)
     assert (response.status_code, response.headers["content-type"]) == (413, PROBLEM_JSON), response.text[:200]

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from pin.embedded.kafka import EmbeddedKafka
@@ -117,15 +118,31 @@ def test_a_role_never_logs_the_database_password_or_sasl_credentials(tmp_path: P
     log = tmp_path / "relay.log"
     relay = RoleProcess(["relay"], env, log)
     try:
+        # Until it started and its producer met the broker, which refuses the SASL handshake at once (librdkafka
+        # hands that failure to the log when the producer is served, at the latest when it closes on SIGTERM; it
+        # was a fixed minute of waiting for five lines that never came). A refused connection lasts milliseconds
+        # and librdkafka tries again after 0.1 s, doubling: seen, or 5 s of tries; the assertion below that the
+        # refusal is in the log makes sure it happened.
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(log.read_text(errors="replace").splitlines()) < 5:
-            time.sleep(0.5)
-        time.sleep(3)  # let it meet the broker's refusal and log it
+        while time.monotonic() < deadline and "outbox relay started" not in log.read_text(errors="replace"):
+            time.sleep(0.1)
+        tries_until = time.monotonic() + 5
+        while time.monotonic() < tries_until and not _connected(relay.pid, broker.port):
+            time.sleep(0.02)
     finally:
         relay.terminate()
         relay.close()
         broker.stop()
     text = log.read_text(errors="replace")
     assert text.strip(), "the relay wrote nothing: the test would prove nothing"
+    assert "SASL" in text, f"the relay never logged the broker's refusal: the test would prove little ({log})"
     assert "db-pass-51e0aa" not in text, f"the database password is in the relay log {log}"
     assert "sasl-pass-7f3c9e21" not in text, f"the SASL password is in the relay log {log}"
+
+
+def _connected(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds a TCP connection to ``port`` on this machine."""
+    try:
+        return any(c.raddr and c.raddr.port == port for c in psutil.Process(pid).net_connections("tcp"))
+    except psutil.Error:
+        return False

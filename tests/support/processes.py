@@ -9,17 +9,28 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from pin.embedded.lifetime import die_with_parent
+
 
 class RoleProcess:
-    """One `python -m pin ...` child with its own environment; stdout and stderr go to a log file."""
+    """One `python -m pin ...` child with its own environment; stdout and stderr go to a log file.
 
-    def __init__(self, args: list[str], env: Mapping[str, str], log_path: Path) -> None:
+    Start it from the thread that will outlive it (the test's): it is killed when that thread ends.
+    """
+
+    def __init__(self, args: list[str], env: Mapping[str, str], log_path: Path, prefix: tuple[str, ...] = ()) -> None:
         self.args = args
         self.log_path = log_path
         full_env = {**os.environ, **env}
         self._log = log_path.open("ab")
+        # prefix: a command that execs the role, e.g. ("prlimit", "--nofile=256:4096")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "pin", *args], env=full_env, stdout=self._log, stderr=subprocess.STDOUT
+            [*prefix, sys.executable, "-m", "pin", *args],
+            env=full_env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            # SIGKILL once the thread that started it ends: a killed test run leaves no role behind
+            preexec_fn=die_with_parent(signal.SIGKILL),  # noqa: PLW1509 - one prctl before the exec
         )
 
     @property

@@ -10,6 +10,7 @@ import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from psycopg import errors as pg_errors
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -21,6 +22,8 @@ from pin.promotion import repository as promotion_repository
 from pin.promotion import service as promotion_service
 
 PROBLEM_JSON = "application/problem+json"
+# The detail of a 409 for a record another transaction holds longer than the API's lock timeout.
+ROW_LOCKED_DETAIL = "the record is being changed by another transaction; retry"
 
 
 class ApiProblem(Exception):
@@ -134,11 +137,12 @@ def problem_openapi_responses() -> dict[int | str, dict[str, Any]]:
         401: "Missing or invalid token",
         403: "Role not allowed",
         404: "Not found (or another tenant's)",
-        409: "State conflict",
+        408: "Request head not sent in time",
+        409: "State conflict (or a record held by another transaction past the lock timeout: retry)",
         412: "If-Match mismatch",
         422: "Validation error",
         431: "Header too large",
-        503: "Database unavailable (retry)",
+        503: "Database unavailable, or too many open connections (retry)",
     }
     return {
         status: {"description": text, "content": {PROBLEM_JSON: {"schema": PROBLEM_SCHEMA}}}
@@ -188,6 +192,14 @@ def install_problem_handlers(app: FastAPI) -> None:
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _STATUS_CODES.get(exc.status_code, "http-error")
         return problem_response(exc.status_code, code, str(exc.detail))
+
+    @app.exception_handler(pg_errors.LockNotAvailable)
+    async def _row_locked(_: Request, exc: pg_errors.LockNotAvailable) -> JSONResponse:
+        # a row (or table) held by another transaction past the session's lock_timeout (pin.lock_waits): the
+        # same answer as the calendar's concurrent modification, and retryable
+        response = problem_response(409, "concurrent-modification", ROW_LOCKED_DETAIL)
+        response.headers["Retry-After"] = "1"
+        return response
 
     @app.exception_handler(psycopg.OperationalError)
     async def _database_unavailable(_: Request, exc: psycopg.OperationalError) -> JSONResponse:

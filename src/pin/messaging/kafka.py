@@ -12,7 +12,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from pin.messaging.topics import PARTITIONS, all_topics
+from pin.messaging.topics import all_topics
 from pin.settings import Settings
 
 
@@ -110,10 +110,14 @@ def consumer_config(settings: Settings, group: str, **overrides: Any) -> dict[st
 
 
 def ensure_topics(settings: Settings, topics: Iterable[str] | None = None, timeout: float = 15.0) -> list[str]:
-    """Create missing topics with SPEC's partition count; returns the names it created."""
+    """Create missing topics with PIN_KAFKA_TOPIC_PARTITIONS partitions; returns the names it created.
+
+    A topic that exists keeps its partitions: adding some moves keys to other partitions (docs/operations.md)."""
     admin = AdminClient(client_config(settings))
     wanted = list(topics) if topics is not None else list(all_topics())
-    futures = admin.create_topics([NewTopic(name, PARTITIONS, 1) for name in wanted], request_timeout=timeout)
+    futures = admin.create_topics(
+        [NewTopic(name, settings.kafka_topic_partitions, 1) for name in wanted], request_timeout=timeout
+    )
     created: list[str] = []
     try:
         for name, future in futures.items():

@@ -15,6 +15,7 @@ INTEGRATION_TOPICS = (
     APPOINTMENT_CONFIRMED,
     PURCHASE_CHANGED,
 )
+# The default of PIN_KAFKA_TOPIC_PARTITIONS (settings.py): the partitions of each topic `pin topics` creates (seeds).
 PARTITIONS = 3
 
 CONSUMER_GROUPS = ("crm", "notifications", "catalog", "news")

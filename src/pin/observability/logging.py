@@ -183,6 +183,23 @@ class _LineLogger:
     debug = info = warning = warn = error = err = critical = exception = fatal = failure = msg
 
 
+def resolve_log_format(fmt: str, stream: TextIO | None = None) -> str:
+    """``json`` or ``console``: ``auto`` is console when ``stream`` (stderr, where the lines go) is a terminal."""
+    if fmt != "auto":
+        return fmt
+    return "console" if (stream or sys.stderr).isatty() else "json"
+
+
+def _role_first(logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Console only: the role before the event (``relay  outbox batch published ...``), the column a person
+    scans first when every role of `pin up` writes to the same terminal."""
+    del logger, method_name
+    role = event_dict.pop("role", None)
+    if role is not None:
+        event_dict["event"] = f"{role:<28} {event_dict.get('event', '')}"
+    return event_dict
+
+
 def configure_logging(level: str = "INFO", fmt: str = "auto", role: str | None = None) -> None:
     """Render structlog's events and the standard library's records the same way, one line each on stderr.
 
@@ -190,7 +207,7 @@ def configure_logging(level: str = "INFO", fmt: str = "auto", role: str | None =
     comparison; an enabled one builds no ``logging.LogRecord``); the libraries' records reach the same processors
     through the standard library's handler.
     """
-    use_console = fmt == "console" or (fmt == "auto" and sys.stderr.isatty())
+    use_console = resolve_log_format(fmt) == "console"
     renderer: structlog.typing.Processor = (
         structlog.dev.ConsoleRenderer() if use_console else structlog.processors.JSONRenderer(_encode_line)
     )
@@ -201,7 +218,12 @@ def configure_logging(level: str = "INFO", fmt: str = "auto", role: str | None =
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     # exceptions become text first, on a terminal too, so that redaction sees their messages
-    final: list[structlog.typing.Processor] = [structlog.processors.format_exc_info, redact_sensitive, renderer]
+    final: list[structlog.typing.Processor] = [
+        structlog.processors.format_exc_info,
+        redact_sensitive,
+        *([_role_first] if use_console else []),
+        renderer,
+    ]
     if role is not None:
         structlog.contextvars.bind_contextvars(role=role)
     numeric_level = logging.getLevelNamesMapping()[level.upper()]

@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 from pin.db import Conn
+from pin.outbox.writer import MOVED_COLUMNS, outbox_put_back
 
 # dead_letter_list: the oldest dead letters, each with how many rows of its key wait behind it.
 _DEAD_LETTER_LIST = """
@@ -22,20 +23,16 @@ ORDER BY d.id
 LIMIT %(limit)s
 """
 
-# dead_letter_replay: move one dead letter (or all) back to the outbox under its original id, which (smaller than
-# every later row of its key) puts it back at the head of its key.
-_DEAD_LETTER_REPLAY = """
+# dead_letter_replay: take one dead letter (or all) out, oldest first, with what the outbox row needs back; the
+# writer puts each back under its original id, which (smaller than every later row of its key) puts it back at the
+# head of its key.
+_DEAD_LETTER_TAKE = f"""
 WITH moved AS (
     DELETE FROM outbox.dead_letter WHERE (%(message_id)s::uuid IS NULL OR message_id = %(message_id)s) RETURNING *
 )
-INSERT INTO outbox.message
-    (id, message_id, vpart, topic, message_key, event_type, contract_version, payload, headers, occurred_at,
-     created_at)
-OVERRIDING SYSTEM VALUE
-SELECT id, message_id, vpart, topic, message_key, event_type, contract_version, payload, headers, occurred_at,
-       created_at
+SELECT {", ".join(c + "::text" if c == "payload" else c for c in MOVED_COLUMNS)}
 FROM moved
-RETURNING message_id
+ORDER BY id
 """
 
 # dead_letter_discard: drop one dead letter for good.
@@ -49,7 +46,8 @@ def dead_letters_list(conn: Conn, limit: int = 100) -> list[dict[str, Any]]:
 
 def dead_letter_replay(conn: Conn, message_id: uuid.UUID | None) -> list[uuid.UUID]:
     """Put one dead letter (or, with None, all of them) back into the outbox; returns the replayed ids."""
-    rows = conn.execute(_DEAD_LETTER_REPLAY, {"message_id": message_id}).fetchall()
+    rows = conn.execute(_DEAD_LETTER_TAKE, {"message_id": message_id}).fetchall()
+    outbox_put_back(conn, rows)  # the writer: every row with its value, captured in cdc mode
     conn.commit()
     return [uuid.UUID(str(row["message_id"])) for row in rows]
 

@@ -1,5 +1,7 @@
 -- Transactional outbox (SPEC section 5). Rows are inserted in the business transaction and deleted by
 -- primary key once the broker acknowledged them: the table stays small, so it is a queue, not a history.
+-- In cdc mode (PIN_OUTBOX_MODE=cdc) the writer deletes each row in the transaction that inserted it: Debezium reads
+-- the insert from the WAL (docs/runbooks/outbox-cdc.md), and the table stays empty.
 CREATE SCHEMA IF NOT EXISTS outbox;
 
 CREATE TABLE outbox.message (
@@ -12,9 +14,14 @@ CREATE TABLE outbox.message (
     contract_version integer     NOT NULL,
     payload          jsonb       NOT NULL,                    -- contract fields plus the envelope
     -- the Kafka value, written with the row (outbox/writer.py: kafka_value) and sent as is, so the relay never
-    -- parses a payload; NULL on a row put back from the dead letters, whose value the relay encodes from payload
+    -- parses a payload; every path writes it (a dead letter's replay too); NULL only on a row written before the
+    -- column existed, whose value the relay encodes from payload
     value            text,
     headers          jsonb       NOT NULL DEFAULT '{}',       -- correlation-id, traceparent, ...
+    -- the consumer headers of ``headers`` as plain columns, for Debezium's outbox router (it places a column, not
+    -- a jsonb member, as a Kafka header); written from the same mapping (outbox/writer.py: insert_params)
+    correlation_id   text,
+    traceparent      text,
     occurred_at      timestamptz NOT NULL,
     created_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
     attempts         integer     NOT NULL DEFAULT 0,
@@ -43,7 +50,10 @@ CREATE TABLE outbox.dead_letter (
     event_type       text        NOT NULL,
     contract_version integer     NOT NULL,
     payload          jsonb       NOT NULL,
+    value            text,                                    -- the row's Kafka value, put back by a replay
     headers          jsonb       NOT NULL,
+    correlation_id   text,
+    traceparent      text,
     occurred_at      timestamptz NOT NULL,
     created_at       timestamptz NOT NULL,
     attempts         integer     NOT NULL,

@@ -3,6 +3,10 @@
 Events become rows only here: :func:`outbox_insert` (the unit of work), and the fragments a set-based statement
 embeds (:func:`insert_values_sql`, :func:`insert_unnest_sql`). Why a key's rows are in commit order:
 docs/design/relay.md; the set-based writes: docs/design/one-statement-writes.md.
+
+In cdc mode (:class:`OutboxMode`) the unit of work ends every transaction that inserted rows with
+:func:`outbox_capture`, which deletes them again: the WAL keeps the inserts, in commit order, for Debezium's outbox
+router (docs/runbooks/outbox-cdc.md), and the table stays empty.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import enum
 import functools
 import json
+import threading
 import uuid
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -21,6 +26,33 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from pin.messaging.contracts import Contract, utc_iso
+
+
+class OutboxMode(enum.StrEnum):
+    """Who takes the rows out of the outbox (PIN_OUTBOX_MODE): `pin relay`, or Debezium reading the WAL."""
+
+    RELAY = "relay"  # rows wait in the table until the relay published and deleted them
+    CDC = "cdc"  # each row is deleted in the transaction that inserted it; the WAL's insert is the message
+
+
+# The process's mode, set once at start by the composition root (pin.roles.start_role) from PIN_OUTBOX_MODE:
+# every process of a deployment runs in the same mode (docs/runbooks/outbox-cdc.md).
+_mode = OutboxMode.RELAY
+_mode_lock = threading.Lock()
+
+
+def set_outbox_mode(mode: OutboxMode) -> OutboxMode:
+    """Set the process's outbox mode; returns the previous one."""
+    global _mode
+    with _mode_lock:
+        previous, _mode = _mode, OutboxMode(mode)
+    return previous
+
+
+def outbox_mode() -> OutboxMode:
+    """The process's outbox mode."""
+    return _mode
+
 
 # Virtual partitions of the key space; the relay's unit of ownership. Changing it re-homes keys: never
 # change it while rows are waiting.
@@ -104,9 +136,22 @@ _COLUMNS: tuple[tuple[str, str], ...] = (
     ("payload", "text"),
     ("value", "text"),
     ("headers", "text"),
+    ("correlation_id", "text"),
+    ("traceparent", "text"),
     ("occurred_at", "timestamptz"),
 )
 INSERT_COLUMNS = tuple(name for name, _ in _COLUMNS)
+# What a row keeps when the relay moves it to outbox.dead_letter and a replay puts it back (under the same id).
+MOVED_COLUMNS = ("id", *INSERT_COLUMNS, "created_at")
+MOVED_COLUMNS_SQL = ", ".join(MOVED_COLUMNS)
+# The consumer headers as the plain columns Debezium's outbox router places (deploy/debezium/), by header name.
+HEADER_COLUMNS = {
+    "message-id": "message_id",
+    "event-type": "event_type",
+    "contract-version": "contract_version",
+    "correlation-id": "correlation_id",
+    "traceparent": "traceparent",
+}
 _INTO = f"INSERT INTO outbox.message ({', '.join(INSERT_COLUMNS)})"
 _INSERT = f"{_INTO} VALUES ({', '.join(['%s'] * len(INSERT_COLUMNS))})"
 
@@ -189,8 +234,54 @@ def insert_params(row: OutboxRow) -> tuple[object, ...]:
         Jsonb(value, dumps=_as_is),
         value,
         Jsonb(dict(row.headers), dumps=encode_json),
+        row.headers.get("correlation-id"),
+        row.headers.get("traceparent"),
         row.occurred_at,
     )
+
+
+# outbox_delete_captured: cdc mode, the rows this transaction inserted, by their MessageId (unique index).
+_CAPTURE_DELETE = "DELETE FROM outbox.message WHERE message_id = ANY(%s::uuid[])"
+
+
+def outbox_capture(conn: psycopg.Connection[dict[str, object]], message_ids: Sequence[uuid.UUID]) -> int:
+    """The end of a transaction that inserted outbox rows: in cdc mode delete them (Debezium reads the inserts from
+    the WAL; its publication publishes inserts only), in relay mode nothing (the relay deletes them once
+    published). Returns the rows deleted."""
+    if _mode is not OutboxMode.CDC or not message_ids:
+        return 0
+    with conn.cursor() as cur:
+        cur.execute(_CAPTURE_DELETE, ("{" + ",".join(map(str, message_ids)) + "}",))
+        return cur.rowcount
+
+
+_PUT_BACK = (
+    f"INSERT INTO outbox.message ({MOVED_COLUMNS_SQL}) OVERRIDING SYSTEM VALUE "
+    f"VALUES ({', '.join(['%s'] * len(MOVED_COLUMNS))})"
+)
+
+
+def outbox_put_back(conn: psycopg.Connection[dict[str, object]], moved: Sequence[Mapping[str, object]]) -> int:
+    """Insert rows taken out of outbox.dead_letter (their MOVED_COLUMNS, ``payload`` as its jsonb text) under their
+    own ids, then :func:`outbox_capture` them. A letter written before the value and header columns existed gets
+    them here, exactly as the relay would have encoded them, so that every row has its value."""
+    params = []
+    for letter in moved:
+        row = dict(letter)
+        headers = row["headers"] if isinstance(row["headers"], Mapping) else json.loads(str(row["headers"]))
+        payload = str(row["payload"])
+        row["value"] = row["value"] if row["value"] is not None else _compact(json.loads(payload))
+        row["correlation_id"] = row["correlation_id"] or headers.get("correlation-id")
+        row["traceparent"] = row["traceparent"] or headers.get("traceparent")
+        row["payload"] = Jsonb(payload, dumps=_as_is)
+        row["headers"] = Jsonb(dict(headers), dumps=encode_json)
+        params.append(tuple(row[name] for name in MOVED_COLUMNS))
+    if params:
+        with conn.cursor() as cur:
+            cur.executemany(_PUT_BACK, params)
+        at = MOVED_COLUMNS.index("message_id")
+        outbox_capture(conn, [uuid.UUID(str(row[at])) for row in params])
+    return len(params)
 
 
 def outbox_insert(conn: psycopg.Connection[dict[str, object]], rows: Iterable[OutboxRow]) -> int:
@@ -250,6 +341,8 @@ def insert_unnest_params(owned: Sequence[tuple[object, OutboxRow]]) -> dict[str,
         "outbox_payload": values,
         "outbox_value": values,
         "outbox_headers": _encode_all([row.headers for row in rows]),
+        "outbox_correlation_id": [row.headers.get("correlation-id") for row in rows],
+        "outbox_traceparent": [row.headers.get("traceparent") for row in rows],
         "outbox_occurred_at": [row.occurred_at for row in rows],
     }
 

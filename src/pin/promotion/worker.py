@@ -227,6 +227,7 @@ class ExpirePromotionsJob:
         if not decided:
             return []
         outbox_rows = [(t.purchase.id, row) for t in decided for row in t.rows]
+        uow.inserting(row for _, row in outbox_rows)  # the statement inserts them; the commit captures them (cdc)
         try:
             with uow.conn.transaction():  # SAVEPOINT: the outer batch transaction is already open
                 changed = repository.purchase_expire_many(

@@ -29,6 +29,9 @@ def collect_status(settings: Settings, *, kafka: bool = True, kafka_timeout: flo
             backlog=database.read(conn, database.outbox_backlog),
             dead_letters=database.read(conn, database.dead_letters),
             leases=database.read(conn, database.leases),
+            cdc=database.read(conn, database.cdc_slot(settings.outbox_cdc_slot))
+            if settings.outbox_mode == "cdc"
+            else None,
         )
         inbox = database.read(conn, database.inbox)
     offsets = consumer_offsets(settings, kafka_timeout) if kafka else BrokerUnavailable("not asked (--no-kafka)")

@@ -24,6 +24,7 @@ from pin.promotion.worker import JOB_NAME as EXPIRE_PROMOTIONS
 from pin.settings import Settings
 from pin.status.snapshot import (
     Backlog,
+    CdcSlot,
     Cycle,
     Cycles,
     DeadLetters,
@@ -237,6 +238,18 @@ def leases(conn: Conn) -> Leases:
     """The relay instances holding live leases, and how many vparts have no publisher."""
     relays = tuple(_rows(conn, RelayLease, _LEASES_PER_OWNER))
     return Leases(relays, unowned_vparts=VPARTS - sum(r.vparts for r in relays))
+
+
+_CDC_SLOT = _query("cdc_slot")
+
+
+def cdc_slot(slot: str) -> Callable[[Conn], CdcSlot]:
+    """The replication slot ``slot``: whether it exists, whether a reader streams from it, the WAL it keeps."""
+
+    def read_slot(conn: Conn) -> CdcSlot:
+        return _one(conn, CdcSlot, _CDC_SLOT, {"slot": slot})
+
+    return read_slot
 
 
 _INBOX_OF_GROUP = _query("inbox_of_group")

@@ -62,6 +62,12 @@ SELECT owner, count(*) AS vparts, EXTRACT(EPOCH FROM min(expires_at) - now())::f
 FROM outbox.relay_lease WHERE owner IS NOT NULL AND expires_at > now()
 GROUP BY owner ORDER BY owner
 
+-- cdc_slot --
+-- The replication slot %(slot)s: whether it exists, whether a reader streams from it, the WAL it keeps.
+SELECT %(slot)s AS slot, count(s.slot_name) > 0 AS exists, bool_or(s.active) AS active,
+       max(pg_current_wal_lsn() - s.restart_lsn)::float8 AS retained_wal_bytes, max(s.wal_status) AS wal_status
+FROM (SELECT 1) AS one LEFT JOIN pg_replication_slots s ON s.slot_name = %(slot)s
+
 -- inbox_of_group --
 -- Per group: an index range over (consumer_group, processed_at), never a scan of the inbox.
 SELECT max(processed_at) AS last_processed_at,

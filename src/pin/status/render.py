@@ -12,6 +12,7 @@ from pin.outbox.writer import VPARTS
 from pin.status.snapshot import (
     Backlog,
     BrokerUnavailable,
+    CdcSlot,
     ConsumerView,
     Cycle,
     Cycles,
@@ -189,7 +190,9 @@ def _outbox_table(outbox: OutboxView) -> RenderableType:
         summary.append("   nothing waiting")
     if isinstance(dead, Unavailable):
         summary.append("   dead letters: ").append_text(_unavailable(dead))
-    if isinstance(leases, Unavailable):
+    if outbox.cdc is not None:  # cdc mode: no relay runs; Debezium reads the slot
+        summary.append("   ").append_text(_cdc_text(outbox.cdc))
+    elif isinstance(leases, Unavailable):
         summary.append("   relays: ").append_text(_unavailable(leases))
     else:
         owners = ", ".join(f"{r.owner} ({r.vparts})" for r in leases.relays) or "none"
@@ -197,6 +200,17 @@ def _outbox_table(outbox: OutboxView) -> RenderableType:
         if leases.unowned_vparts:
             summary.append(f"   {leases.unowned_vparts} of {VPARTS} vparts unowned", style="red")
     return Group(table, summary)
+
+
+def _cdc_text(slot: CdcSlot | Unavailable) -> Text:
+    """cdc mode's line: the slot Debezium reads, whether it streams, and the WAL it keeps."""
+    if isinstance(slot, Unavailable):
+        return Text("cdc slot: ").append_text(_unavailable(slot))
+    if not slot.exists:
+        return Text(f"cdc mode: replication slot {slot.slot} does not exist (is the connector deployed?)", style="red")
+    retained = slot.retained_wal_bytes or 0.0
+    text = Text(f"cdc mode: slot {slot.slot} {'streaming' if slot.active else 'not streaming'}, ")
+    return text.append(f"keeps {retained / 2**20:.1f} MiB of WAL", style="red bold" if retained > 2**30 else "")
 
 
 # --- consumers -------------------------------------------------------------------------------------------

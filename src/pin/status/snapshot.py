@@ -230,12 +230,24 @@ class Leases(Part):
 
 
 @dataclass(frozen=True)
+class CdcSlot(Part):
+    """cdc mode: the logical replication slot Debezium reads, and the WAL it keeps on the database's disk."""
+
+    slot: str
+    exists: bool
+    active: bool | None  # a reader streams from it now
+    retained_wal_bytes: float | None  # current LSN minus the slot's restart LSN
+    wal_status: str | None  # reserved, extended, unreserved (close to max_slot_wal_keep_size) or lost
+
+
+@dataclass(frozen=True)
 class OutboxView(Part):
-    """The outbox: rows waiting, dead letters, relay leases."""
+    """The outbox: rows waiting, dead letters, relay leases; in cdc mode, the slot Debezium reads."""
 
     backlog: OutboxBacklog | Unavailable
     dead_letters: DeadLetters | Unavailable
     leases: Leases | Unavailable
+    cdc: CdcSlot | Unavailable | None = None  # None: relay mode (PIN_OUTBOX_MODE)
 
 
 # --- consumers -------------------------------------------------------------------------------------------

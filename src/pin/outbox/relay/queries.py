@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pin.db import load_queries
+from pin.outbox.writer import MOVED_COLUMNS_SQL
 
 _QUERIES = load_queries(__package__)
 
 OUTBOX_READ_OWNED = _QUERIES["outbox_read_owned"]
 OUTBOX_DELETE_PUBLISHED = _QUERIES["outbox_delete_published"]
 OUTBOX_MARK_FAILED = _QUERIES["outbox_mark_failed"]
-OUTBOX_DEAD_LETTER = _QUERIES["outbox_dead_letter"]
+OUTBOX_DEAD_LETTER = _QUERIES["outbox_dead_letter"].format(moved_columns=MOVED_COLUMNS_SQL)
 RELAY_INSTANCE_HEARTBEAT = _QUERIES["relay_instance_heartbeat"]
 RELAY_INSTANCE_PURGE = _QUERIES["relay_instance_purge"]
 RELAY_INSTANCE_COUNT_LIVE = _QUERIES["relay_instance_count_live"]

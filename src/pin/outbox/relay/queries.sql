@@ -43,17 +43,15 @@ RETURNING m.attempts
 
 -- outbox_dead_letter --
 -- Move a row to outbox.dead_letter with its error in one statement, while its lease is still ours.
+-- {moved_columns}: the row's columns a dead letter keeps (outbox/writer.py: MOVED_COLUMNS), its value included.
 WITH moved AS (
     DELETE FROM outbox.message m USING outbox.relay_lease l
     WHERE m.id = %(id)s
       AND l.vpart = m.vpart AND l.owner = %(owner)s AND l.epoch = %(epoch)s AND l.expires_at > now()
     RETURNING m.*
 )
-INSERT INTO outbox.dead_letter
-    (id, message_id, vpart, topic, message_key, event_type, contract_version, payload, headers,
-     occurred_at, created_at, attempts, error, permanent)
-SELECT id, message_id, vpart, topic, message_key, event_type, contract_version, payload, headers,
-       occurred_at, created_at, attempts + 1, %(error)s, %(permanent)s
+INSERT INTO outbox.dead_letter ({moved_columns}, attempts, error, permanent)
+SELECT {moved_columns}, attempts + 1, %(error)s, %(permanent)s
 FROM moved
 RETURNING id
 
