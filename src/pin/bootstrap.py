@@ -101,7 +101,10 @@ def run_expire_promotions(*, once: bool) -> dict[str, int] | None:
     def build(pool: ConnectionPool[Conn], settings: Settings, stop: threading.Event) -> PollingJob:
         del stop  # a promotions batch is one transaction: it is finished or rolled back as a whole
         metrics.INTERVAL.set(settings.expire_promotions_interval_seconds)  # "no cycle for 2 intervals" alert
-        config = ExpirePromotionsConfig(batch_size=settings.expire_promotions_batch_size)
+        config = ExpirePromotionsConfig(
+            batch_size=settings.expire_promotions_batch_size,
+            cycle_budget_seconds=settings.expire_promotions_cycle_budget_seconds,
+        )
         return ExpirePromotionsJob(pool, config)
 
     return _run_polling_job("expire-promotions", build, lambda s: s.expire_promotions_interval_seconds, once=once)
@@ -112,7 +115,10 @@ def run_appointment_timeout(*, once: bool) -> dict[str, int] | None:
     from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
 
     def build(pool: ConnectionPool[Conn], settings: Settings, stop: threading.Event) -> PollingJob:
-        config = AppointmentTimeoutConfig(batch_size=settings.appointment_timeout_batch_size)
+        config = AppointmentTimeoutConfig(
+            batch_size=settings.appointment_timeout_batch_size,
+            cycle_budget_seconds=settings.appointment_timeout_cycle_budget_seconds,
+        )
         return AppointmentTimeoutJob(pool, config, stop=stop)  # checks the stop between items
 
     return _run_polling_job("appointment-timeout", build, lambda s: s.appointment_timeout_interval_seconds, once=once)

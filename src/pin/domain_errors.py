@@ -1,4 +1,7 @@
-"""The base of every context's domain errors: plain Python, so a domain that imports it still does no IO."""
+"""What every context's domain errors share (their base, the race-lost marker).
+
+Plain Python, so a domain that imports it still does no IO.
+"""
 
 from __future__ import annotations
 
@@ -8,3 +11,7 @@ class DocumentedError(Exception):
 
     def __init__(self, message: str | None = None) -> None:
         super().__init__(message or (self.__doc__ or "").strip())
+
+
+class Contended:
+    """Marks a domain error that means a race lost (a guarded write matched no row): ``pin.faults.Fault.CONTENDED``."""

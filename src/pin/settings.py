@@ -107,10 +107,14 @@ class Settings(BaseSettings):
     appointment_timeout_interval_seconds: float = Field(default=JOB_INTERVAL_SECONDS, gt=0)
     # appointment-timeout BatchSize (seed 000: 200).
     appointment_timeout_batch_size: int = Field(default=JOB_BATCH_SIZE, gt=0, le=10_000)
+    # appointment-timeout's time budget per cycle (seed 000: < 30 s): then it claims nothing more until the next tick.
+    appointment_timeout_cycle_budget_seconds: float = Field(default=30, gt=0)
     # expire-promotions polling interval (seed 002: 1 to 5 minutes in production).
     expire_promotions_interval_seconds: float = Field(default=JOB_INTERVAL_SECONDS, gt=0)
     # expire-promotions BatchSize (seed 002: 200).
     expire_promotions_batch_size: int = Field(default=JOB_BATCH_SIZE, gt=0, le=10_000)
+    # expire-promotions' time budget per cycle (seed 002: < 30 s): then it writes nothing more until the next tick.
+    expire_promotions_cycle_budget_seconds: float = Field(default=30, gt=0)
 
     # Seconds between refreshes of the database-health gauges (pin_db_*: dead tuples, last vacuum, claim index size,
     # oldest transaction, replication slots' WAL), which each worker instance exports: a few bounded statements.

@@ -3,6 +3,8 @@
 - a consumer killed (kill -9) after its effect committed and before its offset commit: redelivered, no
   second effect, and a graceful stop (SIGTERM) of the next one;
 - the database unreachable for a while: retried, then applied exactly once, nothing dead-lettered;
+- a deadlock on the same message six times in a row (more than the attempt limit): retried with back-off, never
+  dead-lettered, then applied once (seed 003: a transient failure is retried; pin.faults);
 - a handler failing on every attempt: N attempts, then the dead-letter topic with its provenance, the
   partition goes on; after the fix, `pin dlq replay` sends it back and it is applied once; `pin dlq list`
   (both commands run in process through the CLI runner).
@@ -35,6 +37,7 @@ from tests.consumers.support import (
     running,
     wait_for,
 )
+from tests.support.contention import Background, arm_deadlocks, install_blocker, provoke_deadlocks
 from tests.support.infra import TestDatabases
 
 pytestmark = pytest.mark.integration
@@ -116,6 +119,48 @@ def test_database_unreachable_for_a_while_retries_then_applies_once(
     for event in events:
         assert len(feed_entries(pool, event["AppointmentId"])) == 1
     assert metric("pin_consumer_dead_lettered_total", group="crm", topic=topics.APPOINTMENT_CANCELLED) == dead_before
+    assert read_dead_letters(settings, ["crm"], idle_seconds=0.5) == []
+
+
+def test_a_deadlock_six_times_in_a_row_is_retried_without_limit_never_dead_lettered_then_applied_once(
+    settings, database_url, pool, test_databases: TestDatabases, producer
+):
+    """Each attempt at the message waits for the test's session to block on the message's inbox row, then asks for
+    a row that session holds: a real deadlock, of which the consumer is the victim, six times (the limit is five)."""
+    name = database_url.split("?", 1)[0].rsplit("/", 1)[1]
+    install_blocker(database_url, table="crm.lead_feed_entry")  # the effect's INSERT waits for the blocker row
+    with psycopg.connect(test_databases.server_url, autocommit=True) as admin:  # quicker deadlock detection
+        admin.execute(f"ALTER DATABASE \"{name}\" SET deadlock_timeout = '500ms'")
+    consumer_pool = create_pool(database_url, min_size=1, max_size=2, name="deadlocked")
+    topic = topics.APPOINTMENT_CANCELLED
+    retries_before = metric("pin_consumer_retries_total", group="crm", topic=topic)
+    dead_before = metric("pin_consumer_dead_lettered_total", group="crm", topic=topic)
+    try:
+        with running("crm", settings, consumer_pool, max_attempts=5):
+            warmup = _event()
+            producer.send(topic, warmup)
+            wait_for(lambda: feed_entries(pool, warmup["AppointmentId"]), what="the consumer to be up")
+
+            event = _event()
+            # the same key as the consumer's own inbox row: waits for the consumer's transaction
+            close_cycle = (
+                'INSERT INTO messaging.inbox (consumer_group, message_id, topic, "partition", "offset")'
+                " VALUES ('crm', %s, 'test', 0, 0)"
+            )
+            arm_deadlocks(database_url)  # before the message is sent
+            rounds = Background(lambda: provoke_deadlocks(database_url, close_cycle, [event["MessageId"]], times=6))
+            producer.send(topic, event)
+            victims = rounds.result(timeout=90)  # then the blocker is free: the next attempt goes through
+            wait_for(lambda: feed_entries(pool, event["AppointmentId"]), what="the message applied after the deadlocks")
+    finally:
+        consumer_pool.close()
+
+    assert len(victims) == 6
+    assert len(feed_entries(pool, event["AppointmentId"])) == 1
+    assert len(rows(pool, "SELECT 1 FROM messaging.inbox WHERE message_id = %s", event["MessageId"])) == 1
+    # retried with back-off (each retry counted: ConsumerRetrying's series), never dead-lettered
+    assert metric("pin_consumer_retries_total", group="crm", topic=topic) >= retries_before + 6
+    assert metric("pin_consumer_dead_lettered_total", group="crm", topic=topic) == dead_before
     assert read_dead_letters(settings, ["crm"], idle_seconds=0.5) == []
 
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import psycopg
 import pytest
+import structlog
 from confluent_kafka import TopicPartition
 from psycopg_pool import PoolTimeout
 
@@ -17,7 +18,7 @@ from pin.messaging import topics
 from pin.messaging.appointment_events import AppointmentCancelReason as R
 from pin.messaging.consumer import ConsumerRuntime
 from pin.messaging.consumer.lag import partition_lag
-from pin.messaging.consumer.retry import backoff_delay, is_database_unavailable
+from pin.messaging.consumer.retry import backoff_delay, classify, is_transient
 from pin.messaging.dead_letter_store import cut_letter, record_size
 from pin.messaging.envelope import UnreadableMessageError, decode_envelope
 from pin.notifications import domain as n
@@ -54,20 +55,44 @@ def test_envelope_takes_the_message_id_from_the_header_when_the_value_lacks_it()
 
 
 @pytest.mark.parametrize(
-    ("error", "unavailable"),
+    ("error", "transient"),
     [
         (PoolTimeout("no connection"), True),
         (psycopg.OperationalError("connection refused"), True),
         (psycopg.errors.AdminShutdown("terminating connection"), True),
         (psycopg.InterfaceError("the connection is closed"), True),
-        (psycopg.errors.DeadlockDetected("deadlock"), False),
-        (psycopg.errors.SerializationFailure("could not serialize"), False),
+        (psycopg.errors.DeadlockDetected("deadlock"), True),
+        (psycopg.errors.SerializationFailure("could not serialize"), True),
+        (psycopg.errors.LockNotAvailable("lock timeout"), True),
+        (psycopg.errors.QueryCanceled("statement timeout"), True),
         (psycopg.errors.UndefinedTable("relation does not exist"), False),
+        (psycopg.errors.CheckViolation("a constraint"), False),
         (ValueError("a bug"), False),
     ],
 )
-def test_only_an_unreachable_database_is_retried_without_limit(error, unavailable):
-    assert is_database_unavailable(error) is unavailable
+def test_only_a_failure_about_the_message_counts_towards_the_dead_letter_topic(error, transient):
+    assert is_transient(error) is transient
+
+
+def test_the_attempt_limit_counts_only_the_failures_about_the_message():
+    """Six deadlocks in a row use none of the five attempts; the fifth constraint violation dead-letters."""
+    log = structlog.get_logger("test")
+    poisoned = 0
+    for attempt in range(1, 7):
+        failure = classify(
+            psycopg.errors.DeadlockDetected("deadlock"), "crm", "t", attempts=attempt, poison_attempts=poisoned,
+            max_attempts=5, log=log,
+        )  # fmt: skip
+        assert (failure.dead_letter, failure.poison_attempts) == (False, 0)
+    outcomes = []
+    for attempt in range(7, 12):
+        failure = classify(
+            psycopg.errors.CheckViolation("a constraint"), "crm", "t", attempts=attempt, poison_attempts=poisoned,
+            max_attempts=5, log=log,
+        )  # fmt: skip
+        poisoned = failure.poison_attempts
+        outcomes.append(failure.dead_letter)
+    assert outcomes == [False, False, False, False, True]
 
 
 def test_backoff_grows_exponentially_with_jitter_and_a_cap():

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.unit
 @dataclass(frozen=True)
 class _Result:
     is_full: bool = False
+    budget_exhausted: bool = False
 
     def as_dict(self) -> Mapping[str, int]:
         return {}
@@ -107,6 +108,21 @@ def test_an_overdue_item_the_cycle_could_not_take_is_retried_per_poll_not_spun_o
     thread.join(5)
 
     assert 2 <= len(job.cycles) <= 8  # about one cycle per poll interval (5), not hundreds
+
+
+def test_a_cycle_over_its_budget_waits_for_the_next_tick_even_with_items_overdue() -> None:
+    """Seed 000 "Max duration": over budget, the tick is skipped and the rest waits for the next one (the overdue
+    rest does not wake the runner per poll, as an item locked elsewhere would)."""
+    stop = threading.Event()
+    exhausted = _Result(budget_exhausted=True)  # never full: the jobs' results say so (is_full is False then)
+    job = _ScriptedJob(stop, results=[exhausted, exhausted], until_due=lambda: -5.0)
+    config = RunnerConfig(interval_seconds=0.8, due_poll_seconds=0.1, jitter_fraction=0)
+    thread = _run(job, config, stop_after=1.2)
+    thread.join(5)
+
+    assert job.due_queries == 0  # the doze did not look at the deadlines
+    assert len(job.cycles) == 2  # the exhausted one, then one at the next tick (0.8 s), not one per poll
+    assert 0.7 < job.cycles[1] - job.cycles[0] < 1.1
 
 
 def test_a_failing_cycle_backs_off_and_the_loop_goes_on() -> None:

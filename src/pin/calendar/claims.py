@@ -121,6 +121,7 @@ STILL_PENDING_SQL: LiteralString = (
 # The item lock timeout of a cycle's connection, set once for the session and reset before it goes back to the pool.
 LOCK_TIMEOUT_SET: LiteralString = "SELECT set_config('lock_timeout', %(lock_timeout)s, false)"
 LOCK_TIMEOUT_RESET: LiteralString = "RESET lock_timeout"
+STATEMENT_TIMEOUT_RESTORE: LiteralString = "SELECT set_config('statement_timeout', %(statement_timeout)s, false)"
 
 
 @dataclass(frozen=True)

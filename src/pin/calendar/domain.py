@@ -15,7 +15,7 @@ from functools import cache
 from typing import Any, Self, TypedDict, Union, Unpack
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from pin.domain_errors import DocumentedError
+from pin.domain_errors import Contended, DocumentedError
 
 # --------------------------------------------------------------------------------------------------- errors
 
@@ -92,7 +92,7 @@ class NotDueYetError(DomainError):
     """The appointment's PendingExpiresAt has not passed yet."""
 
 
-class ConflictError(DomainError):
+class ConflictError(DomainError, Contended):
     """The record was changed by a concurrent operation; re-read it and try again."""
 
 

@@ -39,9 +39,15 @@ LAST_SUCCESS = Gauge(
     "calendar_appointment_timeout_last_success_timestamp_seconds",
     "Unix time of the last appointment-timeout cycle that completed.",
 )
+BUDGET_EXHAUSTED = Counter(
+    "calendar_appointment_timeout_cycle_budget_exhausted",
+    "Cycles that stopped claiming because their time budget was spent (the rest waits for the next tick).",
+)
 
 # The labelled series, created here so that dashboards and rate() see 0 before the first expiry (and looked up once,
 # not once per item).
 ITEMS_BY_OUTCOME = {outcome: ITEMS.labels(slot_outcome=outcome.value) for outcome in SlotOutcome}
 
-JOB_METRICS = JobMetrics(CYCLE_DURATION, SKIP_LOCKED, ERRORS, BACKLOG, POISON, LAST_SUCCESS)
+JOB_METRICS = JobMetrics(
+    CYCLE_DURATION, SKIP_LOCKED, ERRORS, BACKLOG, POISON, LAST_SUCCESS, budget_exhausted=BUDGET_EXHAUSTED
+)

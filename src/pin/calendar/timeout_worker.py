@@ -19,15 +19,16 @@ from typing import Any, cast
 import psycopg
 import structlog
 from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode
-from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 
+from pin import faults
 from pin.calendar import claims, metrics, repository
 from pin.calendar.claims import JOB_NAME
-from pin.calendar.domain import ConflictError, DomainError, SlotOutcome
+from pin.calendar.domain import SlotOutcome
 from pin.calendar.service import ExpiryResult, ExpiryStatus, expire_appointment, expire_locked_cluster
 from pin.db import Conn, database_now
+from pin.faults import Fault
 from pin.jobs import bookkeeping
 from pin.jobs.cycle import Cycle, JobCycles, JobDefinition
 from pin.observability.tracing import current_traceparent, spans_exported, tracer
@@ -53,6 +54,9 @@ class AppointmentTimeoutConfig:
     # with the database gone, each fails after this long instead of the pool's 30 s, so a stop request is
     # honoured within a few seconds.
     connection_wait_seconds: float = 2.0
+    # Seed 000 "Max duration" (< 30 s per cycle): past this the cycle claims nothing more and the rest waits for
+    # the next tick; no statement of the cycle runs longer either (docs/design/claims.md, "The cycle's budget").
+    cycle_budget_seconds: float = 30.0
     # This instance's name in jobs.cycle.
     instance: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
 
@@ -70,6 +74,7 @@ class TimeoutResult:
     claimed_count: int = 0  # items claimed (expired, failed or found changed)
     batch_size: int = JOB_BATCH_SIZE
     retried_count: int = 0  # of those, poison items claimed by the second pass (tried again)
+    budget_exhausted: bool = False  # the cycle stopped claiming: its time budget was spent
 
     @property
     def skipped_locked(self) -> int:
@@ -81,9 +86,10 @@ class TimeoutResult:
         """The first pass alone claimed BatchSize items: more due appointments are probably waiting.
 
         Claims of poison items do not count: a batch they fill must not make the runner loop at once, or a
-        handful of poison items would be retried back to back instead of once per cycle.
+        handful of poison items would be retried back to back instead of once per cycle. A cycle over its budget is
+        not full either: the rest waits for the next tick (seed 000, "Max duration").
         """
-        return self.claimed_count - self.retried_count >= self.batch_size
+        return not self.budget_exhausted and self.claimed_count - self.retried_count >= self.batch_size
 
     def as_dict(self) -> Mapping[str, int]:
         """The result as seed 000 names it."""
@@ -109,6 +115,7 @@ class _Tally:
     skipped: set[uuid.UUID] = field(default_factory=set)
     poison_pass: bool = False  # the second pass: poison items only
     retried: int = 0  # items the second pass claimed
+    budget_exhausted: bool = False
 
     def result(self, duration_ms: int, batch_size: int) -> TimeoutResult:
         return TimeoutResult(
@@ -121,6 +128,7 @@ class _Tally:
             claimed_count=len(self.attempted),
             batch_size=batch_size,
             retried_count=self.retried,
+            budget_exhausted=self.budget_exhausted,
         )
 
 
@@ -175,6 +183,7 @@ class AppointmentTimeoutJob:
         self._cycles = JobCycles(
             DEFINITION, pool, instance=self._config.instance,
             connection_wait_seconds=self._config.connection_wait_seconds,
+            budget_seconds=self._config.cycle_budget_seconds,
         )  # fmt: skip
 
     def run_once(self) -> TimeoutResult:
@@ -198,16 +207,19 @@ class AppointmentTimeoutJob:
     def _cycle_connection(self) -> Iterator[Conn]:
         """One pooled connection for the whole cycle: AsOf, the count, then every item's transaction.
 
-        Its session's lock_timeout is the item lock timeout, set here once and reset before the connection goes
-        back to the pool (a connection that cannot be reset is closed: the pool then discards it).
+        Its session's lock_timeout is the item lock timeout and its statement_timeout at most the cycle's budget,
+        set here once and reset before the connection goes back to the pool (a connection that cannot be reset is
+        closed: the pool then discards it).
         """
         timeout_ms = max(1, int(self._config.item_lock_timeout_seconds * 1000))
         with self._cycles.connection() as conn:
             conn.execute(claims.LOCK_TIMEOUT_SET, {"lock_timeout": f"{timeout_ms}ms"})
+            budget_ms = int(self._config.cycle_budget_seconds * 1000)
+            previous = bookkeeping.statement_timeout_cap(conn, budget_ms, local=False)
             try:
                 yield conn
             finally:
-                _reset_session(conn)
+                _reset_session(conn, previous)
 
     def _expire_due(self, conn: Conn, cycle: Cycle, tally: _Tally) -> None:
         """Claim and expire one item per transaction until none is free, BatchSize is reached, or a stop.
@@ -228,6 +240,9 @@ class AppointmentTimeoutJob:
         for poison_pass in (False, True):
             tally.poison_pass, tally.cursor = poison_pass, None
             while len(tally.attempted) < batch_size and not self._stop.is_set():
+                if cycle.budget_spent():  # claim nothing more: what was finished is committed, the rest waits
+                    tally.budget_exhausted = True
+                    return
                 try:
                     more = self._expire_next(conn, items, tally, lock_cluster=True)
                 except _ClusterLockFailedError:
@@ -252,13 +267,11 @@ class AppointmentTimeoutJob:
                     conn, as_of=as_of, after=tally.cursor, lock_cluster=lock_cluster,
                     poison=tally.poison_pass, failed=tally.failed,
                 )  # fmt: skip
-            except (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected) as exc:
-                _raise_if_infrastructure(conn)  # about the item only while the connection is healthy
-                if not lock_cluster:
-                    raise InfrastructureError(bookkeeping.describe_error(exc)) from exc
-                raise _ClusterLockFailedError from exc
             except Exception as exc:
-                raise InfrastructureError(bookkeeping.describe_error(exc)) from exc
+                # A claim is about no item yet: only a contended lock of the cluster is worth a second try
+                if lock_cluster and faults.classify(exc, conn) is Fault.CONTENDED:
+                    raise _ClusterLockFailedError from exc
+                raise _infrastructure_error(conn, exc) from exc
             tally.skipped.update(claim.passed_over)
             if claim.appointment_id is None:
                 # End the read-only transaction with COMMIT: psycopg answers a ROLLBACK with DEALLOCATE ALL, and
@@ -280,15 +293,16 @@ class AppointmentTimeoutJob:
             with span_scope as span:
                 try:
                     expiry = self._expire_claimed(uow, claim, as_of)
-                except ConflictError:
-                    # Changed or held under us (guarded UPDATE matched nothing, lock timeout, deadlock): rolled back,
-                    # never overwritten; the next cycle re-reads it (docs/design/poison-items.md).
-                    _raise_if_infrastructure(conn)
-                    tally.skipped.add(appointment_id)
-                    cycle.warning("item skipped: changed concurrently", AppointmentId=str(appointment_id))
-                    return True
-                except Exception as exc:  # noqa: BLE001 - poison fails in any way; infrastructure is re-raised
-                    _raise_if_infrastructure(conn, exc)
+                except Exception as exc:
+                    fault = faults.classify(exc, conn)
+                    if fault is Fault.INFRASTRUCTURE:
+                        raise _infrastructure_error(conn, exc) from exc
+                    if fault is Fault.CONTENDED:
+                        # Changed or held under us (guarded UPDATE matched nothing, lock timeout, deadlock): rolled
+                        # back, never overwritten; the next cycle re-reads it (docs/design/poison-items.md).
+                        tally.skipped.add(appointment_id)
+                        cycle.warning("item skipped: changed concurrently", AppointmentId=str(appointment_id))
+                        return True
                     uow.rollback()  # the whole item, before its failure is recorded in a transaction of its own
                     span.record_exception(exc)
                     span.set_status(Status(StatusCode.ERROR, bookkeeping.describe_error(exc)))
@@ -346,31 +360,27 @@ class _ClusterLockFailedError(Exception):
     """The claim's lock of the cluster timed out or deadlocked (the item's transaction is rolled back)."""
 
 
-def _reset_session(conn: Conn) -> None:
-    """End any open transaction and reset the cycle's lock_timeout; close the connection when that fails."""
+def _reset_session(conn: Conn, statement_timeout: str) -> None:
+    """End any open transaction, reset the cycle's lock_timeout and put ``statement_timeout`` back; close the
+    connection when that fails."""
     if conn.closed or conn.broken:
         return
     try:
         if conn.info.transaction_status is not TransactionStatus.IDLE:
             conn.rollback()
         conn.execute(claims.LOCK_TIMEOUT_RESET)
+        conn.execute(claims.STATEMENT_TIMEOUT_RESTORE, {"statement_timeout": statement_timeout})
         conn.commit()
     except psycopg.Error:
         log.warning("could not reset the cycle's connection; closing it", job=JOB_NAME, exc_info=True)
         conn.close()
 
 
-def _raise_if_infrastructure(conn: Conn, exc: Exception | None = None) -> None:
-    """Re-raise as InfrastructureError when the connection is gone or the error is not about this item.
-
-    A domain error is about the item (poison, or a conflict). A driver error on a healthy connection that is not
-    operational (a check violation, bad data) is about the item too. An OperationalError or a broken connection is
-    about the database: the cycle ends and the next one retries.
-    """
+def _infrastructure_error(conn: Conn, exc: Exception) -> InfrastructureError:
+    """The cycle-ending error for ``exc``: the database's fault, not the item's (pin.faults)."""
     if conn.broken or conn.closed:
-        raise InfrastructureError("the database connection was lost") from exc
-    if exc is not None and not isinstance(exc, DomainError) and isinstance(exc, psycopg.OperationalError | PoolTimeout):
-        raise InfrastructureError(bookkeeping.describe_error(exc)) from exc
+        return InfrastructureError("the database connection was lost")
+    return InfrastructureError(bookkeeping.describe_error(exc))
 
 
 def _count(conn: Conn, query: str, params: Mapping[str, object], *, limit: int) -> int:

@@ -17,6 +17,7 @@ _QUERIES = load_queries(__package__)
 ITEM_FAILURE_RECORD = _QUERIES["item_failure_record"]
 ITEM_FAILURE_CLEAR = _QUERIES["item_failure_clear"]
 CYCLE_RECORD = _QUERIES["cycle_record"]
+STATEMENT_TIMEOUT_CAP = _QUERIES["statement_timeout_cap"]
 _ITEM_FAILURES_OF_JOB = _QUERIES["item_failures_of_job"]
 
 # Backlog gauges count at most this many rows (a bounded index scan, never a table count; alert threshold 100).
@@ -41,6 +42,14 @@ def item_failure_record(conn: Conn, job: str, item_id: uuid.UUID, error: BaseExc
     attempts = row["attempts"]
     assert isinstance(attempts, int)
     return attempts
+
+
+def statement_timeout_cap(conn: Conn, cap_ms: int, *, local: bool) -> str:
+    """No statement of the session (``local``: of the transaction) outlives ``cap_ms`` (a cycle's budget); returns
+    the setting before, to restore when a session-wide cap is lifted."""
+    row = conn.execute(STATEMENT_TIMEOUT_CAP, {"cap_ms": max(1, cap_ms), "local": local}).fetchone()
+    assert row is not None
+    return str(row["previous"])
 
 
 def poison_count(conn: Conn, job: str) -> int:

@@ -38,6 +38,8 @@ class JobMetrics:
     last_success: Gauge
     # cycles that completed (liveness), for a job whose seed names one; None: not counted
     runs: Counter | None = None
+    # cycles that stopped claiming because their time budget was spent; None: not counted
+    budget_exhausted: Counter | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,9 @@ class CycleResult(Protocol):
     @property
     def duration_ms(self) -> int: ...
 
+    @property
+    def budget_exhausted(self) -> bool: ...
+
     def as_dict(self) -> Mapping[str, int]: ...
 
 
@@ -85,8 +90,10 @@ R = TypeVar("R", bound=CycleResult)
 class Cycle:
     """One cycle in progress: its run id, AsOf, and what it keeps if it fails."""
 
-    def __init__(self, definition: JobDefinition) -> None:
+    def __init__(self, definition: JobDefinition, *, budget_seconds: float = float("inf")) -> None:
         self.definition = definition
+        # seed 000/002 "Max duration": past this, the cycle claims nothing more and commits what it finished
+        self.budget_seconds = budget_seconds
         self.run_id = uuid.uuid4()
         # the cycle's lines lead with job and RunId; the logger is resolved once per cycle, not once per line (a
         # job logs a line per item)
@@ -99,6 +106,14 @@ class Cycle:
     def elapsed_ms(self) -> int:
         """Milliseconds since the cycle started."""
         return int((time.monotonic() - self.started) * 1000)
+
+    def budget_spent(self) -> bool:
+        """Whether the cycle's time budget is spent (checked before each claim)."""
+        return time.monotonic() - self.started >= self.budget_seconds
+
+    def budget_left_ms(self) -> int:
+        """Milliseconds of the budget left, at least 1 (a statement timeout of 0 would disable it)."""
+        return max(1, int((self.budget_seconds - (time.monotonic() - self.started)) * 1000))
 
     def begin(self, as_of: datetime) -> None:
         """AsOf was read: log "cycle started" (seed 000: runId, AsOf)."""
@@ -137,11 +152,13 @@ class JobCycles:
         *,
         instance: str,
         connection_wait_seconds: float | None = None,
+        budget_seconds: float = float("inf"),
     ) -> None:
         self.definition = definition
         self._pool = pool
         self._instance = instance
         self._connection_wait = connection_wait_seconds  # None: the pool's own timeout
+        self._budget = budget_seconds  # each cycle's time budget
 
     def connection(self) -> AbstractContextManager[Conn]:
         """A pooled connection for the job's own steps."""
@@ -151,7 +168,7 @@ class JobCycles:
 
     def run(self, tracer: Tracer, body: Callable[[Cycle], R]) -> R:
         """One cycle: the body inside the cycle span; a failure is logged, counted, recorded and raised."""
-        cycle = Cycle(self.definition)
+        cycle = Cycle(self.definition, budget_seconds=self._budget)
         name = self.definition.name
         with tracer.start_as_current_span(f"{name} cycle", attributes={"pin.run_id": str(cycle.run_id)}):
             try:
@@ -177,6 +194,12 @@ class JobCycles:
         counters = {**result.as_dict(), "FailedCount": result.failed_count}
         # seed 000's line: the counts, DurationMs and SkippedLocked
         fields = {**result.as_dict(), "SkippedLocked": result.skipped_locked, "FailedCount": result.failed_count}
+        if result.budget_exhausted:
+            # it committed what it finished and claimed nothing more; the rest waits for the next tick
+            if metrics.budget_exhausted is not None:
+                metrics.budget_exhausted.inc()
+            cycle.warning("cycle budget exhausted", BudgetSeconds=cycle.budget_seconds, **fields)
+            counters["BudgetExhausted"] = 1
         cycle.info("cycle completed", **fields)
         self._after_cycle(cycle, cycle.as_of, counters, succeeded=True)
 

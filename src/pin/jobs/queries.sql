@@ -23,6 +23,12 @@ ON CONFLICT (job, instance) DO UPDATE
    SET run_id = excluded.run_id, as_of = excluded.as_of, finished_at = clock_timestamp(),
        duration_ms = excluded.duration_ms, counters = excluded.counters, succeeded = excluded.succeeded
 
+-- statement_timeout_cap --
+-- Cap the statement timeout at cap_ms (a lower one already set stays; 0, none, is capped); returns the one before.
+SELECT s.previous, set_config('statement_timeout',
+       (CASE WHEN s.ms = 0 OR s.ms > %(cap_ms)s THEN %(cap_ms)s ELSE s.ms END)::text, %(local)s) AS now_set
+  FROM (SELECT setting AS previous, setting::bigint AS ms FROM pg_settings WHERE name = 'statement_timeout') AS s
+
 -- item_failures_of_job --
 -- The poison items of a job (its rows of jobs.item_failure), counted by backlog_count.
 SELECT 1 FROM jobs.item_failure AS f WHERE f.job = %(job)s

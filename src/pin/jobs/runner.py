@@ -1,5 +1,6 @@
 """The River-shaped loop every polling job runs in: no overlap, a full batch loops at once, otherwise a doze until
-the next tick or the next deadline, re-asked every second; a stop ends a doze at once (docs/design/claims.md,
+the next tick or the next deadline, re-asked every second (a cycle over its budget: until the next tick); a stop
+ends a doze at once (docs/design/claims.md,
 "No overlap, and the loop").
 """
 
@@ -26,6 +27,10 @@ class CycleResult(Protocol):
 
     @property
     def is_full(self) -> bool: ...
+
+    # the cycle stopped claiming when its time budget was spent: the rest waits for the next tick
+    @property
+    def budget_exhausted(self) -> bool: ...
 
     def as_dict(self) -> Mapping[str, int]: ...
 
@@ -95,14 +100,16 @@ class JobRunner:
             if result.is_full:
                 continue  # backlog: the next cycle starts at once (River PR #663)
             tick = next_tick(tick, self._config.interval_seconds, time.monotonic())
-            self._doze(tick)
+            # seed 000 "Max duration": over budget, the tick is skipped and the rest waits for the next one; the
+            # deadlines of items already due do not wake it early (they are the rest)
+            self._doze(tick, deadlines=not result.budget_exhausted)
         log.info("worker stopped", job=self._job.name)
 
     def _backoff(self, failures: int) -> float:
         return exponential_backoff(failures, base=self._config.error_backoff_seconds, cap=self._config.interval_seconds)
 
-    def _doze(self, next_tick: float) -> None:
-        """Sleep until the tick (with jitter) or the next deadline, re-asking the deadline every poll interval."""
+    def _doze(self, next_tick: float, *, deadlines: bool = True) -> None:
+        """Sleep until the tick (with jitter) or (``deadlines``) the next deadline, re-asked every poll interval."""
         config = self._config
         until_tick = max(0.0, next_tick - time.monotonic())
         wake_at = time.monotonic() + until_tick + until_tick * config.jitter_fraction * (2 * random.random() - 1)  # noqa: S311
@@ -112,6 +119,9 @@ class JobRunner:
                 return
             horizon = min(until_tick, config.due_poll_seconds) if config.due_poll_seconds > 0 else until_tick
             liveness.beat()
+            if not deadlines:
+                self._stop.wait(max(config.min_sleep_seconds, horizon))
+                continue
             until_due = self._until_due()
             if until_due is not None and until_due <= 0:
                 if -until_due < time.monotonic() - self._cycle_started:

@@ -33,6 +33,10 @@ ERRORS = Counter(
     "promotion_expire_errors",
     "Failed attempts of poison purchases (excluded from the batch; one per cycle while broken), and failed cycles.",
 )
+BUDGET_EXHAUSTED = Counter(
+    "promotion_expire_cycle_budget_exhausted",
+    "Cycles that stopped writing because their time budget was spent (the rest waits for the next tick).",
+)
 LAST_SUCCESS = Gauge(
     "promotion_expire_last_success_timestamp_seconds", "Unix time of the last expire-promotions cycle that committed."
 )
@@ -40,4 +44,6 @@ LAST_SUCCESS = Gauge(
 # Pre-create the labelled series so that dashboards and rate() see 0 before the first expiry.
 ITEMS.labels(outcome="expired")
 
-JOB_METRICS = JobMetrics(CYCLE_DURATION, SKIP_LOCKED, ERRORS, BACKLOG, POISON, LAST_SUCCESS, runs=RUNS)
+JOB_METRICS = JobMetrics(
+    CYCLE_DURATION, SKIP_LOCKED, ERRORS, BACKLOG, POISON, LAST_SUCCESS, runs=RUNS, budget_exhausted=BUDGET_EXHAUSTED
+)

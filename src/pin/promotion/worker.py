@@ -15,6 +15,7 @@ from datetime import datetime
 from opentelemetry.trace import StatusCode, Tracer
 from psycopg_pool import ConnectionPool
 
+from pin import faults
 from pin.db import Conn, database_now
 from pin.jobs import bookkeeping
 from pin.jobs.cycle import Cycle, JobCycles, JobDefinition
@@ -38,6 +39,9 @@ class ExpirePromotionsConfig:
     # The server ends a batch transaction stuck this long (a hung process), releasing its row locks for the
     # other instances (long transactions are the first failure mode: docs/design/claims.md); 0 disables.
     transaction_timeout_seconds: int = 60
+    # Seed 002 "Max duration" (< 30 s per cycle): past this the cycle writes nothing more, commits what it wrote,
+    # and the rest waits for the next tick; no statement runs longer either (docs/design/claims.md).
+    cycle_budget_seconds: float = 30.0
     # This instance's name in jobs.cycle.
     instance: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
 
@@ -53,15 +57,17 @@ class ExpireResult:
     claimed_count: int = 0
     batch_size: int = JOB_BATCH_SIZE
     retried_count: int = 0  # of the claimed, poison purchases tried again (the claim's second pass)
+    budget_exhausted: bool = False  # the cycle stopped writing: its time budget was spent
 
     @property
     def is_full(self) -> bool:
         """The first pass alone hit BatchSize: more due purchases are probably waiting.
 
         Poison purchases do not count: a batch they fill must not make the runner loop at once, or they would be
-        retried back to back instead of once per cycle.
+        retried back to back instead of once per cycle. A cycle over its budget is not full either: the rest waits
+        for the next tick (seed 002, "Max duration").
         """
-        return self.claimed_count - self.retried_count >= self.batch_size
+        return not self.budget_exhausted and self.claimed_count - self.retried_count >= self.batch_size
 
     def as_dict(self) -> Mapping[str, int]:
         """The result as seed 002 names it."""
@@ -99,7 +105,9 @@ class ExpirePromotionsJob:
         self._pool = pool
         self._config = config or ExpirePromotionsConfig()
         self._clock = clock  # AsOf; the database clock every instance shares (SPEC section 4)
-        self._cycles = JobCycles(DEFINITION, pool, instance=self._config.instance)
+        self._cycles = JobCycles(
+            DEFINITION, pool, instance=self._config.instance, budget_seconds=self._config.cycle_budget_seconds
+        )
 
     def run_once(self) -> ExpireResult:
         """One cycle; an infrastructure failure is logged, counted and raised (the batch rolled back)."""
@@ -118,16 +126,18 @@ class ExpirePromotionsJob:
             assert as_of is not None
             batch_size = self._config.batch_size
             fresh = repository.purchase_claim_due(uow.conn, job=JOB_NAME, as_of=as_of, batch_size=batch_size)
-            poison = repository.purchase_claim_due(
-                uow.conn, job=JOB_NAME, as_of=as_of, batch_size=batch_size - len(fresh.purchases), poison=True
-            )
+            room = batch_size - len(fresh.purchases)
+            over_budget = room > 0 and cycle.budget_spent()  # claim no more: the poison ones wait
+            room = 0 if over_budget else room
+            poison = repository.purchase_claim_due(uow.conn, job=JOB_NAME, as_of=as_of, batch_size=room, poison=True)
             claimed = fresh.purchases + poison.purchases
             cycle.info(
                 "batch selected", Count=len(claimed), SkippedLocked=fresh.skipped_locked + poison.skipped_locked,
                 PoisonCount=len(poison.purchases),
             )  # fmt: skip
             left_alone: list[PromotionPurchase] = []
-            expired = self._expire_all(uow, context, claimed, cycle=cycle, left_alone=left_alone)
+            deferred: list[PromotionPurchase] = []  # claimed, not written: the budget ran out first
+            expired = self._expire_all(uow, context, claimed, cycle=cycle, left_alone=left_alone, deferred=deferred)
             bookkeeping.item_failure_clear(uow.conn, JOB_NAME, (p.id for p in expired))
             uow.commit()  # one change per batch: every transition and its outbox row, or nothing
         result = ExpireResult(
@@ -135,10 +145,11 @@ class ExpirePromotionsJob:
             # a purchase changed under us (its write conflicted) was taken by someone else, like a locked one
             skipped_locked=fresh.skipped_locked + poison.skipped_locked + len(left_alone),
             duration_ms=cycle.elapsed_ms(),
-            failed_count=len(claimed) - len(expired) - len(left_alone),
+            failed_count=len(claimed) - len(expired) - len(left_alone) - len(deferred),
             claimed_count=len(claimed),
             batch_size=batch_size,
             retried_count=len(poison.purchases),
+            budget_exhausted=over_budget or bool(deferred),
         )
         for purchase in expired:  # seed 002's log table: "promotion expired (PurchaseId, TenantId, PackageKind)"
             cycle.info(
@@ -149,9 +160,12 @@ class ExpirePromotionsJob:
         return result
 
     def _limit_transaction(self, conn: Conn) -> None:
-        timeout = f"{self._config.transaction_timeout_seconds}s"
-        conn.execute("SELECT set_config('statement_timeout', %s, true)", (timeout,))
-        conn.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, true)", (timeout,))
+        """The batch transaction's limits: idle at most the transaction timeout, and no statement longer than
+        that or the cycle's budget, whichever is shorter."""
+        timeout = self._config.transaction_timeout_seconds
+        conn.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, true)", (f"{timeout}s",))
+        budget_ms = int(self._config.cycle_budget_seconds * 1000)
+        bookkeeping.statement_timeout_cap(conn, min(budget_ms, timeout * 1000 or budget_ms), local=True)
 
     def _expire_all(
         self,
@@ -161,16 +175,19 @@ class ExpirePromotionsJob:
         *,
         cycle: Cycle,
         left_alone: list[PromotionPurchase],
+        deferred: list[PromotionPurchase],
     ) -> list[PromotionPurchase]:
         """Expire the claimed purchases; returns those expired, in claim order. Poison ones are excluded (A2);
-        those a conflicting write found no longer Active are appended to ``left_alone`` (A1).
+        those a conflicting write found no longer Active are appended to ``left_alone`` (A1), those the budget left
+        no time to write to ``deferred``.
 
         The domain decides every transition and builds its event first (a purchase it refuses is a poison
         item). The decided transitions and their outbox rows are then written by one guarded set-based statement
-        inside a savepoint. Only if that statement fails (a row the database refuses) is the savepoint rolled
-        back and each purchase written in a savepoint of its own, which isolates the poison one; the events of
-        those written are recorded in the unit of work, whose commit writes them. Either way all of it commits
-        with the batch.
+        inside a savepoint. Only if that statement fails for a reason about the items (a row the database refuses:
+        pin.faults) is the savepoint rolled back and each purchase written in a savepoint of its own, which isolates
+        the poison one; a contended or infrastructure failure rolls the whole batch back instead (seed 002, A4).
+        The events of those written are recorded in the unit of work, whose commit writes them. Either way all of
+        it commits with the batch.
         """
         # the envelope the unit of work would give the events: the run id, and the trace of the cycle span
         context = MessageContext(
@@ -182,7 +199,7 @@ class ExpirePromotionsJob:
             transition = self._decide(uow, purchase, item_tracer=item_tracer, context=context, cycle=cycle)
             if transition is not None:
                 decided.append(transition)
-        return [t.purchase for t in self._write_all(uow, decided, cycle, left_alone)]
+        return [t.purchase for t in self._write_all(uow, decided, cycle, left_alone, deferred)]
 
     def _decide(
         self,
@@ -220,10 +237,15 @@ class ExpirePromotionsJob:
         return _Transition(purchase, expected_version, rows)
 
     def _write_all(
-        self, uow: UnitOfWork, decided: list[_Transition], cycle: Cycle, left_alone: list[PromotionPurchase]
+        self,
+        uow: UnitOfWork,
+        decided: list[_Transition],
+        cycle: Cycle,
+        left_alone: list[PromotionPurchase],
+        deferred: list[PromotionPurchase],
     ) -> list[_Transition]:
         """Write the decided transitions and their outbox rows: one set-based statement, or one purchase at a time
-        if it fails."""
+        if it fails (until the cycle's budget is spent: the rest are ``deferred`` to the next cycle)."""
         if not decided:
             return []
         outbox_rows = [(t.purchase.id, row) for t in decided for row in t.rows]
@@ -234,13 +256,20 @@ class ExpirePromotionsJob:
                     uow.conn, [(t.purchase, t.expected_version) for t in decided], outbox_rows
                 )
         except Exception as exc:
-            if uow.conn.broken or uow.conn.closed:
-                raise  # the connection is gone: an infrastructure failure of the whole batch, not a poison item
+            if faults.classify(exc, uow.conn).transient:
+                # the server's state or a race, not an item's data: the whole batch rolled back, retried next cycle (A4)
+                raise
             cycle.warning(
                 "batch write failed, writing item by item", Count=len(decided),
                 exception=bookkeeping.describe_error(exc),
             )  # fmt: skip
-            written = [t for t in decided if self._write_one(uow, t, cycle, left_alone)]
+            written = []
+            for index, transition in enumerate(decided):
+                if cycle.budget_spent():
+                    deferred.extend(t.purchase for t in decided[index:])
+                    break
+                if self._write_one(uow, transition, cycle, left_alone):
+                    written.append(transition)
             uow.add_outbox_rows(row for t in written for row in t.rows)  # written at the batch's commit
             return written
         written = []
@@ -264,8 +293,8 @@ class ExpirePromotionsJob:
             self._conflicted(uow, transition.purchase, exc, cycle, left_alone)
             return False
         except Exception as exc:
-            if uow.conn.broken or uow.conn.closed:
-                raise
+            if faults.classify(exc, uow.conn).transient:
+                raise  # as for the batch write: the whole batch rolled back (A4)
             cycle.item_failed(uow.conn, transition.purchase.id, exc)
             return False
         return True

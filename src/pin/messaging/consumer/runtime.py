@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -220,20 +221,23 @@ class ConsumerRuntime:
         for key, held in list(self._held.items()):
             if held.retry_at <= now:
                 del self._held[key]
-                self._process([held.message, *held.behind], attempts=held.attempts + 1)
+                self._process(
+                    [held.message, *held.behind], attempts=held.attempts + 1, poison_attempts=held.poison_attempts
+                )
                 if key not in self._held and key in self._paused:
                     self._paused.discard(key)
                     self._consumer_or_fail().resume([TopicPartition(key[0], key[1])])
 
-    def _process(self, messages: list[Received], *, attempts: int) -> None:
-        """Messages of one partition, in order (the first has failed ``attempts - 1`` times before).
+    def _process(self, messages: list[Received], *, attempts: int, poison_attempts: int = 0) -> None:
+        """Messages of one partition, in order (the first has failed ``attempts - 1`` times before, of which
+        ``poison_attempts`` for a reason about the message).
 
         Fresh messages go in batches: the readable ones before an unreadable one in one transaction, then the
         unreadable one alone (to the DLQ at once), then batch mode again. When a batch's transaction fails, its
         messages go one per transaction, as lone messages. A loop, not recursion: a batch of any size with any
         number of unreadable messages in it takes constant stack.
         """
-        queue, tries, index = messages, attempts, 0
+        queue, tries, poisoned, index = messages, attempts, poison_attempts, 0
         while index < len(queue):
             if tries == 1 and len(queue) - index > 1:
                 rest, isolated = self._apply_batch(queue[index:])
@@ -244,18 +248,18 @@ class ConsumerRuntime:
                 if not queue:
                     return
             message = queue[index]
-            failure = self._handle(message, attempts=tries)
+            failure = self._handle(message, attempts=tries, poison_attempts=poisoned)
             if failure is not None:
-                self._hold(message, tries, behind=queue[index + 1 :])
+                self._hold(message, tries, failure.poison_attempts, behind=queue[index + 1 :])
                 return
-            index, tries = index + 1, 1
+            index, tries, poisoned = index + 1, 1, 0
 
     def _one_by_one(self, messages: list[Received]) -> None:
         """Fresh messages of a failed batch, one per transaction: the failing one is found, held and retried alone."""
         for index, message in enumerate(messages):
-            failure = self._handle(message, attempts=1)
+            failure = self._handle(message, attempts=1, poison_attempts=0)
             if failure is not None:
-                self._hold(message, 1, behind=messages[index + 1 :])
+                self._hold(message, 1, failure.poison_attempts, behind=messages[index + 1 :])
                 return
 
     def _done(self, message: Received) -> None:
@@ -265,17 +269,17 @@ class ConsumerRuntime:
 
     # -- one message on its own -----------------------------------------------------------------------------------
 
-    def _handle(self, message: Received, *, attempts: int) -> Failure | None:
+    def _handle(self, message: Received, *, attempts: int, poison_attempts: int) -> Failure | None:
         """One attempt at a message on its own; None once it is handled or dead-lettered (its offset to commit)."""
-        failure = self._attempt(message, attempts)
+        failure = self._attempt(message, attempts, poison_attempts)
         if failure is not None and failure.dead_letter and not self._dead_letters.send(message, failure.exc, attempts):
-            failure = Failure(failure.exc, dead_letter=False)  # keep it in hand; try the DLQ again later
+            failure = replace(failure, dead_letter=False)  # keep it in hand; try the DLQ again later
         if failure is not None and not failure.dead_letter:
             return failure
         self._done(message)
         return None
 
-    def _attempt(self, message: Received, attempts: int) -> Failure | None:
+    def _attempt(self, message: Received, attempts: int, poison_attempts: int) -> Failure | None:
         """Handle once; None on success, else the failure and whether it goes to the DLQ now."""
         topic = message.topic
         headers = header_map(message.headers)
@@ -297,8 +301,9 @@ class ConsumerRuntime:
                 return Failure(exc, dead_letter=True)
             except Exception as exc:  # noqa: BLE001 - every failure is classified, retried or dead-lettered
                 return classify(
-                    exc, self.group, topic, attempts=attempts, max_attempts=self._max_attempts, log=attempt_log
-                )
+                    exc, self.group, topic, attempts=attempts, poison_attempts=poison_attempts,
+                    max_attempts=self._max_attempts, log=attempt_log,
+                )  # fmt: skip
         applied = context if applied_at is not None else None
         report_message(self.group, attempt_log, message, envelope, applied, attempts=attempts, at=applied_at)
         if applied and self._after_effect is not None:
@@ -317,13 +322,13 @@ class ConsumerRuntime:
             context.run_pending()
         return at
 
-    def _hold(self, message: Received, attempts: int, *, behind: list[Received]) -> None:
+    def _hold(self, message: Received, attempts: int, poison_attempts: int, *, behind: list[Received]) -> None:
         key = message.partition_key
         delay = backoff_delay(attempts, base=self._backoff_base, cap=self._backoff_cap)
         if key not in self._paused:
             self._consumer_or_fail().pause([TopicPartition(key[0], key[1])])
             self._paused.add(key)
-        self._held[key] = Held(message, attempts, time.monotonic() + delay, behind)
+        self._held[key] = Held(message, attempts, time.monotonic() + delay, behind, poison_attempts)
         self._log.info("partition paused for a retry", topic=key[0], partition=key[1], retry_in_s=round(delay, 3))
 
     # -- a batch of one partition ---------------------------------------------------------------------------------

@@ -1,0 +1,84 @@
+"""The one classification of failures (pin.faults): poison, contended or infrastructure, by SQLSTATE class."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from psycopg import errors as e
+from psycopg_pool import PoolTimeout
+
+from pin.calendar.domain import ConflictError, InvalidTransitionError, SlotNotBookedError
+from pin.faults import Fault, classify, sqlstate_fault
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("error", "fault"),
+    [
+        # about the item: its data, a guard (the state machines' triggers raise 23514), a broken deploy, a bug
+        (e.CheckViolation("ck_appointment_status_transition"), Fault.POISON),
+        (e.NotNullViolation("null value"), Fault.POISON),
+        (e.InvalidTextRepresentation("bad input"), Fault.POISON),
+        (e.NumericValueOutOfRange("out of range"), Fault.POISON),
+        (e.RaiseException("a trigger's plain RAISE"), Fault.POISON),
+        (e.UndefinedTable("relation does not exist"), Fault.POISON),
+        (e.ProgramLimitExceeded("index row too large"), Fault.POISON),
+        (SlotNotBookedError(), Fault.POISON),
+        (ValueError("a bug"), Fault.POISON),
+        # a race lost
+        (e.DeadlockDetected("deadlock"), Fault.CONTENDED),
+        (e.SerializationFailure("could not serialize"), Fault.CONTENDED),
+        (e.LockNotAvailable("lock timeout"), Fault.CONTENDED),
+        (ConflictError(), Fault.CONTENDED),
+        # the server's or the connection's state
+        (e.QueryCanceled("canceling statement due to statement timeout"), Fault.INFRASTRUCTURE),
+        (e.DiskFull("could not extend file"), Fault.INFRASTRUCTURE),
+        (e.OutOfMemory("out of memory"), Fault.INFRASTRUCTURE),
+        (e.TooManyConnections("too many clients"), Fault.INFRASTRUCTURE),
+        (e.AdminShutdown("terminating connection"), Fault.INFRASTRUCTURE),
+        (e.CannotConnectNow("the database system is starting up"), Fault.INFRASTRUCTURE),
+        (e.IoError("could not read block"), Fault.INFRASTRUCTURE),
+        (e.ReadOnlySqlTransaction("cannot execute UPDATE in a read-only transaction"), Fault.INFRASTRUCTURE),
+        (e.IdleInTransactionSessionTimeout("idle-in-transaction timeout"), Fault.INFRASTRUCTURE),
+        (e.ConnectionFailure("connection failure"), Fault.INFRASTRUCTURE),
+        (psycopg.OperationalError("connection refused"), Fault.INFRASTRUCTURE),  # no SQLSTATE: client side
+        (psycopg.InterfaceError("the connection is closed"), Fault.INFRASTRUCTURE),
+        (PoolTimeout("no connection"), Fault.INFRASTRUCTURE),
+    ],
+    ids=lambda value: type(value).__name__ if isinstance(value, BaseException) else value.value,
+)
+def test_each_failure_has_one_fault(error, fault):
+    assert classify(error) is fault
+    assert fault.transient is (fault is not Fault.POISON)
+
+
+def test_the_sqlstate_class_decides_even_for_codes_psycopg_has_no_class_for():
+    assert sqlstate_fault("40XYZ") is Fault.CONTENDED
+    assert sqlstate_fault("53999") is Fault.INFRASTRUCTURE
+    assert sqlstate_fault("57P05") is Fault.INFRASTRUCTURE
+    assert sqlstate_fault("58P03") is Fault.INFRASTRUCTURE
+    assert sqlstate_fault("08XYZ") is Fault.INFRASTRUCTURE
+    assert sqlstate_fault("22XYZ") is Fault.POISON
+    assert sqlstate_fault(None) is Fault.INFRASTRUCTURE
+
+
+def test_the_driver_error_behind_a_domain_error_decides():
+    def raised(exc: Exception, cause: Exception) -> Exception:
+        try:
+            raise exc from cause
+        except Exception as caught:
+            return caught
+
+    assert classify(raised(RuntimeError("wrapped"), e.QueryCanceled("timeout"))) is Fault.INFRASTRUCTURE
+    assert classify(raised(InvalidTransitionError(), e.CheckViolation("guard"))) is Fault.POISON
+    assert classify(raised(ConflictError(), e.DeadlockDetected("deadlock"))) is Fault.CONTENDED
+
+
+class _Conn:
+    broken = True
+    closed = False
+
+
+def test_a_broken_connection_makes_any_failure_infrastructure():
+    assert classify(e.CheckViolation("guard"), _Conn()) is Fault.INFRASTRUCTURE  # type: ignore[arg-type]
