@@ -24,6 +24,7 @@ from pin.embedded.postgres import ensure_system_user
 from pin.settings import Settings
 from tests.support import deep
 from tests.support.infra import TestDatabases, postgres_server
+from tests.support.netns import CutOffLab, Link, cut_off_lab, unavailable_reason
 from tests.support.processes import RoleProcess
 
 if TYPE_CHECKING:  # imported by the fixture: starlette warns when its test client is imported this early
@@ -189,10 +190,44 @@ def spawn_role(tmp_path: Path, settings_env: dict[str, str]) -> Iterator[Callabl
 
     def _spawn(*args: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()) -> RoleProcess:
         log = tmp_path / f"role-{len(children)}-{'-'.join(args)[:40]}.log"
-        child = RoleProcess(list(args), {**settings_env, **(env or {})}, log, prefix)
+        child = RoleProcess(list(args), {**settings_env, **(env or {})}, log, prefix=prefix)
         children.append(child)
         return child
 
     yield _spawn
     for child in children:
         child.close()
+
+
+@pytest.fixture(scope="session")
+def netns_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CutOffLab]:
+    """A network namespace whose link can be cut, and a PostgreSQL on its host end (tests/support/netns.py)."""
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"cannot create a network namespace: {reason}")
+    with cut_off_lab(tmp_path_factory.mktemp("netns")) as lab:
+        yield lab
+
+
+@pytest.fixture
+def cut_database_url(netns_lab: CutOffLab) -> Iterator[str]:
+    """A fresh, migrated database on the namespace's server, for this test only."""
+    url = netns_lab.databases.create()
+    yield url
+    netns_lab.namespace.restore()  # a test that failed while its link was cut leaves it whole for the next
+    netns_lab.databases.drop(url)
+
+
+@pytest.fixture
+def broker_link(netns_lab: CutOffLab, tmp_path: Path) -> Iterator[tuple[Link, EmbeddedKafka]]:
+    """A second pair into the namespace, and a broker listening on its host end (only that path is cut)."""
+    link = netns_lab.namespace.add_link()
+    broker = EmbeddedKafka(tmp_path / "broker.log", host=link.host_address)
+    broker.start()
+    try:
+        yield link, broker
+    finally:
+        link.restore()
+        broker.stop()
+        netns_lab.namespace.links.remove(link)
+        link.remove()

@@ -7,11 +7,10 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import psycopg
 import structlog
 from psycopg_pool import ConnectionPool
 
-from pin.db import Conn, create_pool
+from pin.db import Conn, ConnectionPolicy, connect, create_pool
 from pin.roles import start_role, wait_until_reachable
 from pin.settings import ConfigurationError, Settings
 
@@ -25,18 +24,18 @@ def run_api(*, host: str, port: int) -> None:
     # imported here: the other roles start faster without the web stack
     from pin.api.app import create_app
     from pin.api.server import serve
-    from pin.lock_waits import session_lock_timeout
 
     context = start_role("api", metrics=False)
     settings = context.settings
-    # a request waits at most 5 s for a connection: with the database down it answers 503 promptly; every
-    # session waits at most PIN_API_LOCK_TIMEOUT_SECONDS for a held row (pin.lock_waits), below that 5 s
+    policy = ConnectionPolicy.from_settings(settings, "api")
+    # with the database unreachable a request is answered 503 within pin.db.pool_answer_bound_seconds; every
+    # session waits at most PIN_API_LOCK_TIMEOUT_SECONDS for a held row (pin.lock_waits), below the pool's wait
     pool = create_pool(
         settings.require_database_url(),
         max_size=20,
         name="api",
-        timeout=5.0,
-        configure=session_lock_timeout(settings.api_lock_timeout_seconds),
+        timeout=settings.api_pool_timeout_seconds,
+        policy=policy,
     )
     try:
         serve(create_app(settings, pool), settings, host=host, port=port)
@@ -65,6 +64,7 @@ def build_relay(
         producer,
         config,
         database_url=settings.require_database_url(),
+        policy=ConnectionPolicy.from_settings(settings, "relay"),
         ensure_topic=ensure_topic,
         hooks=hooks,
     )
@@ -82,9 +82,10 @@ def run_relay(*, once: bool) -> dict[str, int] | None:
     # every PIN_RELAY_* value was checked when the settings were loaded (a bad one exits 2 with one line)
     config = RelayConfig.from_settings(settings)
     hooks = hooks_for_fault(settings.relay_test_fault)  # chosen once here: never read in the publishing path
-    if not wait_until_reachable("database", _database_answers(settings.require_database_url()), context.stop):
+    policy = ConnectionPolicy.from_settings(settings, "relay")
+    if not wait_until_reachable("database", _database_answers(settings.require_database_url(), policy), context.stop):
         return None
-    pool = create_pool(settings.require_database_url(), min_size=1, max_size=4, name="relay")
+    pool = create_pool(settings.require_database_url(), min_size=1, max_size=4, name="relay", policy=policy)
     try:
         relay = build_relay(settings, pool, config, hooks)
         totals = relay.run(context.stop, until_empty=once)
@@ -138,8 +139,9 @@ def _run_polling_job(
 
     context = start_role(role, metrics=not once)
     settings = context.settings
+    policy = ConnectionPolicy.from_settings(settings, "worker")
     # one connection more than the job uses, for the gauges (outbox, database health: each refresh holds it briefly)
-    pool = create_pool(settings.require_database_url(), min_size=1, max_size=3, name=role)
+    pool = create_pool(settings.require_database_url(), min_size=1, max_size=3, name=role, policy=policy)
     try:
         job = build(pool, settings, context.stop)
         if once:
@@ -180,9 +182,8 @@ def run_consumer(group: str) -> None:
 
     if not wait_until_reachable("broker", topics_exist, context.stop):
         return
-    if not wait_until_reachable(
-        "database", lambda: psycopg.connect(database_url, connect_timeout=5).close(), context.stop
-    ):
+    policy = ConnectionPolicy.from_settings(settings, "consumer")
+    if not wait_until_reachable("database", _database_answers(database_url, policy), context.stop):
         return
     options: dict[str, object] = {}
     if settings.consumer_test_fault == "hang-after-effect":
@@ -194,17 +195,17 @@ def run_consumer(group: str) -> None:
                 time.sleep(1)
 
         options["after_effect"] = hang
-    pool = create_pool(database_url, min_size=1, max_size=2, name=f"consume-{group}")
+    pool = create_pool(database_url, min_size=1, max_size=2, name=f"consume-{group}", policy=policy)
     try:
         build_runtime(group, settings, pool, **options).run(context.stop)
     finally:
         pool.close()
 
 
-def _database_answers(database_url: str) -> Callable[[], None]:
+def _database_answers(database_url: str, policy: ConnectionPolicy) -> Callable[[], None]:
     """An attempt for :func:`wait_until_reachable`: open and close one connection to the database."""
 
     def attempt() -> None:
-        psycopg.connect(database_url, connect_timeout=5).close()
+        connect(database_url, policy=policy).close()
 
     return attempt

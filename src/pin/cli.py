@@ -65,10 +65,11 @@ def up(
 @app.command()
 def migrate() -> None:
     """Apply the database migrations (idempotent)."""
+    from pin.db import ConnectionPolicy
     from pin.db import migrate as apply_migrations
 
     settings = load_settings()
-    apply_migrations(settings.require_database_url())
+    apply_migrations(settings.require_database_url(), ConnectionPolicy.from_settings(settings, "migrate"))
     typer.echo("migrations applied")
 
 
@@ -233,10 +234,11 @@ def dead_letters_list_command(
     limit: Annotated[int, typer.Option(help="At most this many, oldest first.")] = 100,
 ) -> None:
     """List dead letters (ids, topic, key, error, rows held back behind them; never payloads) as JSON lines."""
-    from pin.db import connect
+    from pin.db import ConnectionPolicy, connect
     from pin.outbox.dead_letters import dead_letters_list
 
-    with connect(load_settings().require_database_url()) as conn:
+    settings = load_settings()
+    with connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
         for letter in dead_letters_list(conn, limit):
             print_json(letter)
 
@@ -247,7 +249,7 @@ def dead_letters_replay_command(
     replay_all: Annotated[bool, typer.Option("--all", help="Replay every dead letter.")] = False,
 ) -> None:
     """Put a dead letter back at the head of its key in the outbox (after fixing its cause)."""
-    from pin.db import connect
+    from pin.db import ConnectionPolicy, connect
     from pin.outbox.dead_letters import dead_letter_replay
 
     if (message_id is None) == (not replay_all):
@@ -256,7 +258,7 @@ def dead_letters_replay_command(
 
     settings = load_settings()
     set_outbox_mode(OutboxMode(settings.outbox_mode))  # in cdc mode the replayed rows are captured too
-    with connect(settings.require_database_url()) as conn:
+    with connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
         replayed = dead_letter_replay(conn, message_id)
     if message_id is not None and not replayed:
         print(f"pin: no dead letter {message_id}", file=sys.stderr)
@@ -269,10 +271,11 @@ def dead_letters_discard_command(
     message_id: Annotated[uuid.UUID, typer.Argument(help="The MessageId to drop for good.")],
 ) -> None:
     """Drop a dead letter for good; the later rows of its key are then published."""
-    from pin.db import connect
+    from pin.db import ConnectionPolicy, connect
     from pin.outbox.dead_letters import dead_letter_discard
 
-    with connect(load_settings().require_database_url()) as conn:
+    settings = load_settings()
+    with connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
         if not dead_letter_discard(conn, message_id):
             print(f"pin: no dead letter {message_id}", file=sys.stderr)
             raise typer.Exit(1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -18,6 +19,9 @@ from pin.observability.metrics import serve_metrics
 from pin.observability.tracing import configure_tracing_from_env
 from pin.outbox.writer import OutboxMode, set_outbox_mode
 from pin.settings import Settings, load_settings
+
+# The exit code of a role that did not stop within PIN_STOP_TIMEOUT_SECONDS of SIGTERM (and left anyway).
+STOP_TIMEOUT_EXIT_CODE = 3
 
 
 @dataclass
@@ -38,16 +42,37 @@ def start_role(role: str, *, metrics: bool = True) -> RoleContext:
     if metrics:
         serve_metrics(settings.metrics_port, settings.metrics_host)
     stop = threading.Event()
+    deadline_armed = threading.Event()
 
     def _request_stop(signum: int, frame: FrameType | None) -> None:
         del signum, frame
         stop.set()
+        if not deadline_armed.is_set():
+            deadline_armed.set()
+            _exit_if_still_running(settings.stop_timeout_seconds)
 
     signal.signal(signal.SIGTERM, _request_stop)
     signal.signal(signal.SIGINT, _request_stop)
     if settings.up_pid is not None:
         _stop_when_gone(settings.up_pid)
     return RoleContext(settings=settings, stop=stop)
+
+
+def _exit_if_still_running(timeout: float) -> None:
+    """End the process ``timeout`` seconds from now if it has not stopped by then.
+
+    A role blocked on a connection whose peer vanished (a network that drops packets) only sees the stop once
+    that call returns; the dead-peer settings bound the wait, and this bounds the stop whatever the call. What
+    the role did not commit, the server rolls back: nothing is lost by leaving.
+    """
+
+    def _deadline() -> None:
+        time.sleep(timeout)
+        structlog.get_logger(__name__).error("stop did not finish in time; exiting", stop_timeout_seconds=timeout)
+        logging.shutdown()
+        os._exit(STOP_TIMEOUT_EXIT_CODE)
+
+    threading.Thread(target=_deadline, name="stop-deadline", daemon=True).start()
 
 
 # How long a role of a vanished `pin up` may take to stop by itself before it exits hard: the embedded PostgreSQL and

@@ -18,6 +18,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from pin import state
 from pin.messaging.topics import PARTITIONS
 
+# Defaults stated once: the settings below and the components' own configurations (the runner, the jobs, the
+# calendar's policy) take them from here.
+JOB_BATCH_SIZE = 200  # BatchSize of both polling jobs (seed 000: AppointmentTimeoutOptions.BatchSize; seed 002)
+JOB_INTERVAL_SECONDS = 60  # seconds between a polling job's ticks when no deadline is nearer (seed 000: 60 s)
+PENDING_TTL_SECONDS = 86_400  # PendingTtl: 24 h
+CANCEL_CUTOFF_MINUTES = 60  # INV-APT-3: an investor cancels or reschedules until StartAt minus this
+
 
 class ConfigurationError(Exception):
     """The environment holds a bad configuration value."""
@@ -30,6 +37,42 @@ class Settings(BaseSettings):
 
     # PostgreSQL URL; None means `pin up` starts an embedded server (other roles require it).
     database_url: str | None = None
+    # A network that drops packets (docs/operations.md, "A network that drops packets"): every connection of
+    # every role detects a dead peer within about keepalives_idle + keepalives_interval x keepalives_count seconds
+    # when idle, and within tcp_user_timeout when it has sent something unanswered. A URL's own parameters win.
+    # Seconds libpq waits for a new connection (connect_timeout).
+    database_connect_timeout_seconds: int = Field(default=5, ge=1, le=300)
+    # Seconds of silence before the first TCP keepalive probe, on both ends (libpq and the server's session).
+    database_keepalives_idle_seconds: int = Field(default=5, ge=1, le=7_200)
+    # Seconds between unanswered keepalive probes, on both ends.
+    database_keepalives_interval_seconds: int = Field(default=2, ge=1, le=600)
+    # Unanswered probes after which the connection is dead, on both ends.
+    database_keepalives_count: int = Field(default=3, ge=1, le=100)
+    # Milliseconds sent data may stay unacknowledged before the connection is dead (TCP_USER_TIMEOUT), both ends.
+    database_tcp_user_timeout_ms: int = Field(default=10_000, ge=1_000, le=3_600_000)
+    # The server ends a session idle inside a transaction this long (its locks and leases go with it).
+    database_idle_in_transaction_timeout_ms: int = Field(default=10_000, ge=1_000, le=3_600_000)
+    # How often the server checks, while running a query, that the client is still there (0 disables).
+    database_client_connection_check_interval_ms: int = Field(default=2_000, ge=0, le=600_000)
+    # The longest a pool's check of an idle connection waits for its answer before discarding it.
+    database_check_timeout_seconds: float = Field(default=2.0, gt=0, le=60)
+    # Seconds a request waits for a pooled connection before it is answered 503 (the database is unreachable).
+    api_pool_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
+    # statement_timeout of the API's sessions: a request's statement that runs longer fails (503).
+    api_statement_timeout_ms: int = Field(default=5_000, ge=100, le=3_600_000)
+    # statement_timeout of the workers' sessions (an item's or a batch's statement; expire-promotions SETs its
+    # own 60 s per batch transaction).
+    worker_statement_timeout_ms: int = Field(default=10_000, ge=100, le=3_600_000)
+    # statement_timeout of the relay's sessions (its reads, deletes and lease statements).
+    relay_statement_timeout_ms: int = Field(default=10_000, ge=100, le=3_600_000)
+    # statement_timeout of the consumers' sessions (a batch's statements).
+    consumer_statement_timeout_ms: int = Field(default=30_000, ge=100, le=3_600_000)
+    # statement_timeout of the one-shot commands (pin status, pin dlq, pin outbox); migrations have none.
+    command_statement_timeout_ms: int = Field(default=30_000, ge=100, le=3_600_000)
+    # Seconds a role may take to stop after SIGTERM before it exits anyway (a call blocked on a dead connection;
+    # what it did not commit the server rolls back).
+    stop_timeout_seconds: float = Field(default=15.0, gt=0, le=600)
+
     # Kafka bootstrap servers, comma separated; None means `pin up` starts an embedded broker.
     kafka_bootstrap_servers: str | None = None
     # Extra librdkafka settings passed through verbatim (SASL, TLS), ";"-separated key=value pairs,
@@ -47,6 +90,17 @@ class Settings(BaseSettings):
     # librdkafka's 500, 21/64 at 100, 16/37 at 50 and 4/50 at 10. 50 keeps the end-to-end p99 under 150 ms for
     # 20 idle fetches per second; 10 would save about 12 ms at the median for five times the requests.
     kafka_consumer_fetch_wait_max_ms: int = Field(default=50, ge=1, le=60_000)
+    # librdkafka socket.timeout.ms: the longest a request to a silent broker waits for its answer (every client;
+    # TCP keepalives are on too). librdkafka's 60 s would let a cut link hold a relay's batch that long.
+    kafka_socket_timeout_ms: int = Field(default=10_000, ge=1_000, le=300_000)
+    # librdkafka request.timeout.ms of the producers: the longest a produce request waits for the broker's ack
+    # (then it is retried within the relay's message.timeout.ms).
+    kafka_request_timeout_ms: int = Field(default=5_000, ge=1_000, le=300_000)
+    # Consumers only (librdkafka max.poll.interval.ms): a member that does not come back to poll within this is
+    # removed from its group, so one stuck member cannot hold a rebalance longer. Above the longest a batch can
+    # take (its statements each bounded by PIN_CONSUMER_STATEMENT_TIMEOUT_MS, a dead database found within
+    # seconds) and never below the session timeout.
+    kafka_max_poll_interval_ms: int = Field(default=60_000, ge=10_000, le=3_600_000)
     # Partitions of each topic the system creates (`pin topics`, `pin up`, a role creating a missing topic): the
     # most busy consumers of a group per topic. Never changes an existing topic (docs/operations.md: changing it).
     kafka_topic_partitions: int = Field(default=PARTITIONS, ge=1, le=10_000)
@@ -88,24 +142,24 @@ class Settings(BaseSettings):
     # document and the connection is closed. The process's open-files limit is raised to this plus headroom.
     http_max_connections: int = Field(default=1_000, ge=10, le=100_000)
     # The longest an API transaction waits for a row (or table) lock another transaction holds: then its
-    # statement fails and the request is a 409 (retryable). Below the API pool's 5 s wait for a connection, so
-    # that a request of another tenant always gets a connection while every one is waiting on a held row.
-    api_lock_timeout_seconds: float = Field(default=2.0, gt=0, lt=5)
+    # statement fails and the request is a 409 (retryable). Below PIN_API_POOL_TIMEOUT_SECONDS, so that a
+    # request of another tenant always gets a connection while every one is waiting on a held row.
+    api_lock_timeout_seconds: float = Field(default=2.0, gt=0, le=60)
 
     # PendingTtl: how long an agent has to decide on a Pending appointment.
-    appointment_pending_ttl_seconds: int = Field(default=86_400, gt=0)
+    appointment_pending_ttl_seconds: int = Field(default=PENDING_TTL_SECONDS, gt=0)
     # INV-APT-3: an investor may cancel or reschedule until StartAt minus this many minutes.
-    appointment_cancel_cutoff_minutes: int = Field(default=60, ge=0)
+    appointment_cancel_cutoff_minutes: int = Field(default=CANCEL_CUTOFF_MINUTES, ge=0)
     # appointment-timeout polling interval (seed 000: 60 s).
-    appointment_timeout_interval_seconds: float = Field(default=60, gt=0)
+    appointment_timeout_interval_seconds: float = Field(default=JOB_INTERVAL_SECONDS, gt=0)
     # appointment-timeout BatchSize (seed 000: 200).
-    appointment_timeout_batch_size: int = Field(default=200, gt=0, le=10_000)
+    appointment_timeout_batch_size: int = Field(default=JOB_BATCH_SIZE, gt=0, le=10_000)
     # appointment-timeout's time budget per cycle (seed 000: < 30 s): then it claims nothing more until the next tick.
     appointment_timeout_cycle_budget_seconds: float = Field(default=30, gt=0)
     # expire-promotions polling interval (seed 002: 1 to 5 minutes in production).
-    expire_promotions_interval_seconds: float = Field(default=60, gt=0)
+    expire_promotions_interval_seconds: float = Field(default=JOB_INTERVAL_SECONDS, gt=0)
     # expire-promotions BatchSize (seed 002: 200).
-    expire_promotions_batch_size: int = Field(default=200, gt=0, le=10_000)
+    expire_promotions_batch_size: int = Field(default=JOB_BATCH_SIZE, gt=0, le=10_000)
     # expire-promotions' time budget per cycle (seed 002: < 30 s): then it writes nothing more until the next tick.
     expire_promotions_cycle_budget_seconds: float = Field(default=30, gt=0)
 
@@ -154,6 +208,10 @@ class Settings(BaseSettings):
     relay_backoff_max_seconds: float = 15.0
     # librdkafka message.timeout.ms: a send fails after this, so a batch never hangs on a dead broker.
     relay_message_timeout_ms: int = 10_000
+    # A relay that has had batches out this long with no acknowledgement (a broker it cannot reach) stops reading,
+    # settles what is out and gives its leases up, so another relay takes its keys; it takes its share back once
+    # the broker answers. Greater than message.timeout.ms: none of its sends can land after the new owner's.
+    relay_undelivered_give_up_seconds: float = 15.0
     # Seconds between refreshes of the outbox backlog, lag and dead-letter gauges (by the relay and the workers).
     relay_gauge_refresh_seconds: float = 5.0
     # Cap of the outbox backlog count (a bounded count, never a scan of a huge table per refresh).
@@ -174,6 +232,7 @@ class Settings(BaseSettings):
         "relay_backoff_base_seconds",
         "relay_backoff_max_seconds",
         "relay_message_timeout_ms",
+        "relay_undelivered_give_up_seconds",
         "relay_gauge_refresh_seconds",
         "relay_backlog_count_cap",
         mode="before",
@@ -222,6 +281,20 @@ class Settings(BaseSettings):
     def _relay_lease_outlives_heartbeats(self) -> Settings:
         if self.relay_lease_ttl_seconds < 2 * self.relay_heartbeat_seconds:
             raise ConfigurationError("PIN_RELAY_LEASE_TTL_SECONDS: must be at least twice the heartbeat")
+        return self
+
+    @model_validator(mode="after")
+    def _api_lock_wait_below_the_pool_wait(self) -> Settings:
+        if self.api_lock_timeout_seconds >= self.api_pool_timeout_seconds:
+            raise ConfigurationError("PIN_API_LOCK_TIMEOUT_SECONDS: must be less than PIN_API_POOL_TIMEOUT_SECONDS")
+        return self
+
+    @model_validator(mode="after")
+    def _relay_gives_up_after_its_sends_expire(self) -> Settings:
+        if self.relay_undelivered_give_up_seconds * 1000 <= self.relay_message_timeout_ms:
+            raise ConfigurationError(
+                "PIN_RELAY_UNDELIVERED_GIVE_UP_SECONDS: must be greater than PIN_RELAY_MESSAGE_TIMEOUT_MS / 1000"
+            )
         return self
 
     @model_validator(mode="after")

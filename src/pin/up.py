@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from pin import state
 from pin.backoff import exponential_backoff
-from pin.db import migrate
+from pin.db import ConnectionPolicy, migrate
 from pin.demo import DEMO_PENDING_TTL_SECONDS, DemoError, load_demo_data, wait_until_ready
 from pin.messaging.kafka import ensure_topics
 from pin.observability.logging import configure_logging, resolve_log_format
@@ -140,7 +140,7 @@ def _run(settings: Settings, home: Path, *, demo: bool, host: str, port: int) ->
         effective = Settings(
             **{**settings.model_dump(), "database_url": database_url, "kafka_bootstrap_servers": bootstrap}
         )
-        migrate(database_url)
+        migrate(database_url, ConnectionPolicy.from_settings(effective, "migrate"))
         ensure_topics(effective)
         env = _child_env(effective, home)
         if demo:

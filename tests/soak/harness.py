@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from pin.embedded.postgres import EmbeddedPostgres
 from pin.messaging.kafka import ensure_topics
 from pin.ports import free_port
 from pin.settings import Settings
+from tests.support.netns import POOL, NetworkNamespace, network_namespace, unavailable_reason
 from tests.support.processes import RoleProcess
 
 JWT_SECRET = "soak-secret-of-at-least-16-chars"
@@ -55,6 +56,54 @@ def role_specs() -> list[RoleSpec]:
     return specs
 
 
+# One instance of each kind of role runs in a network namespace of its own, whose link the nemesis cuts.
+CUTTABLE = (
+    "appointment-timeout-0",
+    "expire-promotions-0",
+    "relay-0",
+    "consume-crm-0",
+    "consume-notifications-0",
+    "consume-catalog-0",
+    "consume-news-0",
+)
+
+
+class SoakNetwork:
+    """A hub namespace whose pair is never cut (the servers listen on its host end, 10.x.y.1, reachable from the
+    host and, over their own pairs, from every namespace), and one namespace per cuttable role."""
+
+    def __init__(self) -> None:
+        self._stack = ExitStack()
+        self.hub: NetworkNamespace | None = None
+        self.namespaces: dict[str, NetworkNamespace] = {}
+
+    def open(self) -> str | None:
+        """Create the namespaces; returns why the link-cut fault cannot run here, or None."""
+        reason = unavailable_reason()
+        if reason is not None:
+            return reason
+        self.hub = self._stack.enter_context(network_namespace())
+        for name in CUTTABLE:
+            namespace = self._stack.enter_context(network_namespace())
+            namespace.route_everything_via_host()
+            self.namespaces[name] = namespace
+        return None
+
+    @property
+    def server_address(self) -> str:
+        """Where PostgreSQL and the broker listen (127.0.0.1 without namespaces)."""
+        return self.hub.host_address if self.hub is not None else "127.0.0.1"
+
+    def prefix(self, role: str) -> tuple[str, ...]:
+        """How to start ``role``: inside its namespace, or on the host."""
+        namespace = self.namespaces.get(role)
+        return tuple(namespace.command([])) if namespace is not None else ()
+
+    def close(self) -> None:
+        """Remove every namespace (links restored first by their removal)."""
+        self._stack.close()
+
+
 @dataclass
 class _Running:
     spec: RoleSpec
@@ -66,12 +115,14 @@ class _Running:
 class Cluster:
     """PostgreSQL, broker and supervised roles under ``root``; every log stays there as evidence."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, network: SoakNetwork | None = None) -> None:
         self.root = root
         self.logs = root / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
-        self.postgres = EmbeddedPostgres(root / "postgres")
-        self.kafka = EmbeddedKafka(self.logs / "broker.log")
+        self.network = network or SoakNetwork()
+        address = self.network.server_address
+        self.postgres = EmbeddedPostgres(root / "postgres", host=address, trusted_network=str(POOL))
+        self.kafka = EmbeddedKafka(self.logs / "broker.log", host=address)
         self.api_port = free_port()
         self.database_url = ""
         self._roles: dict[str, _Running] = {}
@@ -134,7 +185,8 @@ class Cluster:
 
     def _start(self, spec: RoleSpec) -> None:
         args = [arg.format(api_port=self.api_port) for arg in spec.args]
-        process = RoleProcess(args, self.env(), self.logs / f"{spec.name}.log")
+        prefix = self.network.prefix(spec.name)
+        process = RoleProcess(args, self.env(), self.logs / f"{spec.name}.log", prefix=prefix)
         with self._lock:
             previous = self._roles.get(spec.name)
             if previous is None:
@@ -214,6 +266,17 @@ class Cluster:
         self.event("postgres restart (immediate)")
         self.postgres.restart("immediate")
         self.event("postgres restarted")
+
+    def cut_link(self, name: str, seconds: float) -> None:
+        """Cut the link of role ``name``'s namespace for ``seconds`` (packets vanish), then restore it."""
+        namespace = self.network.namespaces[name]
+        self.event(f"link of {name} cut for {seconds:.0f} s")
+        namespace.cut()
+        try:
+            time.sleep(seconds)
+        finally:
+            namespace.restore()
+            self.event(f"link of {name} restored")
 
     @contextmanager
     def broker_paused(self) -> Iterator[None]:

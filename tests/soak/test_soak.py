@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.soak.checker import check, drain
-from tests.soak.harness import Cluster, role_specs
+from tests.soak.harness import Cluster, SoakNetwork, role_specs
 from tests.soak.workload import History, Workload
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -34,19 +34,31 @@ class FaultSchedule:
         self.kill_every = kill_every
         self._stop = threading.Event()
         self._killer = threading.Thread(target=self._kill_loop, name="soak-nemesis-kill", daemon=True)
+        self._cutter = threading.Thread(target=self._cut_loop, name="soak-nemesis-cut", daemon=True)
 
     def start(self) -> None:
-        """Start the kill loop."""
+        """Start the kill loop and, where namespaces can be made, the link-cut loop."""
         self._killer.start()
+        if self.cluster.network.namespaces:
+            self._cutter.start()
 
     def stop(self) -> None:
-        """Stop the kill loop."""
+        """Stop the kill and link-cut loops (a cut in progress ends first)."""
         self._stop.set()
         self._killer.join(30)
+        if self._cutter.is_alive():
+            self._cutter.join(90)
 
     def _kill_loop(self) -> None:
         while not self._stop.wait(self.rng.uniform(*self.kill_every)):
             self.cluster.kill9_random(self.rng, api_weight=self.api_weight)
+
+    def _cut_loop(self) -> None:
+        """Links of random roles cut for random 5-60 s spans (packets dropped silently), a few seconds apart."""
+        rng = random.Random(self.rng.random())  # its own stream: the kill loop's thread draws from the other
+        names = sorted(self.cluster.network.namespaces)
+        while not self._stop.wait(rng.uniform(3.0, 10.0)):
+            self.cluster.cut_link(rng.choice(names), rng.uniform(5.0, 60.0))
 
     def round_of_big_faults(self, until: float) -> None:
         """Broker frozen 20 s; PostgreSQL down with a role started meanwhile; an immediate PostgreSQL restart."""
@@ -82,10 +94,14 @@ def test_soak(tmp_path: Path, soak_long: bool, deep_run: bool) -> None:
     fault_seconds = float(os.environ.get("PIN_SOAK_FAULT_SECONDS") or SOAK_FAULT_SECONDS[mode])
     seed = int(time.time())
     rng = random.Random(seed)
-    cluster = Cluster(tmp_path / "cluster")
+    network = SoakNetwork()
+    no_cuts = network.open()
+    cluster = Cluster(tmp_path / "cluster", network)
     history = History()
     evidence = tmp_path / "evidence"
     print(f"\nsoak: seed {seed}, evidence and logs in {tmp_path}")
+    if no_cuts is not None:
+        print(f"soak: no link-cut fault: cannot create network namespaces ({no_cuts})")
     cluster.start(role_specs())
     workload = Workload(cluster.base_url, history, seed=seed)
     # the short mode spares the API (a restart costs the workload most of a short run on a loaded machine)
@@ -109,10 +125,12 @@ def test_soak(tmp_path: Path, soak_long: bool, deep_run: bool) -> None:
         restarts = cluster.restarts()
         unexpected = cluster.unexpected_exits()
         cluster.stop()
+        network.close()
     summary["run"] = {
         "seed": seed,
         "fault_seconds": fault_seconds,
         "kills": len(cluster.kills),
+        "link_cuts": sum(1 for _, text in cluster.events if text.startswith("link of") and "cut for" in text),
         "restarts": restarts,
         "exits_other_than_kill9": unexpected,
         "drain": drained,

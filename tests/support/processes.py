@@ -6,22 +6,30 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pin.embedded.lifetime import die_with_parent
+
+# A folder holding another checkout's ``pin`` package (its ``src``): roles started by tests import it instead of
+# this one, to show that a test fails on older code (the tests themselves still run on this checkout).
+ROLE_SOURCE_VARIABLE = "PIN_TEST_ROLE_SOURCE"
 
 
 class RoleProcess:
     """One `python -m pin ...` child with its own environment; stdout and stderr go to a log file.
 
-    Start it from the thread that will outlive it (the test's): it is killed when that thread ends.
+    Start it from the thread that will outlive it (the test's): it is killed when that thread ends. ``prefix`` runs
+    the role through another command that execs it (``ip netns exec NAME``, ``prlimit``): the pid stays the role's.
     """
 
-    def __init__(self, args: list[str], env: Mapping[str, str], log_path: Path, prefix: tuple[str, ...] = ()) -> None:
+    def __init__(self, args: list[str], env: Mapping[str, str], log_path: Path, prefix: Sequence[str] = ()) -> None:
         self.args = args
         self.log_path = log_path
         full_env = {**os.environ, **env}
+        role_source = os.environ.get(ROLE_SOURCE_VARIABLE)
+        if role_source:
+            full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [role_source, full_env.get("PYTHONPATH")]))
         self._log = log_path.open("ab")
         # prefix: a command that execs the role, e.g. ("prlimit", "--nofile=256:4096")
         self.process = subprocess.Popen(

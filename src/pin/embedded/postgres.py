@@ -86,6 +86,8 @@ class EmbeddedPostgres:
     data_dir: Path
     port: int = field(default_factory=free_port)
     host: str = "127.0.0.1"
+    # Another network whose clients are trusted besides the loopback's (a test's network namespace), CIDR.
+    trusted_network: str | None = None
     # wal_level=logical and a few replication slots, for a server that logical decoding reads (the cdc mode's
     # test); off by default: other servers keep the default WAL level and its smaller WAL
     logical_replication: bool = False
@@ -135,6 +137,9 @@ class EmbeddedPostgres:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not (self.data_dir / "PG_VERSION").exists():
             self._run("initdb", ["--auth=trust", "--encoding=utf8", "--no-sync", "-U", "postgres"], user)
+            if self.trusted_network:
+                with (self.data_dir / "pg_hba.conf").open("a") as hba:
+                    hba.write(f"host all all {self.trusted_network} trust\n")
         self._start_server(user)
 
     def _start_server(self, user: str | None, timeout: float = 60.0) -> None:

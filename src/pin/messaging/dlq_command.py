@@ -13,8 +13,8 @@ from typing import Any
 
 import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from psycopg.rows import dict_row
 
+from pin.db import ConnectionPolicy, connect
 from pin.messaging import dead_letter_store
 from pin.messaging.consumer.dead_letter import DLT_PREFIX, provenance_headers
 from pin.messaging.consumer.received import Received
@@ -149,7 +149,8 @@ def read_parked(settings: Settings, groups: Sequence[str]) -> list[DeadLetter]:
 def _database(settings: Settings) -> psycopg.Connection[dict[str, object]]:
     """A connection for the stored dead letters; a failure is a one-line :class:`DeadLetterError`."""
     try:
-        return psycopg.connect(settings.require_database_url(), connect_timeout=10, row_factory=dict_row)
+        url = settings.require_database_url()
+        return connect(url, policy=ConnectionPolicy.from_settings(settings, "command"))
     except (psycopg.Error, ConfigurationError) as exc:
         raise DeadLetterError(f"reading {dead_letter_store.STORED_TABLE}: {error_text(exc)}") from exc
 

@@ -16,6 +16,9 @@ def run_migrations_online() -> None:
     assert url is not None
     engine = create_engine(url, poolclass=pool.NullPool)
     with engine.connect() as connection:
+        # the session's dead-peer settings (pin.db.migrate); a SET, not the startup options PgBouncer refuses
+        for name, value in context.config.attributes.get("session_settings", {}).items():
+            connection.execute(text("SELECT set_config(:name, :value, false)"), {"name": name, "value": value})
         connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
         try:
             context.configure(connection=connection, transactional_ddl=True)

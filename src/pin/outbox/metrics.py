@@ -32,6 +32,9 @@ PUBLISH_LATENCY = Histogram(
     "From the outbox row's creation to its deletion after the broker's acknowledgement.",
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0),
 )
+GIVE_UPS = Counter(
+    "pin_outbox_give_ups", "Times this relay gave its leases up because it could not deliver to the broker."
+)
 OWNED_VPARTS = Gauge("pin_outbox_owned_vparts", "Virtual partitions whose lease this relay instance holds.")
 DEAD_LETTERS = Gauge(
     "pin_outbox_dead_letters", "Rows in outbox.dead_letter awaiting an operator (bounded count); alert when > 0."

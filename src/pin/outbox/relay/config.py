@@ -26,6 +26,7 @@ class RelayConfig:
     backoff_base_seconds: float = _default("backoff_base_seconds")
     backoff_max_seconds: float = _default("backoff_max_seconds")
     message_timeout_ms: int = _default("message_timeout_ms")
+    undelivered_give_up_seconds: float = _default("undelivered_give_up_seconds")
     gauge_refresh_seconds: float = _default("gauge_refresh_seconds")
     backlog_count_cap: int = _default("backlog_count_cap")
 

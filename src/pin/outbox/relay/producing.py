@@ -68,6 +68,17 @@ class BatchProducer:
             self._await_wave(batch, flush)
         self._hooks.after_ack(batch.number)
 
+    def broker_answers(self, timeout: float) -> bool:
+        """Whether the broker answers a metadata request within ``timeout`` seconds (a relay that gave up asks)."""
+        producer = self.producer
+        if producer is None:
+            return False
+        try:
+            producer.list_topics(timeout=timeout)
+        except KafkaException:
+            return False
+        return True
+
     def close(self, timeout: float) -> None:
         """Serve the stray delivery callbacks for at most ``timeout`` seconds, then let the producer go."""
         if self.producer is not None:

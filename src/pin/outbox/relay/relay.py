@@ -15,11 +15,13 @@ from confluent_kafka import Producer
 from psycopg_pool import ConnectionPool
 
 from pin.backoff import exponential_backoff
-from pin.db import Conn
+from pin.db import Conn, ConnectionPolicy, connect
 from pin.observability import liveness
+from pin.outbox import metrics
 from pin.outbox.gauges import OutboxGauges
 from pin.outbox.relay.batch import REPORTED_COUNTERS, RelayCycle
 from pin.outbox.relay.config import RelayConfig
+from pin.outbox.relay.delivery import DeliveryWatch
 from pin.outbox.relay.hooks import RelayHooks
 from pin.outbox.relay.leases import Leases
 from pin.outbox.relay.pipeline import Pipeline
@@ -43,17 +45,21 @@ class OutboxRelay:
         config: RelayConfig | None = None,
         *,
         database_url: str | None = None,
+        policy: ConnectionPolicy | None = None,
         ensure_topic: Callable[[str], object] | None = None,
         hooks: RelayHooks | None = None,
         instance_id: str | None = None,
     ) -> None:
         self._config = config or RelayConfig()
         self._database_url = database_url
+        self._policy = policy  # of the LISTEN connection (the pool has its own)
         self.instance_id = instance_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._wake = threading.Event()
         self._closing = threading.Event()
         self._threads: list[threading.Thread] = []
         self._next_gauge_refresh = 0.0
+        self._delivery = DeliveryWatch()
+        self._given_up = threading.Event()  # set while this relay cannot deliver: no heartbeat, no leases
         self._leases = Leases(pool, self.instance_id, self._config.lease_ttl_seconds, self._wake.set)
         self._gauges = OutboxGauges(pool, self._config.backlog_count_cap)
         self._producer = BatchProducer(
@@ -147,11 +153,15 @@ class OutboxRelay:
         while not stop.is_set():
             liveness.beat()  # /healthz/liveness fails if this loop stops turning (a hung call)
             self._wake.clear()
+            if self._delivery.stalled_for() > self._config.undelivered_give_up_seconds:
+                self._give_up_until_the_broker_answers(stop, totals)
+                continue
             try:
                 if self._leases.has_excess():
                     _add(totals, self.pipeline.settle_all())  # no row of a vpart we give back stays unsettled
                     self._leases.release_excess()
                 cycle = self.pipeline.step()
+                self._delivery.observe(cycle, in_flight=self.pipeline.in_flight or self.pipeline.settling)
                 _add(totals, cycle)
             except Exception as exc:  # noqa: BLE001 - the loop survives database and broker failures
                 failures += 1
@@ -161,6 +171,29 @@ class OutboxRelay:
             failures = 0
             if not self.pipeline.in_flight and not cycle.is_full:
                 self._idle(stop)
+
+    def _give_up_until_the_broker_answers(self, stop: threading.Event, totals: dict[str, int]) -> None:
+        """Cannot deliver: settle what is out (each send ends by message.timeout.ms: none is left queued to land
+        after another relay's), give every lease up, then ask the broker each heartbeat until it answers."""
+        stalled = round(self._delivery.stalled_for(), 1)
+        log.warning("outbox relay cannot deliver; giving its leases up", stalled_seconds=stalled)
+        metrics.GIVE_UPS.inc()
+        self._given_up.set()
+        try:
+            _add(totals, self.pipeline.settle_all())
+        except Exception as exc:  # noqa: BLE001 - its rows stay in the outbox and are sent again
+            log.warning("outbox relay could not settle the batch in flight", error=str(exc))
+        try:
+            self.release_all()
+        except (psycopg.Error, OSError) as exc:
+            log.warning("outbox lease release failed; they expire by themselves", error=str(exc))
+        while not stop.is_set() and not self._producer.broker_answers(self._config.heartbeat_seconds):
+            stop.wait(self._config.heartbeat_seconds)
+        self._delivery.reset()
+        self._given_up.clear()
+        if not stop.is_set():
+            log.info("outbox relay reaches the broker again; taking its share back")
+            self._wake.set()
 
     def _drain(self, totals: dict[str, int]) -> None:
         """Step the pipeline until a read finds nothing and nothing is settling, adding up the counters."""
@@ -193,6 +226,8 @@ class OutboxRelay:
 
     def _heartbeat_loop(self) -> None:
         while not self._closing.wait(self._config.heartbeat_seconds):
+            if self._given_up.is_set():
+                continue  # not registered while it cannot deliver: the others share its keys
             try:
                 self.heartbeat()
                 if time.monotonic() >= self._next_gauge_refresh:
@@ -206,7 +241,7 @@ class OutboxRelay:
         assert self._database_url is not None
         while not self._closing.is_set():
             try:
-                with psycopg.connect(self._database_url, autocommit=True) as conn:
+                with connect(self._database_url, autocommit=True, policy=self._policy) as conn:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
                     self._wake.set()  # notifications sent while we were away are lost: look once
                     while not self._closing.is_set():
