@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from pin.outbox.relay import OutboxRelay, RelayConfig, RelayHooks
 
 
+# connections of one API instance (every request holds one for its transaction only)
+API_POOL_SIZE = 20
+
+
 def run_api(*, host: str, port: int) -> None:
     """Serve the HTTP API until SIGTERM/SIGINT."""
     # imported here: the other roles start faster without the web stack
@@ -30,9 +34,13 @@ def run_api(*, host: str, port: int) -> None:
     policy = ConnectionPolicy.from_settings(settings, "api")
     # with the database unreachable a request is answered 503 within pin.db.pool_answer_bound_seconds; every
     # session waits at most PIN_API_LOCK_TIMEOUT_SECONDS for a held row (pin.lock_waits), below the pool's wait
+    # A fixed size: psycopg's pool grows one connection at a time, so a burst on a held row (every connection
+    # waiting its lock timeout) would also wait for the pool to grow, a connection's start each, which a loaded
+    # machine makes slow (the held-row test's slowest 409 went past its bound at load 5).
     pool = create_pool(
         settings.require_database_url(),
-        max_size=20,
+        min_size=API_POOL_SIZE,
+        max_size=API_POOL_SIZE,
         name="api",
         timeout=settings.api_pool_timeout_seconds,
         policy=policy,

@@ -15,7 +15,7 @@ from typing import Any, Final
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from pin.domain_kit import Contended
+from pin.domain_errors import Contended
 
 
 class Fault(Enum):

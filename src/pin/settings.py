@@ -18,6 +18,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from pin import state
 from pin.messaging.topics import PARTITIONS
 
+# Defaults stated once: the settings below and the components' own configurations (the runner, the jobs, the
+# calendar's policy) take them from here.
+JOB_BATCH_SIZE = 200  # BatchSize of both polling jobs (seed 000: AppointmentTimeoutOptions.BatchSize; seed 002)
+JOB_INTERVAL_SECONDS = 60  # seconds between a polling job's ticks when no deadline is nearer (seed 000: 60 s)
+PENDING_TTL_SECONDS = 86_400  # PendingTtl: 24 h
+CANCEL_CUTOFF_MINUTES = 60  # INV-APT-3: an investor cancels or reschedules until StartAt minus this
+
 
 class ConfigurationError(Exception):
     """The environment holds a bad configuration value."""
@@ -146,19 +153,19 @@ class Settings(BaseSettings):
     api_lock_timeout_seconds: float = Field(default=2.0, gt=0, le=60)
 
     # PendingTtl: how long an agent has to decide on a Pending appointment.
-    appointment_pending_ttl_seconds: int = Field(default=86_400, gt=0)
+    appointment_pending_ttl_seconds: int = Field(default=PENDING_TTL_SECONDS, gt=0)
     # INV-APT-3: an investor may cancel or reschedule until StartAt minus this many minutes.
-    appointment_cancel_cutoff_minutes: int = Field(default=60, ge=0)
+    appointment_cancel_cutoff_minutes: int = Field(default=CANCEL_CUTOFF_MINUTES, ge=0)
     # appointment-timeout polling interval (seed 000: 60 s).
-    appointment_timeout_interval_seconds: float = Field(default=60, gt=0)
+    appointment_timeout_interval_seconds: float = Field(default=JOB_INTERVAL_SECONDS, gt=0)
     # appointment-timeout BatchSize (seed 000: 200).
-    appointment_timeout_batch_size: int = Field(default=200, gt=0, le=10_000)
+    appointment_timeout_batch_size: int = Field(default=JOB_BATCH_SIZE, gt=0, le=10_000)
     # appointment-timeout's time budget per cycle (seed 000: < 30 s): then it claims nothing more until the next tick.
     appointment_timeout_cycle_budget_seconds: float = Field(default=30, gt=0)
     # expire-promotions polling interval (seed 002: 1 to 5 minutes in production).
-    expire_promotions_interval_seconds: float = Field(default=60, gt=0)
+    expire_promotions_interval_seconds: float = Field(default=JOB_INTERVAL_SECONDS, gt=0)
     # expire-promotions BatchSize (seed 002: 200).
-    expire_promotions_batch_size: int = Field(default=200, gt=0, le=10_000)
+    expire_promotions_batch_size: int = Field(default=JOB_BATCH_SIZE, gt=0, le=10_000)
     # expire-promotions' time budget per cycle (seed 002: < 30 s): then it writes nothing more until the next tick.
     expire_promotions_cycle_budget_seconds: float = Field(default=30, gt=0)
 

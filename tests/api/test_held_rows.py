@@ -24,6 +24,7 @@ import psycopg
 import pytest
 
 from pin.api.app import create_app
+from pin.bootstrap import API_POOL_SIZE
 from pin.settings import Settings
 from tests.support.api import ApiServer, Tenant, slot_body, start_api
 from tests.support.processes import RoleProcess
@@ -31,7 +32,7 @@ from tests.support.processes import RoleProcess
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 LOCK_TIMEOUT = 1.0  # PIN_API_LOCK_TIMEOUT_SECONDS of the API under test
-WRITERS = 30  # more than the API pool's 20 connections: some wait for a connection, then for the row
+WRITERS = API_POOL_SIZE + 10  # more than the API pool's connections: some wait for a connection, then for the row
 # A writer may wait one lock timeout for a connection (every one waiting on the row), then one for the row.
 WRITE_BOUND = 2 * LOCK_TIMEOUT + 3.0
 UNRELATED_BOUND = LOCK_TIMEOUT + 3.0  # the margin is for a loaded machine

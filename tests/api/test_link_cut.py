@@ -35,6 +35,7 @@ CUT_OFF_ENV = {
     "PIN_DATABASE_CONNECT_TIMEOUT_SECONDS": "2",
     "PIN_DATABASE_CHECK_TIMEOUT_SECONDS": "1",
     "PIN_API_POOL_TIMEOUT_SECONDS": "2",
+    "PIN_API_LOCK_TIMEOUT_SECONDS": "1",  # less than the pool's wait (a configuration error otherwise)
 }
 SETTINGS = Settings.model_validate({key.removeprefix("PIN_").lower(): value for key, value in CUT_OFF_ENV.items()})
 # what docs/operations.md states: with the database unreachable, every request is answered within this

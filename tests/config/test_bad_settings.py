@@ -1,15 +1,18 @@
 """Every setting's bad value stops `pin <role>` at start with exit code 2 and one line naming the variable.
 
-Each case is a real subprocess; the rest of the environment is valid (a database URL that nothing listens on:
-a role that got past its configuration would hang or fail differently, and the case would fail).
+Each case is a process of its own: a fork of one driver process that imported `pin.cli` once
+(tests/support/fork_cli.py; a Python start-up per case cost ~35 s of the suite), running the same `pin.cli.main`
+as `python -m pin`; one case also runs as a real `python -m pin` to show both agree. The rest of the environment is
+valid (a database URL that nothing listens on: a role that got past its configuration would hang or fail
+differently, and the case would fail).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -90,32 +93,75 @@ def valid_env() -> dict[str, str]:
     }
 
 
-def check_case(name: str, value: str, role: tuple[str, ...]) -> str | None:
-    """None when `pin <role>` with ``name=value`` exits 2 with one line naming it; else what happened."""
+def case_env(name: str, value: str) -> dict[str, str]:
+    """The whole environment of a case: a valid configuration with ``name=value`` ("" means unset)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PIN_")}
     env = valid_env()
     if value == "":
         env.pop(name)
     else:
         env[name] = value
+    return {**base, **env}
+
+
+def judge(case: tuple[str, str, tuple[str, ...]], code: int | None, stdout: str, stderr: str) -> str | None:
+    """None when the run exited 2 with one line on stderr naming ``name`` and no stack trace; else what happened."""
+    name, value, role = case
     label = f"`pin {' '.join(role)}` with {name}={value!r}"
-    try:
-        result = run_pin(role, env, timeout=60)
-    except subprocess.TimeoutExpired:
+    if code is None:
         return f"{label} did not exit: it accepted the bad value"
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    if result.returncode != 2:
-        return f"{label} exited {result.returncode}: {result.stderr[-500:]}"
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    if code != 2:
+        return f"{label} exited {code}: {stderr[-500:]}"
     if len(lines) != 1 or name not in lines[0]:
-        return f"{label} did not print one line naming the variable: {result.stderr[-500:]}"
-    if "Traceback" in result.stderr + result.stdout:
+        return f"{label} did not print one line naming the variable: {stderr[-500:]}"
+    if "Traceback" in stderr + stdout:
         return f"{label} printed a stack trace"
     return None
 
 
+def run_forked(cases: list[tuple[str, str, tuple[str, ...]]]) -> list[dict[str, object]]:
+    """Every case as a fork of one driver process (4 at a time); its exit code, stdout and stderr."""
+    payload = [[list(role), case_env(name, value), 60] for name, value, role in cases]
+    driver = subprocess.run(
+        [sys.executable, "-m", "tests.support.fork_cli", "--parallel", "4"],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert driver.returncode == 0, driver.stderr[-2000:]
+    results: list[dict[str, object]] = json.loads(driver.stdout)
+    return results
+
+
 def test_every_bad_value_exits_2_with_one_line_naming_the_variable() -> None:
-    """Exit code 2, exactly one line on stderr, naming the variable, no stack trace (cases run 4 at a time)."""
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        outcomes = list(pool.map(lambda case: check_case(*case), CASES))
+    """Exit code 2, exactly one line on stderr, naming the variable, no stack trace (cases run 4 at a time);
+    the first and last cases also run as a real `python -m pin` beside the driver, with the same outcome."""
+    real = {
+        case: subprocess.Popen(
+            [sys.executable, "-m", "pin", *case[2]],
+            env=case_env(case[0], case[1]),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for case in (CASES[0], CASES[-1])
+    }
+    try:
+        results = run_forked(CASES)
+    finally:
+        finished = {case: (process.communicate(timeout=60), process.returncode) for case, process in real.items()}
+    outcomes = [
+        judge(case, result["code"], str(result["stdout"]), str(result["stderr"]))  # type: ignore[arg-type]
+        for case, result in zip(CASES, results, strict=True)
+    ]
+    for case, ((stdout, stderr), code) in finished.items():
+        outcomes.append(judge(case, code, stdout, stderr))
+        forked = results[CASES.index(case)]
+        if (forked["code"], forked["stderr"]) != (code, stderr):
+            outcomes.append(f"the fork and `python -m pin` disagree on {case[:2]}: {forked} vs {code} {stderr}")
     failures = [outcome for outcome in outcomes if outcome is not None]
     assert not failures, "\n".join(failures)
 

@@ -41,7 +41,9 @@ from tests.support.processes import RoleProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-WAIT_DOWN = 10.0  # how long the dependency stays away after the roles started
+WAIT_DOWN = 10.0  # the longest the dependency stays away after the roles started
+DOWN_TRIES = 3  # ... or until every role logged this many failed tries (proof it retries, not one attempt)
+DOWN_WORDS = ("connection refused", "unavailable", "retry")  # what a line about the missing dependency says
 
 
 def purchase_event() -> PromotionPurchaseChangedKafkaEvent:
@@ -122,6 +124,21 @@ def wait_started(roles: dict[str, RoleProcess], timeout: float = 180.0) -> None:
         time.sleep(0.3)
 
 
+def down_lines(role: RoleProcess) -> int:
+    """How many log lines of ``role`` say that its dependency is not there."""
+    return sum(any(w in line.lower() for w in DOWN_WORDS) for line in role.output().splitlines())
+
+
+def wait_down(roles: dict[str, RoleProcess]) -> None:
+    """While the dependency is away: until every role exited or logged DOWN_TRIES failed tries, at most
+    WAIT_DOWN seconds (a fixed WAIT_DOWN sleep cost 10 s three times; the roles retry within 1-3 s)."""
+    deadline = time.monotonic() + WAIT_DOWN
+    while time.monotonic() < deadline:
+        if all(r.process.poll() is not None or down_lines(r) >= DOWN_TRIES for r in roles.values()):
+            return
+        time.sleep(0.3)
+
+
 def role_env(database_url: str, bootstrap: str) -> dict[str, str]:
     """The environment of the roles under test."""
     return {
@@ -157,13 +174,13 @@ def test_roles_started_while_the_database_is_down_wait_and_then_work(
     problems: list[str] = []
     try:
         wait_started(roles)
-        time.sleep(WAIT_DOWN)
+        wait_down(roles)
         for name, role in roles.items():
             code = role.process.poll()
             if code is not None:
                 last = role.output().strip().splitlines()[-1:] or [""]
                 problems.append(f"{name} exited with {code} while the database was down: {last[0][:300]}")
-            elif not any(w in role.output().lower() for w in ("connection refused", "unavailable", "retry")):
+            elif not down_lines(role):
                 problems.append(f"{name} is alive but logged nothing about the database being down")
         if roles["api"].process.poll() is None:
             # a request while the database is away: 503 database-unavailable (retryable), never a 500
@@ -209,48 +226,29 @@ def _in_inbox(url: str, group: str, message_id: str) -> bool:
         return conn.execute(query, (group, message_id)).fetchone() is not None
 
 
-def _start_against_a_missing_broker(
-    tmp_path: Path, database_url: str, args: list[str]
-) -> tuple[RoleProcess, EmbeddedKafka, str, list[str]]:
-    """Start a role against a port with no broker, check it outlives the wait, then start a broker there."""
-    port = free_port()
-    bootstrap = f"127.0.0.1:{port}"
-    role = RoleProcess(args, role_env(database_url, bootstrap), tmp_path / f"{args[-1]}.log")
-    wait_started({"role": role})
-    time.sleep(WAIT_DOWN)
+def test_a_relay_and_a_consumer_started_while_the_broker_is_down_wait_and_then_work(
+    tmp_path: Path, database_url: str
+) -> None:
+    """`pin relay` and `pin consume catalog` against a port with no broker: alive; once a broker listens there,
+    the relay publishes and the consumer consumes (one missing broker for both: one wait, one broker start)."""
+    bootstrap = f"127.0.0.1:{free_port()}"
+    env = role_env(database_url, bootstrap)
+    specs = {"relay": ["relay"], "consume-catalog": ["consume", "catalog"]}
+    roles = {name: RoleProcess(args, env, tmp_path / f"{name}.log") for name, args in specs.items()}
+    broker = EmbeddedKafka(tmp_path / "broker.log", port=int(bootstrap.rsplit(":", 1)[1]))
     problems = []
-    code = role.process.poll()
-    if code is not None:
-        last = [line for line in role.output().splitlines() if line.strip()][-1:] or [""]
-        problems.append(f"`pin {' '.join(args)}` exited with {code} while the broker was down: {last[0][:300]}")
-    broker = EmbeddedKafka(tmp_path / "broker.log", port=port)
-    broker.start()
-    return role, broker, bootstrap, problems
-
-
-def test_a_relay_started_while_the_broker_is_down_waits_and_then_publishes(tmp_path: Path, database_url: str) -> None:
-    """`pin relay` against a port with no broker: alive; once a broker listens there, it publishes."""
-    role, broker, bootstrap, problems = _start_against_a_missing_broker(tmp_path, database_url, ["relay"])
     try:
+        wait_started(roles)
+        wait_down(roles)  # the relay logs nothing about a missing broker: for it this is the whole WAIT_DOWN
+        for name, role in roles.items():
+            code = role.process.poll()
+            if code is not None:
+                last = [line for line in role.output().splitlines() if line.strip()][-1:] or [""]
+                problems.append(
+                    f"`pin {' '.join(specs[name])}` exited with {code} while the broker was down: {last[0][:300]}"
+                )
+        broker.start()
         message_id = insert_outbox_row(database_url)
-        if role.process.poll() is None and not poll(
-            lambda: any(
-                r.json()["MessageId"] == message_id
-                for r in read_topic(bootstrap, topics.PURCHASE_CHANGED, expected=1, timeout=5)
-            ),
-            timeout=90,
-        ):
-            problems.append("relay did not publish within 90 s after the broker came up")
-    finally:
-        role.close()
-        broker.stop()
-    assert not problems, "\n".join(problems) + f"\nlogs in {tmp_path}"
-
-
-def test_a_consumer_started_while_the_broker_is_down_waits_and_then_consumes(tmp_path: Path, database_url: str) -> None:
-    """`pin consume catalog` against a port with no broker: alive; once a broker listens there, it consumes."""
-    role, broker, bootstrap, problems = _start_against_a_missing_broker(tmp_path, database_url, ["consume", "catalog"])
-    try:
         row = build_row(purchase_event(), occurred_at=datetime.now(UTC), context=MessageContext(str(uuid.uuid4())))
         ensure_topics(Settings.model_validate({"kafka_bootstrap_servers": bootstrap}))  # `pin topics`
         producer = Producer({"bootstrap.servers": bootstrap})
@@ -261,11 +259,18 @@ def test_a_consumer_started_while_the_broker_is_down_waits_and_then_consumes(tmp
             headers=[("message-id", str(row.message_id)), ("event-type", row.event_type), ("contract-version", "1")],
         )
         assert producer.flush(30) == 0
-        if role.process.poll() is None and not poll(
-            lambda: _in_inbox(database_url, "catalog", str(row.message_id)), timeout=90
-        ):
-            problems.append("consume-catalog did not consume within 90 s after the broker came up")
+        checks: dict[str, Callable[[], bool]] = {
+            "relay": lambda: any(
+                r.json()["MessageId"] == message_id
+                for r in read_topic(bootstrap, topics.PURCHASE_CHANGED, expected=2, timeout=5)  # with the produced one
+            ),
+            "consume-catalog": lambda: _in_inbox(database_url, "catalog", str(row.message_id)),
+        }
+        for name, check in checks.items():
+            if roles[name].process.poll() is None and not poll(check, timeout=90):
+                problems.append(f"{name} did not do its work within 90 s after the broker came up")
     finally:
-        role.close()
+        for role in roles.values():
+            role.close()
         broker.stop()
     assert not problems, "\n".join(problems) + f"\nlogs in {tmp_path}"

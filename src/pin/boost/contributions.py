@@ -7,60 +7,65 @@ contributions a newer Version no longer names, the contributions named.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import cache, partial
-from typing import Any, cast
-
-from psycopg import sql
+from typing import Any, LiteralString, cast
 
 from pin.boost.domain import PurchaseStatus, TargetKind, contributes
 from pin.boost.messages import PurchaseChanged
-from pin.db import Conn
+from pin.db import Conn, load_queries
 from pin.messaging.consumer import HandlingContext, Items, Route
 from pin.messaging.tolerant import known
 
-# The stored Versions of the purchases with several events in the batch, locked (in one order, so two batches cannot
-# deadlock) until the transaction ends: the reduction starts from them, and nothing changes them before the batch's
-# statements run.
-_PURCHASE_VERSIONS = sql.SQL("""
-SELECT purchase_id, version FROM {purchase} WHERE purchase_id = ANY(%b::uuid[]) ORDER BY purchase_id FOR UPDATE
-""")
-
-# purchase_upsert: seed 002 «Guard монотонности»: an event applies only if its Version >= the stored one (replay and
-# reorder safe). One row per purchase: the last event of the batch that applies (its first one's tenant when new).
-_PURCHASE_UPSERT = sql.SQL("""
-INSERT INTO {purchase} AS p (purchase_id, tenant_id, status, version)
-SELECT * FROM unnest(%b::uuid[], %b::uuid[], %b::text[], %b::int[])
-ON CONFLICT (purchase_id) DO UPDATE
-SET status = EXCLUDED.status, version = EXCLUDED.version, updated_at = now()
-WHERE p.version <= EXCLUDED.version
-RETURNING p.purchase_id
-""")
-
-# Both contribution statements end with the guard "the stored Version is the batch's last for this purchase"
-# (final_version), so that they change nothing for a purchase whose upsert was ignored; they need no answer from the
-# upsert first, and the batch's statements go to the server in one round trip.
+# The boost's statements as templates; each context's BoostTables fills them in once (see queries.sql).
+_TEMPLATES = load_queries(__package__)
+# A table or column name the templates take: written into the SQL as it is, so only plain lower-case names.
+_NAME = re.compile(r"[a-z_][a-z0-9_]*")
 
 
 @dataclass(frozen=True)
 class BoostTables:
     """Where one context keeps its boost, and which targets are its (the key of a contribution row, or None)."""
 
-    # the context's schema, holding its ``purchase`` table (the newest Version of each purchase seen)
+    # the context's schema, holding its ``purchase`` table (the newest Version of each purchase seen) and its
+    # ``boost_contribution`` table
     schema: str
-    # parameters, one array each: purchase_id, the key's columns, tenant_id, boost_weight, active, purchase_version,
-    # final_version (the guard)
-    upsert_contribution: str
-    # parameters, one array each: purchase_id, first_version (the Version that drops them), final_version (the
-    # guard), then the keys each purchase's events name: purchase_id and the key's columns
-    deactivate_dropped: str
+    # the contribution key's columns and their PostgreSQL types, in the order ``key_of`` returns them
+    key: tuple[tuple[str, str], ...]
     # the contribution's key for a target of this context, None for another context's target
     key_of: Callable[[TargetKind, uuid.UUID], tuple[Any, ...] | None]
-    # how many columns a key has
-    key_columns: int
+    # the statements of boost/queries.sql on this context's tables, by name
+    statements: Mapping[str, LiteralString] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "statements", boost_statements(self.schema, self.key))
+
+    @property
+    def key_columns(self) -> int:
+        """How many columns a key has."""
+        return len(self.key)
+
+
+def boost_statements(schema: str, key: tuple[tuple[str, str], ...]) -> dict[str, LiteralString]:
+    """The boost's statements for one context: the one place its SQL is generated (from the key's columns)."""
+    names = [schema, *(part for column in key for part in column)]
+    if not key or not all(_NAME.fullmatch(name) for name in names):
+        raise ValueError(f"a boost's schema and key columns are plain names, got {schema!r}, {key!r}")
+    columns = [column for column, _ in key]
+    fields = {
+        "purchase": f"{schema}.purchase",
+        "contribution": f"{schema}.boost_contribution",
+        "key": ", ".join(columns),
+        "key_of_r": ", ".join(f"r.{column}" for column in columns),
+        "key_arrays": ", ".join(f"%b::{sql_type}[]" for _, sql_type in key),
+        "key_matches": " AND ".join(f"n.{column} = c.{column}" for column in columns),
+    }
+    # the names are checked above and the templates are the package's own file: as trusted as a literal
+    return {name: template.format(**fields) for name, template in _TEMPLATES.items()}
 
 
 @dataclass(frozen=True)
@@ -74,13 +79,13 @@ class _Applied:
 
 def apply_purchases(conn: Conn, items: Items[PurchaseChanged], tables: BoostTables, log: Any) -> None:
     """Record the purchases' contributions to this context's targets, each event only if its Version is not older."""
-    purchase = sql.Identifier(tables.schema, "purchase")
+    statements = tables.statements
     # A purchase with one event in the batch needs no stored Version: its statements' own guards decide, as for a
     # lone message. Only a purchase with several events needs it, to tell which of them apply (one read, no more).
     repeated = sorted(pid for pid, n in Counter(event.purchase_id for event, _ in items).items() if n > 1)
     versions: dict[uuid.UUID, int] = {}
     if repeated:
-        rows = conn.execute(_PURCHASE_VERSIONS.format(purchase=purchase), (repeated,)).fetchall()
+        rows = conn.execute(statements["purchase_versions"], (repeated,)).fetchall()
         versions = {cast(uuid.UUID, row["purchase_id"]): cast(int, row["version"]) for row in rows}
     chains: dict[uuid.UUID, list[_Applied]] = {}
     checks: list[tuple[PurchaseChanged, HandlingContext, list[str] | None]] = []
@@ -98,11 +103,11 @@ def apply_purchases(conn: Conn, items: Items[PurchaseChanged], tables: BoostTabl
         checks.append((event, context, unknown_kinds))
     applied = _no_purchases
     if chains:
-        upserted = conn.execute(_PURCHASE_UPSERT.format(purchase=purchase), _purchase_rows(chains))
-        conn.execute(tables.deactivate_dropped, _dropped(chains, tables.key_columns))
+        upserted = conn.execute(statements["purchase_upsert"], _purchase_rows(chains))
+        conn.execute(statements["contributions_deactivate_dropped"], _dropped(chains, tables.key_columns))
         contributions = _contributions(chains, tables.key_columns)
         if contributions[0]:
-            conn.execute(tables.upsert_contribution, contributions)
+            conn.execute(statements["contribution_upsert"], contributions)
         applied = cache(partial(_upserted, upserted, set(chains)))
     for event, context, unknown in checks:
         context.after_results(partial(_check, log, event, context, unknown, applied))

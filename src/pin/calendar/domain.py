@@ -15,7 +15,7 @@ from functools import cache
 from typing import Any, Self, TypedDict, Union, Unpack
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from pin.domain_kit import Contended, DocumentedError
+from pin.domain_errors import Contended, DocumentedError
 
 # --------------------------------------------------------------------------------------------------- errors
 

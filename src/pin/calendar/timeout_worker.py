@@ -33,6 +33,7 @@ from pin.jobs import bookkeeping
 from pin.jobs.cycle import Cycle, JobCycles, JobDefinition
 from pin.observability.tracing import current_traceparent, spans_exported, tracer
 from pin.outbox.writer import MessageContext
+from pin.settings import JOB_BATCH_SIZE
 from pin.unit_of_work import UnitOfWork
 
 log = structlog.get_logger(__name__)
@@ -44,8 +45,8 @@ log = structlog.get_logger(__name__)
 class AppointmentTimeoutConfig:
     """Settings of one worker instance."""
 
-    # Appointments claimed per cycle (seed 000: AppointmentTimeoutOptions.BatchSize = 200); a full batch loops.
-    batch_size: int = 200
+    # Appointments claimed per cycle (seed 000: AppointmentTimeoutOptions.BatchSize); a full batch loops.
+    batch_size: int = JOB_BATCH_SIZE
     # The longest an item waits for its slot, event or reminder rows (held by an in-flight operation): then it is
     # rolled back and skipped, so a stuck lock can neither hang the cycle nor delay a graceful stop.
     item_lock_timeout_seconds: float = 3.0
@@ -71,7 +72,7 @@ class TimeoutResult:
     duration_ms: int = 0
     failed_count: int = 0  # poison items rolled back this cycle
     claimed_count: int = 0  # items claimed (expired, failed or found changed)
-    batch_size: int = 200
+    batch_size: int = JOB_BATCH_SIZE
     retried_count: int = 0  # of those, poison items claimed by the second pass (tried again)
     budget_exhausted: bool = False  # the cycle stopped claiming: its time budget was spent
 

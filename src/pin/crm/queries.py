@@ -5,17 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from pin.db import Conn
+from pin.db import Conn, load_queries
 from pin.messaging.contracts import utc_iso
 
-_FEED = """
-SELECT id, appointment_id, entry_kind, reason, cancelled_by, text, appointment_kind, start_at, time_zone,
-       rescheduled_to_appointment_id, rescheduled_start_at, occurred_at, recorded_at
-FROM crm.lead_feed_entry
-WHERE tenant_id = %s AND investor_user_id = %s
-ORDER BY occurred_at DESC, id
-LIMIT %s
-"""
+_QUERIES = load_queries(__package__)
+_FEED = _QUERIES["lead_feed_of_investor"]
 
 
 def lead_feed(conn: Conn, *, tenant_id: uuid.UUID, investor_user_id: uuid.UUID, limit: int) -> list[dict[str, Any]]:

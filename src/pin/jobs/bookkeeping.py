@@ -18,6 +18,7 @@ ITEM_FAILURE_RECORD = _QUERIES["item_failure_record"]
 ITEM_FAILURE_CLEAR = _QUERIES["item_failure_clear"]
 CYCLE_RECORD = _QUERIES["cycle_record"]
 STATEMENT_TIMEOUT_CAP = _QUERIES["statement_timeout_cap"]
+_ITEM_FAILURES_OF_JOB = _QUERIES["item_failures_of_job"]
 
 # Backlog gauges count at most this many rows (a bounded index scan, never a table count; alert threshold 100).
 BACKLOG_CAP = 10_001
@@ -28,7 +29,7 @@ def has_failure(alias: str, id_column: str = "id") -> str:
 
     The statement must bind ``%(job)s`` (the job name).
     """
-    return f"EXISTS (SELECT 1 FROM jobs.item_failure AS f WHERE f.job = %(job)s AND f.item_id = {alias}.{id_column})"
+    return _QUERIES["has_failure"].format(alias=alias, id_column=id_column)
 
 
 def item_failure_record(conn: Conn, job: str, item_id: uuid.UUID, error: BaseException) -> int:
@@ -53,7 +54,7 @@ def statement_timeout_cap(conn: Conn, cap_ms: int, *, local: bool) -> str:
 
 def poison_count(conn: Conn, job: str) -> int:
     """How many poison items the job has now (its rows of ``jobs.item_failure``), counting at most BACKLOG_CAP."""
-    return backlog_count(conn, "SELECT 1 FROM jobs.item_failure AS f WHERE f.job = %(job)s", {"job": job})
+    return backlog_count(conn, _ITEM_FAILURES_OF_JOB, {"job": job})
 
 
 def item_failure_clear(conn: Conn, job: str, item_ids: Iterable[uuid.UUID]) -> int:
@@ -71,10 +72,7 @@ def item_failure_prune(conn: Conn, job: str, still_pending_sql: str) -> int:
     ``still_pending_sql`` is a predicate over ``f.item_id`` that is true while the item still waits, e.g.
     ``EXISTS (SELECT 1 FROM promotion.purchase p WHERE p.id = f.item_id AND p.status = 'Active')``.
     """
-    cursor = conn.execute(
-        f"DELETE FROM jobs.item_failure AS f WHERE f.job = %(job)s AND NOT ({still_pending_sql})",
-        {"job": job},
-    )
+    cursor = conn.execute(_QUERIES["item_failure_prune"].format(still_pending=still_pending_sql), {"job": job})
     return cursor.rowcount
 
 
@@ -85,10 +83,7 @@ def seconds_until(conn: Conn, deadline_sql: str, params: Mapping[str, object] | 
     LIMIT 1`` over the job's partial index) measured against ``clock_timestamp()`` on the server, so the sleep is
     a duration on the one shared clock (SPEC section 4), not a comparison with this machine's clock.
     """
-    row = conn.execute(
-        f"SELECT EXTRACT(EPOCH FROM (d.at - clock_timestamp()))::float8 AS seconds FROM ({deadline_sql}) AS d",
-        params or {},
-    ).fetchone()
+    row = conn.execute(_QUERIES["seconds_until"].format(deadline=deadline_sql), params or {}).fetchone()
     if row is None or row["seconds"] is None:
         return None
     seconds = row["seconds"]
@@ -98,10 +93,7 @@ def seconds_until(conn: Conn, deadline_sql: str, params: Mapping[str, object] | 
 
 def backlog_count(conn: Conn, due_sql: str, params: Mapping[str, object] | None = None) -> int:
     """How many rows ``due_sql`` (a SELECT over the job's partial index) returns, counting at most BACKLOG_CAP."""
-    row = conn.execute(
-        f"SELECT count(*) AS n FROM ({due_sql} LIMIT {BACKLOG_CAP}) AS due",
-        params or {},
-    ).fetchone()
+    row = conn.execute(_QUERIES["backlog_count"].format(due=due_sql, cap=BACKLOG_CAP), params or {}).fetchone()
     assert row is not None
     count = row["n"]
     assert isinstance(count, int)

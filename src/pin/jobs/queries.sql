@@ -1,5 +1,7 @@
 -- The statements of the jobs' shared bookkeeping. Each starts with a "-- name --" line and a one-line
--- description; see docs/design/poison-items.md and docs/design/claims.md for why.
+-- description; see docs/design/poison-items.md and docs/design/claims.md for why. The last four are templates
+-- that wrap what a job supplies (its predicate, its deadline or due query): bookkeeping.py fills their {fields}
+-- in, the one place a job's SQL and this shared SQL are put together.
 
 -- item_failure_record --
 -- One more failed attempt of a job's item (database clock), its last error kept; returns its attempts so far.
@@ -26,3 +28,23 @@ ON CONFLICT (job, instance) DO UPDATE
 SELECT s.previous, set_config('statement_timeout',
        (CASE WHEN s.ms = 0 OR s.ms > %(cap_ms)s THEN %(cap_ms)s ELSE s.ms END)::text, %(local)s) AS now_set
   FROM (SELECT setting AS previous, setting::bigint AS ms FROM pg_settings WHERE name = 'statement_timeout') AS s
+
+-- item_failures_of_job --
+-- The poison items of a job (its rows of jobs.item_failure), counted by backlog_count.
+SELECT 1 FROM jobs.item_failure AS f WHERE f.job = %(job)s
+
+-- has_failure --
+-- A predicate, not a statement: the item {alias}.{id_column} is a poison item of the job (binds %(job)s).
+EXISTS (SELECT 1 FROM jobs.item_failure AS f WHERE f.job = %(job)s AND f.item_id = {alias}.{id_column})
+
+-- item_failure_prune --
+-- Delete the failures of items that are no longer waiting; {still_pending} is true over f.item_id while it waits.
+DELETE FROM jobs.item_failure AS f WHERE f.job = %(job)s AND NOT ({still_pending})
+
+-- seconds_until --
+-- Seconds from the database clock to the deadline {deadline} returns (column at).
+SELECT EXTRACT(EPOCH FROM (d.at - clock_timestamp()))::float8 AS seconds FROM ({deadline}) AS d
+
+-- backlog_count --
+-- How many rows {due} returns, counting at most {cap}.
+SELECT count(*) AS n FROM ({due} LIMIT {cap}) AS due

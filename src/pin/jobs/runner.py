@@ -17,6 +17,7 @@ import structlog
 
 from pin.backoff import exponential_backoff
 from pin.observability import liveness
+from pin.settings import JOB_INTERVAL_SECONDS
 
 log = structlog.get_logger(__name__)
 
@@ -49,7 +50,7 @@ class RunnerConfig:
     """How the loop paces itself."""
 
     # Seconds between ticks when there is no nearer deadline (seed 000: 60 s; seed 002: 1 to 5 min).
-    interval_seconds: float = 60.0
+    interval_seconds: float = JOB_INTERVAL_SECONDS
     # Random fraction of the sleep added or removed, so instances do not poll in lockstep.
     jitter_fraction: float = 0.1
     # Wake this long after a deadline, so the item is strictly due (PendingExpiresAt < AsOf) when we look.

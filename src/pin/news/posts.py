@@ -5,28 +5,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from pin.db import Conn
+from pin.db import Conn, load_queries
 from pin.messaging.contracts import utc_iso
 
-# PromotionBoost = the sum of the active contributions of the same tenant to this post.
-_POST_WITH_BOOST = """
-SELECT p.id, p.published, p.version, p.updated_at,
-       COALESCE((
-           SELECT sum(b.boost_weight) FROM news.boost_contribution AS b
-           WHERE b.active AND b.post_id = p.id AND b.tenant_id = p.tenant_id
-       ), 0)::bigint AS promotion_boost
-FROM news.post AS p
-WHERE p.id = %s AND p.tenant_id = %s
-"""
-
-# Ids are scoped by tenant (the primary key): another tenant's post with the same id is a different row.
-_UPSERT_POST = """
-INSERT INTO news.post AS p (id, tenant_id, published) VALUES (%s, %s, %s)
-ON CONFLICT (tenant_id, id) DO UPDATE
-SET published = EXCLUDED.published, version = p.version + 1, updated_at = now()
-WHERE %s::integer IS NULL OR p.version = %s::integer
-RETURNING (xmax = 0) AS created
-"""
+_QUERIES = load_queries(__package__)
+_POST_WITH_BOOST = _QUERIES["post_with_boost"]
+_UPSERT_POST = _QUERIES["post_upsert"]
 
 
 class PostVersionMismatchError(Exception):

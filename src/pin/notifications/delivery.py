@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Protocol
 
-from pin.db import Conn
+from pin.db import Conn, load_queries
 from pin.notifications.domain import Notice
 
 
@@ -39,13 +39,8 @@ class NotificationDelivery(Protocol):
         """Deliver within the caller's transaction, in order."""
 
 
-_INSERT = """
-INSERT INTO notifications.notification
-    (tenant_id, recipient_user_id, kind, template_key, text, subject_id, message_id)
-SELECT * FROM unnest(%b::uuid[], %b::uuid[], %b::text[], %b::text[], %b::text[], %b::uuid[], %b::uuid[])
-ON CONFLICT ON CONSTRAINT notification_once DO NOTHING
-RETURNING subject_id, template_key, recipient_user_id
-"""
+_QUERIES = load_queries(__package__)
+_INSERT = _QUERIES["notification_insert"]
 
 _Once = tuple[uuid.UUID, str, uuid.UUID]
 

@@ -10,7 +10,7 @@ from typing import Any
 import structlog
 from prometheus_client import Counter
 
-from pin.db import Conn
+from pin.db import Conn, load_queries
 from pin.messaging import topics
 from pin.messaging.appointment_events import AppointmentCancelledBy, AppointmentCancelReason, EventKind
 from pin.messaging.consumer import HandlingContext, Items, Route
@@ -40,19 +40,9 @@ EXPIRED_WITHOUT_BUYER = Counter(
     "Expired purchases whose message has no BuyerUserId: nobody was told «срок истёк».",
 )
 
-# The terminal outcome wins: once Terminal, an appointment never goes back to Confirmed here. One row per
-# appointment of a batch (a statement cannot update a row twice); a new row takes the first message's tenant.
-_MARK_TERMINAL = """
-INSERT INTO notifications.appointment_state (appointment_id, tenant_id, status)
-SELECT m.appointment_id, m.tenant_id, 'Terminal' FROM unnest(%b::uuid[], %b::uuid[]) AS m(appointment_id, tenant_id)
-ON CONFLICT (appointment_id) DO UPDATE SET status = 'Terminal', updated_at = now()
-"""
-_MARK_CONFIRMED = """
-INSERT INTO notifications.appointment_state AS s (appointment_id, tenant_id, status)
-SELECT m.appointment_id, m.tenant_id, 'Confirmed' FROM unnest(%b::uuid[], %b::uuid[]) AS m(appointment_id, tenant_id)
-ON CONFLICT (appointment_id) DO UPDATE SET updated_at = now()
-RETURNING s.appointment_id, s.status
-"""
+_QUERIES = load_queries(__package__)
+_MARK_TERMINAL = _QUERIES["appointment_state_mark_terminal"]
+_MARK_CONFIRMED = _QUERIES["appointment_state_mark_confirmed"]
 
 # A batch's notifications to deliver, each with the context of the message it comes from.
 _Pending = list[tuple[Notification, HandlingContext]]

@@ -5,16 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from pin.db import Conn
+from pin.db import Conn, load_queries
 from pin.messaging.contracts import utc_iso
 
-_MINE = """
-SELECT id, kind, template_key, text, subject_id, created_at
-FROM notifications.notification
-WHERE tenant_id = %s AND recipient_user_id = %s
-ORDER BY created_at DESC, id
-LIMIT %s
-"""
+_QUERIES = load_queries(__package__)
+_MINE = _QUERIES["notifications_of_user"]
 
 
 def notifications_of(conn: Conn, *, tenant_id: uuid.UUID, user_id: uuid.UUID, limit: int) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 
-from pin.domain_kit import DocumentedError
+from pin.domain_errors import DocumentedError
 
 # A request may promote at most this many targets at once.
 MAX_TARGETS = 100

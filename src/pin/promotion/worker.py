@@ -24,6 +24,7 @@ from pin.outbox.writer import MessageContext, OutboxRow, build_payload_row
 from pin.promotion import metrics, repository
 from pin.promotion.contracts import PromotionPurchaseChangedKafkaEvent
 from pin.promotion.domain import PromotionPurchase, PurchaseChanged, PurchaseStatus
+from pin.settings import JOB_BATCH_SIZE
 from pin.unit_of_work import UnitOfWork
 
 JOB_NAME = "expire-promotions"
@@ -33,8 +34,8 @@ JOB_NAME = "expire-promotions"
 class ExpirePromotionsConfig:
     """Settings of one worker instance."""
 
-    # Purchases claimed per cycle (seed 002: 200); a full batch makes the runner loop at once.
-    batch_size: int = 200
+    # Purchases claimed per cycle (seed 002 BatchSize); a full batch makes the runner loop at once.
+    batch_size: int = JOB_BATCH_SIZE
     # The server ends a batch transaction stuck this long (a hung process), releasing its row locks for the
     # other instances (long transactions are the first failure mode: docs/design/claims.md); 0 disables.
     transaction_timeout_seconds: int = 60
@@ -54,7 +55,7 @@ class ExpireResult:
     duration_ms: int
     failed_count: int = 0  # poison purchases excluded from the batch
     claimed_count: int = 0
-    batch_size: int = 200
+    batch_size: int = JOB_BATCH_SIZE
     retried_count: int = 0  # of the claimed, poison purchases tried again (the claim's second pass)
     budget_exhausted: bool = False  # the cycle stopped writing: its time budget was spent
 

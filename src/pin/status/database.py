@@ -42,8 +42,6 @@ from pin.status.snapshot import (
 
 T = TypeVar("T")
 
-_QUERIES = load_queries(__package__ or "pin.status")
-
 # Counts stop here: a backlog of 10 001 reads as "10000+" and costs no more than that many index entries.
 COUNT_CAP = 10_001
 # The outbox is a queue that is normally near empty; its per-topic count reads at most this many rows.
@@ -52,6 +50,14 @@ OUTBOX_COUNT_CAP = 100_001
 SHOWN_INSTANCES = 10
 # Poison items listed per job (the longest failing first); the rest are only counted.
 SHOWN_POISON_ITEMS = 5
+
+_TEMPLATES = load_queries(__package__)
+
+
+def _query(name: str, **fields: object) -> LiteralString:
+    """The statement ``name`` of queries.sql with its caps (the constants above) and ``fields`` filled in."""
+    caps = {"count_cap": COUNT_CAP, "outbox_count_cap": OUTBOX_COUNT_CAP, "shown_poison_items": SHOWN_POISON_ITEMS}
+    return _TEMPLATES[name].format(**caps, **fields)
 
 
 @dataclass(frozen=True)
@@ -67,11 +73,7 @@ class DueItems:
 
     def oldest_first(self) -> LiteralString:
         """The due items, oldest first (as the claim takes them), with their id and due time."""
-        a = self.alias
-        return (
-            f"SELECT {a}.id, {a}.{self.due_at} AS due_at FROM {self.table} AS {a}"
-            f" WHERE {self.condition} ORDER BY {a}.{self.due_at}, {a}.id"
-        )
+        return _query("due_oldest_first", a=self.alias, due_at=self.due_at, table=self.table, condition=self.condition)
 
 
 JOBS = (
@@ -147,6 +149,9 @@ def _one(conn: Conn, shape: type[T], query: LiteralString, params: Mapping[str, 
 # --- queries ---------------------------------------------------------------------------------------------
 
 
+_CLOCK = _query("clock")
+
+
 @dataclass(frozen=True)
 class _Clock:
     now: datetime
@@ -154,19 +159,14 @@ class _Clock:
 
 def clock(conn: Conn) -> datetime:
     """The database's now(): the moment the snapshot describes."""
-    return _one(conn, _Clock, "SELECT now() AS now").now
+    return _one(conn, _Clock, _CLOCK).now
 
 
 def backlog(items: DueItems) -> Callable[[Conn], Backlog]:
     """The query of one job's backlog: its due items up to the cap, and the oldest of them."""
     due = items.oldest_first()
     # the claim's condition binds its AsOf: here the transaction's now(), as every other part of the report
-    query: LiteralString = f"""
-        SELECT count(*) AS count, count(*) = {COUNT_CAP} AS capped, min(due_at) AS oldest_due_at,
-               EXTRACT(EPOCH FROM now() - min(due_at))::float8 AS oldest_overdue_seconds,
-               (SELECT oldest.id::text FROM ({due} LIMIT 1) AS oldest) AS oldest_id
-        FROM ({due} LIMIT {COUNT_CAP}) AS due
-    """
+    query = _query("due_backlog", due=due)
 
     def read_backlog(conn: Conn) -> Backlog:
         return _one(conn, Backlog, query, {"as_of": clock(conn)})
@@ -174,11 +174,7 @@ def backlog(items: DueItems) -> Callable[[Conn], Backlog]:
     return read_backlog
 
 
-_CYCLES: LiteralString = """
-    SELECT job, instance, run_id::text AS run_id, as_of, finished_at, duration_ms, counters, succeeded,
-           EXTRACT(EPOCH FROM now() - finished_at)::float8 AS seconds_ago
-    FROM jobs.cycle ORDER BY job, finished_at DESC
-"""
+_CYCLES = _query("job_cycles")
 
 
 def cycles(conn: Conn) -> dict[str, Cycles]:
@@ -195,17 +191,8 @@ def cycles(conn: Conn) -> dict[str, Cycles]:
     return {job: Cycles(tuple(shown), older.get(job, 0)) for job, shown in latest.items()}
 
 
-_POISON_PER_JOB: LiteralString = """
-    SELECT job, count(*) AS items, max(attempts) AS max_attempts, min(first_failed_at) AS failing_since,
-           max(last_failed_at) AS last_failed_at
-    FROM jobs.item_failure GROUP BY job
-"""
-_POISON_LONGEST_FAILING: LiteralString = f"""
-    SELECT job, item_id::text AS id, attempts, last_error, first_failed_at AS failing_since, last_failed_at
-    FROM (SELECT f.*, row_number() OVER (PARTITION BY job ORDER BY first_failed_at, item_id) AS n
-          FROM jobs.item_failure AS f) AS ranked
-    WHERE n <= {SHOWN_POISON_ITEMS} ORDER BY job, n
-"""
+_POISON_PER_JOB = _query("poison_per_job")
+_POISON_LONGEST_FAILING = _query("poison_longest_failing")
 
 
 def poison(conn: Conn) -> dict[str, Poison]:
@@ -217,17 +204,8 @@ def poison(conn: Conn) -> dict[str, Poison]:
     return {p.job: dataclasses.replace(p, oldest=tuple(listed.get(p.job, ()))) for p in per_job}
 
 
-_OUTBOX_PER_TOPIC: LiteralString = f"""
-    SELECT topic, count(*) AS rows, EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS oldest_seconds,
-           count(*) FILTER (WHERE next_attempt_at > now()) AS backing_off, max(attempts) AS max_attempts
-    FROM (SELECT topic, created_at, next_attempt_at, attempts FROM outbox.message ORDER BY id
-          LIMIT {OUTBOX_COUNT_CAP}) AS m
-    GROUP BY topic ORDER BY topic
-"""
-_OUTBOX_LAG: LiteralString = """
-    SELECT coalesce((SELECT EXTRACT(EPOCH FROM now() - created_at)::float8 FROM outbox.message ORDER BY id LIMIT 1),
-                    0.0) AS seconds
-"""
+_OUTBOX_PER_TOPIC = _query("outbox_per_topic")
+_OUTBOX_LAG = _query("outbox_lag")
 
 
 @dataclass(frozen=True)
@@ -242,11 +220,7 @@ def outbox_backlog(conn: Conn) -> OutboxBacklog:
     return OutboxBacklog(lag, per_topic, capped=sum(t.rows for t in per_topic) >= OUTBOX_COUNT_CAP)
 
 
-_DEAD_LETTERS_PER_TOPIC: LiteralString = f"""
-    SELECT topic, count(*) AS rows, min(dead_lettered_at) AS first_at, max(dead_lettered_at) AS last_at
-    FROM (SELECT topic, dead_lettered_at FROM outbox.dead_letter LIMIT {COUNT_CAP}) AS d
-    GROUP BY topic ORDER BY topic
-"""
+_DEAD_LETTERS_PER_TOPIC = _query("outbox_dead_letters_per_topic")
 
 
 def dead_letters(conn: Conn) -> DeadLetters:
@@ -254,11 +228,7 @@ def dead_letters(conn: Conn) -> DeadLetters:
     return DeadLetters(tuple(_rows(conn, TopicDeadLetters, _DEAD_LETTERS_PER_TOPIC)))
 
 
-_LEASES_PER_OWNER: LiteralString = """
-    SELECT owner, count(*) AS vparts, EXTRACT(EPOCH FROM min(expires_at) - now())::float8 AS expires_in_seconds
-    FROM outbox.relay_lease WHERE owner IS NOT NULL AND expires_at > now()
-    GROUP BY owner ORDER BY owner
-"""
+_LEASES_PER_OWNER = _query("relay_leases_per_owner")
 
 
 def leases(conn: Conn) -> Leases:
@@ -267,11 +237,7 @@ def leases(conn: Conn) -> Leases:
     return Leases(relays, unowned_vparts=VPARTS - sum(r.vparts for r in relays))
 
 
-_CDC_SLOT: LiteralString = """
-    SELECT %(slot)s AS slot, count(s.slot_name) > 0 AS exists, bool_or(s.active) AS active,
-           max(pg_current_wal_lsn() - s.restart_lsn)::float8 AS retained_wal_bytes, max(s.wal_status) AS wal_status
-    FROM (SELECT 1) AS one LEFT JOIN pg_replication_slots s ON s.slot_name = %(slot)s
-"""
+_CDC_SLOT = _query("cdc_slot")
 
 
 def cdc_slot(slot: str) -> Callable[[Conn], CdcSlot]:
@@ -283,26 +249,7 @@ def cdc_slot(slot: str) -> Callable[[Conn], CdcSlot]:
     return read_slot
 
 
-# per group: an index range over (consumer_group, processed_at), never a scan of the inbox
-_INBOX_OF_GROUP: LiteralString = f"""
-    SELECT max(processed_at) AS last_processed_at,
-           EXTRACT(EPOCH FROM now() - max(processed_at))::float8 AS last_processed_seconds_ago,
-           (SELECT count(*) FROM (SELECT 1 FROM messaging.inbox i
-             WHERE i.consumer_group = %(group)s AND i.processed_at > now() - interval '5 minutes'
-             LIMIT {COUNT_CAP}) s) AS processed_last_5_min,
-           (SELECT count(*) FROM (SELECT 1 FROM messaging.dead_letter d
-             WHERE d.consumer_group = %(group)s AND d.disposition = 'parked'
-             LIMIT {COUNT_CAP}) p) AS parked_letters,
-           -- the SLA's measure over the latest events of the window (at most COUNT_CAP of them): OccurredAt to the
-           -- effect's transaction, both on the database clock, as pin_consumer_event_age_seconds observes it
-           (SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY r.age) FROM (
-              SELECT EXTRACT(EPOCH FROM i.processed_at - i.occurred_at)::float8 AS age FROM messaging.inbox i
-              WHERE i.consumer_group = %(group)s AND i.processed_at > now() - make_interval(secs => %(window)s)
-                AND i.occurred_at IS NOT NULL
-              ORDER BY i.processed_at DESC LIMIT {COUNT_CAP}) r) AS recent_p99_age_seconds,
-           %(sla)s::float8 AS sla_seconds
-    FROM messaging.inbox WHERE consumer_group = %(group)s
-"""
+_INBOX_OF_GROUP = _query("inbox_of_group")
 
 
 def inbox(conn: Conn) -> dict[str, InboxActivity]:
@@ -324,6 +271,6 @@ def members(wedged_after_seconds: float) -> Callable[[Conn], dict[str, GroupMemb
 
     def read_members(conn: Conn) -> dict[str, GroupMembers]:
         params = {"groups": list(topics.CONSUMER_GROUPS), "wedged_after": wedged_after_seconds}
-        return {m.group_name: m for m in _rows(conn, GroupMembers, _QUERIES["group_members"], params)}
+        return {m.group_name: m for m in _rows(conn, GroupMembers, _query("group_members"), params)}
 
     return read_members

@@ -1,4 +1,7 @@
-"""What every context's domain shares: nothing but plain Python, so a domain that imports it still does no IO."""
+"""What every context's domain errors share (their base, the race-lost marker).
+
+Plain Python, so a domain that imports it still does no IO.
+"""
 
 from __future__ import annotations
 
