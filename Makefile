@@ -3,10 +3,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # the pinned dependencies are installed again whenever one of these files changes
 INSTALLED := $(VENV)/.installed
-# pytest-xdist workers for `make test`, measured on the 2-core machine (busy with other work, load 5-9): 3 workers
-# 367 s, 4 workers 312-340 s (269 s at load 1-2), 6 workers 289 s; 2 workers 437 s. Most tests wait on
-# subprocesses, brokers and PostgreSQL rather than compute, so more workers than cores pays.
-TEST_WORKERS ?= 4
+# pytest-xdist workers for `make test`, measured on the 2-core machine on one tree (757 tests, the link-cut and
+# soak tests included): 4 workers 346 s (load 1.4 at start), 6 workers 256 s (load 0.9). Most tests wait on
+# subprocesses, timeouts, brokers and PostgreSQL rather than compute, so more workers than cores pays; every
+# worker has its own embedded PostgreSQL (a few tens of MB each).
+TEST_WORKERS ?= 6
 
 .PHONY: help install up test test-deep test-fast lint typecheck bench capacity soak
 

@@ -55,7 +55,8 @@ def test_a_cycle_over_its_budget_commits_what_it_wrote_and_the_next_cycle_takes_
         result = job.run_once()
     took = time.monotonic() - started
 
-    assert took < budget + per_item + 0.5  # the budget plus one item's write, and a loaded machine's overhead
+    # the budget plus one item's write, and a loaded machine's overhead; the count below says it stopped early
+    assert took < budget + per_item + 1.5
     assert result.budget_exhausted
     assert not result.is_full
     assert 1 <= result.expired_count < len(others)  # stopped writing before the end of the batch
@@ -88,7 +89,7 @@ def test_no_statement_outlives_the_budget_though_the_transaction_timeout_is_long
     execute(
         pool,
         "CREATE FUNCTION public.test_slow() RETURNS trigger LANGUAGE plpgsql AS $$"
-        " BEGIN PERFORM pg_sleep(5); RETURN NEW; END $$",
+        " BEGIN PERFORM pg_sleep(10); RETURN NEW; END $$",
     )
     execute(pool, "CREATE TRIGGER test_slow BEFORE UPDATE ON promotion.purchase FOR EACH ROW"
                   " EXECUTE FUNCTION public.test_slow()")  # fmt: skip
@@ -98,6 +99,6 @@ def test_no_statement_outlives_the_budget_though_the_transaction_timeout_is_long
     with pytest.raises(pg_errors.QueryCanceled):
         job.run_once()
 
-    assert time.monotonic() - started < 3.0  # cancelled at about 1 s: not 5 s, not 60 s
+    assert time.monotonic() - started < 5.0  # cancelled at about 1 s: not 10 s, not 60 s (a loaded machine's margin)
     rows = purchase_rows(pool)
     assert {rows[p.id]["status"] for p in purchases} == {"Active"}  # the whole batch rolled back (A4)
