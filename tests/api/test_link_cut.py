@@ -19,25 +19,20 @@ from psycopg_pool import ConnectionPool
 
 from pin.db import Conn, create_pool, pool_answer_bound_seconds
 from pin.ports import free_port
-from pin.settings import Settings
 from tests.calendar.worker.test_timeout_processes import wait_for
-from tests.support.netns import CutOffLab, NetworkNamespace
+from tests.support.netns import DEAD_PEER_ENV, CutOffLab, NetworkNamespace, settings_of
 from tests.support.processes import RoleProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("netns")]
 
 # The cut-off API's dead-peer settings: the production settings, shortened so that the test takes seconds.
 CUT_OFF_ENV = {
-    "PIN_DATABASE_KEEPALIVES_IDLE_SECONDS": "1",
-    "PIN_DATABASE_KEEPALIVES_INTERVAL_SECONDS": "1",
-    "PIN_DATABASE_KEEPALIVES_COUNT": "2",
-    "PIN_DATABASE_TCP_USER_TIMEOUT_MS": "3000",
-    "PIN_DATABASE_CONNECT_TIMEOUT_SECONDS": "2",
+    **DEAD_PEER_ENV,
     "PIN_DATABASE_CHECK_TIMEOUT_SECONDS": "1",
     "PIN_API_POOL_TIMEOUT_SECONDS": "2",
     "PIN_API_LOCK_TIMEOUT_SECONDS": "1",  # less than the pool's wait (a configuration error otherwise)
 }
-SETTINGS = Settings.model_validate({key.removeprefix("PIN_").lower(): value for key, value in CUT_OFF_ENV.items()})
+SETTINGS = settings_of(CUT_OFF_ENV)
 # what docs/operations.md states: with the database unreachable, every request is answered within this
 ANSWER_BOUND = pool_answer_bound_seconds(SETTINGS, SETTINGS.api_pool_timeout_seconds)
 IN_FLIGHT = 4

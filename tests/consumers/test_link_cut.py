@@ -21,25 +21,20 @@ from pin.messaging.kafka import ensure_topics
 from pin.settings import Settings
 from tests.calendar.worker.test_timeout_link_cut import held_by
 from tests.consumers.support import Producing, cancelled, feed_entries, wait_for
-from tests.support.netns import CutOffLab, Link
+from tests.support.netns import DEAD_PEER_ENV, CutOffLab, Link, settings_of
 from tests.support.processes import RoleProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("netns")]
 
 # The consumers' settings: the production settings, shortened so that the test takes seconds.
 CUT_OFF_ENV = {
-    "PIN_DATABASE_KEEPALIVES_IDLE_SECONDS": "1",
-    "PIN_DATABASE_KEEPALIVES_INTERVAL_SECONDS": "1",
-    "PIN_DATABASE_KEEPALIVES_COUNT": "2",
-    "PIN_DATABASE_TCP_USER_TIMEOUT_MS": "3000",
-    "PIN_DATABASE_CONNECT_TIMEOUT_SECONDS": "2",
-    "PIN_DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS": "3000",
+    **DEAD_PEER_ENV,
     "PIN_CONSUMER_STATEMENT_TIMEOUT_MS": "2000",
     "PIN_KAFKA_SESSION_TIMEOUT_MS": "6000",
     "PIN_KAFKA_MAX_POLL_INTERVAL_MS": "15000",
     "PIN_STOP_TIMEOUT_SECONDS": "4",
 }
-SETTINGS = Settings.model_validate({key.removeprefix("PIN_").lower(): value for key, value in CUT_OFF_ENV.items()})
+SETTINGS = settings_of(CUT_OFF_ENV)
 RELEASE_BOUND = server_release_bound_seconds(SETTINGS, "consumer")
 EVENTS = 40
 

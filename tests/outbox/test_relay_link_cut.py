@@ -24,7 +24,7 @@ from tests.outbox.support import (
     wait_for,
 )
 from tests.support.kafka import read_topic
-from tests.support.netns import CutOffLab, Link
+from tests.support.netns import CutOffLab, Link, settings_of
 from tests.support.processes import RoleProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("netns")]
@@ -39,7 +39,7 @@ RELAY_ENV = {
     "PIN_KAFKA_SOCKET_TIMEOUT_MS": "3000",
     "PIN_KAFKA_REQUEST_TIMEOUT_MS": "2000",
 }
-SETTINGS = Settings.model_validate({key.removeprefix("PIN_").lower(): value for key, value in RELAY_ENV.items()})
+SETTINGS = settings_of(RELAY_ENV)
 # what docs/operations.md states: a relay that cannot reach the broker has given its leases up after at most
 # the give-up bound (its first unacknowledged send counts from the cut) plus the settling of what it has out
 # (message.timeout.ms), and the other relays take them at their next heartbeat

@@ -21,9 +21,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pin.embedded.postgres import EmbeddedPostgres
+from pin.settings import Settings
 from tests.support.infra import TestDatabases
 
 # The /30s are drawn from here (a private range other tools on this machine are unlikely to use).
+# A cut-off role's dead-peer settings: the production settings (docs/operations.md, "A network that drops
+# packets"), shortened so that a link-cut test takes seconds; each test adds its role's own.
+DEAD_PEER_ENV = {
+    "PIN_DATABASE_KEEPALIVES_IDLE_SECONDS": "1",
+    "PIN_DATABASE_KEEPALIVES_INTERVAL_SECONDS": "1",
+    "PIN_DATABASE_KEEPALIVES_COUNT": "2",
+    "PIN_DATABASE_TCP_USER_TIMEOUT_MS": "3000",
+    "PIN_DATABASE_CONNECT_TIMEOUT_SECONDS": "2",
+    "PIN_DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS": "3000",
+}
+
+
+def settings_of(env: dict[str, str]) -> Settings:
+    """The settings a role started with ``env`` reads (for the bounds a test takes from pin.db)."""
+    return Settings.model_validate({key.removeprefix("PIN_").lower(): value for key, value in env.items()})
+
+
 POOL = ipaddress.ip_network("10.240.0.0/12")
 _POOL = POOL
 

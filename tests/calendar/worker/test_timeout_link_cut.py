@@ -15,10 +15,9 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from pin.db import Conn, create_pool, server_release_bound_seconds
-from pin.settings import Settings
 from tests.calendar.worker.factory import db_now, outbox_rows, rows_by_id, seed_appointments, slow_expiry
 from tests.calendar.worker.test_timeout_processes import count_status, events_of, wait_for
-from tests.support.netns import CutOffLab
+from tests.support.netns import DEAD_PEER_ENV, CutOffLab, settings_of
 from tests.support.processes import RoleProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("netns")]
@@ -28,17 +27,12 @@ CANCELLED = "pin.calendar.appointment-cancelled"
 
 # The cut-off worker's dead-peer settings: the production settings, shortened so that the test takes seconds.
 CUT_OFF_ENV = {
+    **DEAD_PEER_ENV,
     "PIN_APPOINTMENT_TIMEOUT_INTERVAL_SECONDS": "1",
-    "PIN_DATABASE_KEEPALIVES_IDLE_SECONDS": "1",
-    "PIN_DATABASE_KEEPALIVES_INTERVAL_SECONDS": "1",
-    "PIN_DATABASE_KEEPALIVES_COUNT": "2",
-    "PIN_DATABASE_TCP_USER_TIMEOUT_MS": "3000",
-    "PIN_DATABASE_CONNECT_TIMEOUT_SECONDS": "2",
-    "PIN_DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS": "3000",
     "PIN_WORKER_STATEMENT_TIMEOUT_MS": "2000",
     "PIN_STOP_TIMEOUT_SECONDS": "4",
 }
-SETTINGS = Settings.model_validate({key.removeprefix("PIN_").lower(): value for key, value in CUT_OFF_ENV.items()})
+SETTINGS = settings_of(CUT_OFF_ENV)
 # what docs/operations.md states: the server ends a cut-off session's transaction within this
 RELEASE_BOUND = server_release_bound_seconds(SETTINGS, "worker")
 
