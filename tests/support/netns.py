@@ -11,6 +11,7 @@ route, so that nothing leaves the machine. ``tc netem`` is not available here; t
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import os
 import random
 import shutil
@@ -169,10 +170,15 @@ class NetworkNamespace:
         _ip("netns", "del", self.name, check=False)
 
 
+_NAMESPACES = itertools.count()
+
+
 @contextmanager
 def network_namespace() -> Iterator[NetworkNamespace]:
     """A namespace for this test only (its name carries our pid), removed afterwards."""
-    tag = f"{os.getpid()}{random.randrange(100):02d}"
+    # unique within this process by the counter (two random suffixes met among the soak's seven namespaces),
+    # across processes by the pid; short enough for a 15-character interface name ("pn" + tag + "0h")
+    tag = f"{os.getpid()}{next(_NAMESPACES) % 100:02d}"
     first = Link(host_link=f"pn{tag}0h", subnet=_free_subnet())
     namespace = NetworkNamespace(name=f"pin-test-{tag}", tag=tag, links=[first])
     try:
