@@ -182,6 +182,9 @@ def test_roles_started_while_the_database_is_down_wait_and_then_work(
                 problems.append(f"{name} exited with {code} while the database was down: {last[0][:300]}")
             elif not down_lines(role):
                 problems.append(f"{name} is alive but logged nothing about the database being down")
+        # the API logs its pool's failed tries before uvicorn has bound its port: wait for it to listen (its
+        # liveness needs no database) before the request that must be a 503
+        poll(lambda: httpx.get(f"http://127.0.0.1:{api_port}/healthz", timeout=2).status_code == 200, timeout=60)
         if roles["api"].process.poll() is None:
             # a request while the database is away: 503 database-unavailable (retryable), never a 500
             bearer = mint_token(JWT_SECRET, user_id=uuid.uuid4(), tenant_id=uuid.uuid4(), roles=["agent"])
