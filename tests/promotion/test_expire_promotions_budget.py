@@ -99,6 +99,6 @@ def test_no_statement_outlives_the_budget_though_the_transaction_timeout_is_long
     with pytest.raises(pg_errors.QueryCanceled):
         job.run_once()
 
-    assert time.monotonic() - started < 5.0  # cancelled at about 1 s: not 10 s, not 60 s (a loaded machine's margin)
+    assert time.monotonic() - started < 9.0  # cancelled at about 1 s: not 10 s, not 60 s (a loaded machine's margin)
     rows = purchase_rows(pool)
     assert {rows[p.id]["status"] for p in purchases} == {"Active"}  # the whole batch rolled back (A4)

@@ -94,9 +94,9 @@ def test_no_statement_of_a_cycle_outlives_its_budget(pool: ConnectionPool[Conn])
     with pytest.raises(InfrastructureError, match="QueryCanceled"):
         _job(pool, cycle_budget_seconds=1.0).run_once()
 
-    # cancelled at about 1 s, not after the 10 s sleep (the margin is a loaded machine's: the cycle's own
-    # bookkeeping and error log after the cancel took 2 s at load 5)
-    assert time.monotonic() - started < 5.0
+    # cancelled at about 1 s, not after the 10 s sleep (the margin is a loaded machine's: the cycle's error log,
+    # its traceback rendered for the console, took 2-4 s after a cancel at 1.05 s at load 5)
+    assert time.monotonic() - started < 9.0
     assert statuses(pool, "appointment", [cluster.appointment_id]) == ["Pending"]
     with pool.connection() as conn:
         assert conn.execute("SELECT count(*) AS n FROM jobs.item_failure").fetchone() == {"n": 0}
