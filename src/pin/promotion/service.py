@@ -117,8 +117,10 @@ def cancel_purchase(
 
 def record_events(uow: UnitOfWork, purchase: PromotionPurchase) -> None:
     """Hand the aggregate's recorded events to the unit of work; they become outbox rows at its commit."""
+    kind = PromotionPurchaseChangedKafkaEvent
     for event in purchase.events:
-        uow.record(PromotionPurchaseChangedKafkaEvent.of(event.purchase), event.occurred_at)
+        payload = kind.payload_of(event.purchase)
+        uow.record_payload(kind, payload["PurchaseId"], payload, event.occurred_at)
     purchase.events.clear()
 
 
