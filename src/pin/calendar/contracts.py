@@ -105,16 +105,11 @@ _CONTRACT_OF: dict[type[Any], type[Contract]] = {
 }
 
 
-def to_contract(event: domain.DomainEvent) -> Contract:
-    """The integration contract of a domain event (every field but OccurredAt, which is the envelope's)."""
-    contract_type = _CONTRACT_OF[type(event)]
-    fields = {name: value for name, value in vars(event).items() if name != "occurred_at"}
-    return contract_type(**fields)
-
-
 def payload_of(event: domain.DomainEvent) -> tuple[type[Contract], str, dict[str, Any]]:
-    """The contract type, Kafka key and payload of ``to_contract(event)``, built straight from the event's fields
-    (the domain types them as the contract does) without building and dumping the model."""
+    """The contract type, Kafka key and payload of a domain event: the one builder of the calendar's contracts.
+    Every field of the event but OccurredAt (the envelope's), built straight from the event's fields (the domain
+    types them as the contract does) by :meth:`~pin.messaging.contracts.Contract.payload_from`, without building
+    and dumping the model; tests/calendar/test_contract_payloads.py checks it against the committed schemas."""
     contract_type = _CONTRACT_OF[type(event)]
     fields = vars(event)  # OccurredAt is not a field of the contract: ignored
     return contract_type, str(fields[contract_type.KEY_FIELD]), contract_type.payload_from(fields)

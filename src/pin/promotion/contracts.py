@@ -84,35 +84,14 @@ class PromotionPurchaseChangedKafkaEvent(Contract):
     version: int
 
     @classmethod
-    def of(cls, purchase: PromotionPurchase) -> PromotionPurchaseChangedKafkaEvent:
-        """The event carrying a purchase's snapshot."""
-        return cls(
-            purchase_id=purchase.id,
-            tenant_id=purchase.tenant_id,
-            buyer_user_id=purchase.buyer_user_id,
-            package_id=purchase.package_id,
-            package_code=purchase.package_code,
-            package_kind=purchase.package_kind,
-            targets=tuple(PurchaseTarget(target_kind=t.kind, target_id=t.id) for t in purchase.targets),
-            status=purchase.status,
-            payment_status=purchase.payment_status,
-            boost_weight=purchase.boost_weight,
-            starts_at=purchase.starts_at,
-            ends_at=purchase.ends_at,
-            price=PriceSnapshot(
-                amount=purchase.price.amount,
-                currency_id=purchase.price.currency_id,
-                currency=CurrencySnapshot(code=purchase.price.currency_code, symbol=purchase.price.currency_symbol),
-            ),
-            version=purchase.version,
-        )
-
-    @classmethod
     def payload_of(cls, purchase: PromotionPurchase) -> dict[str, Any]:
-        """``cls.of(purchase).to_payload()`` built straight from the aggregate (the same keys in the same order, the
-        same values), without building and dumping the model: the expire-promotions batch builds 200 per cycle.
+        """The contract's payload of a purchase's snapshot: the one builder of this contract (the HTTP use cases
+        and the expire-promotions batch, 200 per cycle, alike). The model's fields in its order under their
+        contract names, written as the model's JSON dump writes them, built straight from the aggregate without
+        building and dumping the model; tests/promotion/test_domain.py checks it against the committed schema and
+        the model.
 
-        The aggregate's fields are already typed; the one check the model made that they do not carry is that
+        The aggregate's fields are already typed; the one check the model makes that they do not carry is that
         every time is timezone-aware.
         """
         price = purchase.price

@@ -1,8 +1,9 @@
 """SQL adapter of the promotion context: packages, purchases and their targets (psycopg 3, dict rows).
 
-Queries are named ``<entity>_<verb>_<qualifier>``. Transitions are guarded (``WHERE id = %s AND status =
-'Active' AND version = %s``); zero rows is a conflict, never a silent success. The INV-6 trigger's constraint
-name becomes :class:`~pin.promotion.domain.PurchaseTerminalError`.
+Queries are named ``<entity>_<verb>_<qualifier>`` and written in queries.sql. Transitions are guarded (``WHERE
+id = %s AND status = 'Active' AND version = %s``); zero rows is a conflict, never a silent success. The INV-6
+trigger's constraint name becomes :class:`~pin.promotion.domain.PurchaseTerminalError`; a guarded write that
+matched no row raises :class:`~pin.promotion.domain.VersionConflictError`.
 """
 
 from __future__ import annotations
@@ -13,16 +14,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, LiteralString
 
 from psycopg import errors
 from psycopg.rows import tuple_row
 
-from pin.db import Conn
+from pin.db import Conn, load_queries
 from pin.jobs import bookkeeping
 from pin.outbox.writer import OutboxRow, insert_unnest_params, insert_unnest_sql
 from pin.promotion.domain import (
-    DomainError,
     Money,
     Package,
     PaymentStatus,
@@ -31,13 +31,10 @@ from pin.promotion.domain import (
     PurchaseTerminalError,
     Target,
     TargetKind,
+    VersionConflictError,
 )
 
 TERMINAL_FROZEN_CONSTRAINT = "purchase_terminal_frozen"
-
-
-class VersionConflictError(DomainError):
-    """The purchase changed since it was read; read it again."""
 
 
 @contextmanager
@@ -51,44 +48,46 @@ def translated_errors() -> Iterator[None]:
         raise
 
 
-# A purchase's columns (the order of purchase_from_values), read FROM promotion.purchase AS p {_TARGETS}.
-_PURCHASE_COLUMNS = """
-    p.id, p.tenant_id, p.buyer_user_id, p.package_id, p.package_code, p.package_kind, p.boost_weight,
-    p.price_amount, p.currency_id, p.currency_code, p.currency_symbol, p.starts_at, p.ends_at, p.status,
-    p.payment_status, p.version, p.created_at, p.updated_at, t.target_kinds, t.target_ids
-"""
+_QUERIES = load_queries(__package__)
+# The purchase's read shape, written once in queries.sql: its columns (the order of purchase_from_values) and the
+# lateral join of its targets, shared by purchase_get and the expire-promotions claim.
+_PURCHASE_COLUMNS = _QUERIES["purchase_columns"]
 _PURCHASE_NAMES = tuple(name.strip().removeprefix("p.").removeprefix("t.") for name in _PURCHASE_COLUMNS.split(","))
-# Its targets, in position order, as two arrays (a uuid[] loads in C; a JSON document of them was parsed in Python
-# and its ids once more by uuid.UUID): one aggregate row per purchase, NULL arrays when it has none.
-_TARGETS = """CROSS JOIN LATERAL (
-    SELECT array_agg(t.target_kind ORDER BY t.position) AS target_kinds,
-           array_agg(t.target_id ORDER BY t.position) AS target_ids
-      FROM promotion.purchase_target AS t WHERE t.purchase_id = p.id
-) AS t"""
+_TARGETS = _QUERIES["purchase_targets"]
+
+
+def _with_purchase_shape(statement: LiteralString) -> LiteralString:
+    """A statement of queries.sql with the purchase's read shape filled in."""
+    return statement.replace("{purchase_columns}", _PURCHASE_COLUMNS).replace("{purchase_targets}", _TARGETS)
+
+
+_PACKAGE_LIST_ON_OFFER = _QUERIES["package_list_on_offer"]
+_PACKAGE_GET = _QUERIES["package_get"]
+_PURCHASE_INSERT = _QUERIES["purchase_insert"]
+_PURCHASE_TARGET_INSERT = _QUERIES["purchase_target_insert"]
+_PURCHASE_GET = {
+    False: _with_purchase_shape(_QUERIES["purchase_get"]),
+    True: _with_purchase_shape(_QUERIES["purchase_get_locked"]),
+}
+_PURCHASE_UPDATE_STATUS = _QUERIES["purchase_update_status"]
 
 
 def package_list_on_offer(conn: Conn) -> list[Package]:
     """The packages a manager can activate, cheapest first."""
-    rows = conn.execute("SELECT * FROM promotion.package WHERE on_offer ORDER BY price_amount, code").fetchall()
+    rows = conn.execute(_PACKAGE_LIST_ON_OFFER).fetchall()
     return [_package(row) for row in rows]
 
 
 def package_get(conn: Conn, package_id: uuid.UUID) -> Package | None:
     """One package by id (on offer or withdrawn)."""
-    row = conn.execute("SELECT * FROM promotion.package WHERE id = %s", (package_id,)).fetchone()
+    row = conn.execute(_PACKAGE_GET, (package_id,)).fetchone()
     return _package(row) if row else None
 
 
 def purchase_insert(conn: Conn, purchase: PromotionPurchase) -> None:
     """Insert a new purchase and its targets."""
     conn.execute(
-        """
-        INSERT INTO promotion.purchase
-            (id, tenant_id, buyer_user_id, package_id, package_code, package_kind, boost_weight, price_amount,
-             currency_id, currency_code, currency_symbol, starts_at, ends_at, status, payment_status, version,
-             created_at, updated_at)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-        """,
+        _PURCHASE_INSERT,
         (
             purchase.id,
             purchase.tenant_id,
@@ -112,8 +111,7 @@ def purchase_insert(conn: Conn, purchase: PromotionPurchase) -> None:
     )
     with conn.cursor() as cur:
         cur.executemany(
-            "INSERT INTO promotion.purchase_target (purchase_id, position, target_kind, target_id)"
-            " VALUES (%s, %s, %s, %s)",
+            _PURCHASE_TARGET_INSERT,
             [(purchase.id, position, t.kind.value, t.id) for position, t in enumerate(purchase.targets)],
         )
 
@@ -126,12 +124,7 @@ def purchase_get(
     The lock is ``FOR NO KEY UPDATE``: it waits for (and then re-reads past) an in-flight transition, and while
     held it makes the expire-promotions claim skip this row (seed 002, A1).
     """
-    suffix = " FOR NO KEY UPDATE OF p" if lock else ""
-    row = conn.execute(
-        f"SELECT {_PURCHASE_COLUMNS} FROM promotion.purchase AS p {_TARGETS}"
-        f" WHERE p.id = %s AND p.tenant_id = %s{suffix}",
-        (purchase_id, tenant_id),
-    ).fetchone()
+    row = conn.execute(_PURCHASE_GET[lock], (purchase_id, tenant_id)).fetchone()
     return purchase_from_row(row) if row else None
 
 
@@ -139,11 +132,7 @@ def purchase_update_status(conn: Conn, purchase: PromotionPurchase, *, expected_
     """Write a transition, guarded: only an Active row at ``expected_version`` changes; zero rows is a conflict."""
     with translated_errors():
         cursor = conn.execute(
-            """
-            UPDATE promotion.purchase
-               SET status = %s, version = %s, updated_at = %s
-             WHERE id = %s AND status = 'Active' AND version = %s
-            """,
+            _PURCHASE_UPDATE_STATUS,
             (purchase.status.value, purchase.version, purchase.updated_at, purchase.id, expected_version),
         )
     if cursor.rowcount != 1:
