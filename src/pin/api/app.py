@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI, Response
+from fastapi import APIRouter, FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from psycopg_pool import ConnectionPool
 
 from pin.api.auth import TokenVerifier
 from pin.api.limits import BodyLimitMiddleware
-from pin.api.problems import install_problem_handlers, problem_openapi_responses, problem_response
+from pin.api.problems import (
+    ProblemTable,
+    combined,
+    install_problem_handlers,
+    problem_openapi_responses,
+    problem_response,
+)
 from pin.db import Conn
 from pin.settings import Settings
 
@@ -35,9 +41,11 @@ def create_app(settings: Settings, pool: ConnectionPool[Conn]) -> FastAPI:
     app.state.settings = settings
     app.state.pool = pool
     app.state.token_verifier = TokenVerifier(settings)
-    install_problem_handlers(app)
+    contexts = context_parts()
+    install_problem_handlers(app, combined(problems for _, problems in contexts))
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.http_max_body_bytes)
-    _include_context_routers(app)
+    for router, _ in contexts:
+        app.include_router(router)
 
     @app.get("/healthz", tags=["ops"])
     def healthz() -> dict[str, str]:
@@ -62,21 +70,20 @@ def create_app(settings: Settings, pool: ConnectionPool[Conn]) -> FastAPI:
     return app
 
 
-def _include_context_routers(app: FastAPI) -> None:
-    """Each context contributes one router from its ``http`` module."""
-    # Contexts add their routers here (calendar, promotion, crm, notifications, catalog, news).
-    from pin.calendar.http import router as calendar_router
-    from pin.promotion.http import router as promotion_router
-
-    app.include_router(calendar_router)
-    app.include_router(promotion_router)
-
-    from pin.catalog.http import router as catalog_router
+def context_parts() -> tuple[tuple[APIRouter, ProblemTable], ...]:
+    """Each context's router and problem table, from its ``http`` module, in the order the routes are included."""
+    from pin.calendar import http as calendar
+    from pin.catalog import http as catalog
     from pin.crm.http import router as crm_router
-    from pin.news.http import router as news_router
+    from pin.news import http as news
     from pin.notifications.http import router as notifications_router
+    from pin.promotion import http as promotion
 
-    app.include_router(crm_router)
-    app.include_router(notifications_router)
-    app.include_router(catalog_router)
-    app.include_router(news_router)
+    return (
+        (calendar.router, calendar.PROBLEMS),
+        (promotion.router, promotion.PROBLEMS),
+        (crm_router, {}),  # crm and notifications raise no domain error of their own at the edge
+        (notifications_router, {}),
+        (catalog.router, catalog.PROBLEMS),
+        (news.router, news.PROBLEMS),
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 import psycopg
@@ -13,13 +13,6 @@ from fastapi.responses import JSONResponse
 from psycopg import errors as pg_errors
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from pin.calendar import domain as calendar
-from pin.catalog.cards import CardVersionMismatchError
-from pin.news.posts import PostVersionMismatchError
-from pin.promotion import domain as promotion
-from pin.promotion import repository as promotion_repository
-from pin.promotion import service as promotion_service
 
 PROBLEM_JSON = "application/problem+json"
 # The detail of a 409 for a record another transaction holds longer than the API's lock timeout.
@@ -58,53 +51,26 @@ class DomainProblem(NamedTuple):
     detail: str | None = None
 
 
-# The one place domain errors become problem documents. The error's class is looked up along its MRO, so a
-# context's root error (last in its group) answers every rule that has no entry of its own.
-DOMAIN_PROBLEMS: Mapping[type[Exception], DomainProblem] = {
-    calendar.SlotNotFoundError: DomainProblem(404, "slot-not-found"),
-    calendar.AppointmentNotFoundError: DomainProblem(404, "appointment-not-found"),
-    calendar.CalendarEventNotFoundError: DomainProblem(404, "calendar-event-not-found"),
-    calendar.InvalidTimeZoneError: DomainProblem(422, "invalid-time-zone"),
-    calendar.EndNotAfterStartError: DomainProblem(422, "end-before-start"),
-    calendar.StartInPastError: DomainProblem(422, "start-in-past"),
-    calendar.InvalidLeadTimeError: DomainProblem(422, "invalid-lead-time"),
-    calendar.ReasonRequiredError: DomainProblem(422, "reason-required"),
-    calendar.SameSlotError: DomainProblem(422, "same-slot"),
-    calendar.SlotNotAvailableError: DomainProblem(409, "slot-not-available"),
-    calendar.LeadTimePassedError: DomainProblem(409, "lead-time-passed"),
-    calendar.AppointmentNotPendingError: DomainProblem(409, "appointment-not-pending"),
-    calendar.AppointmentNotActiveError: DomainProblem(409, "appointment-not-active"),
-    calendar.InvalidTransitionError: DomainProblem(409, "invalid-transition"),
-    calendar.CancelCutoffPassedError: DomainProblem(409, "cancel-cutoff-passed"),
-    calendar.ConflictError: DomainProblem(409, "concurrent-modification"),
-    calendar.VersionMismatchError: DomainProblem(412, "version-mismatch"),
-    calendar.CascadeInconsistentError: DomainProblem(409, "inconsistent-state"),
-    calendar.NotDueYetError: DomainProblem(409, "not-due"),
-    calendar.DomainError: DomainProblem(409, "calendar-rule"),
-    promotion_service.UnknownPackageError: DomainProblem(422, "unknown-package"),
-    promotion.PackageNotOnOfferError: DomainProblem(422, "package-not-on-offer"),
-    promotion.NoTargetsError: DomainProblem(422, "no-targets"),
-    promotion.TooManyTargetsError: DomainProblem(422, "too-many-targets"),
-    promotion.DuplicateTargetError: DomainProblem(422, "duplicate-target"),
-    promotion.UnknownTargetKindError: DomainProblem(422, "unknown-target-kind"),
-    promotion.EndsAtNotInFutureError: DomainProblem(422, "ends-at-not-in-future"),
-    promotion.EndsAtBeyondPackageError: DomainProblem(422, "ends-at-beyond-package"),
-    promotion_service.PurchaseNotFoundError: DomainProblem(404, "purchase-not-found"),
-    promotion.PurchaseTerminalError: DomainProblem(409, "purchase-terminal"),
-    promotion_service.VersionMismatchError: DomainProblem(412, "version-mismatch"),
-    promotion_repository.VersionConflictError: DomainProblem(409, "version-conflict"),
-    promotion.DomainError: DomainProblem(409, "conflict"),
-    CardVersionMismatchError: DomainProblem(412, "precondition-failed", "the card changed since the given ETag"),
-    PostVersionMismatchError: DomainProblem(412, "precondition-failed", "the post changed since the given ETag"),
-}
-
-# the classes a handler is installed for: those whose ancestors have no entry
-_ROOTS = tuple(kind for kind in DOMAIN_PROBLEMS if not any(base in DOMAIN_PROBLEMS for base in kind.__mro__[1:]))
+# How a context's domain errors answer: each context's ``http`` module exports its table beside its router
+# (``PROBLEMS``), and the app installs them together (:func:`install_problem_handlers`). An error's class is looked
+# up along its MRO, so a context's root error (last in its table) answers every rule that has no entry of its own.
+ProblemTable = Mapping[type[Exception], DomainProblem]
 
 
-def domain_problem(error: Exception) -> ApiProblem:
+def combined(tables: Iterable[ProblemTable]) -> ProblemTable:
+    """The contexts' tables as one; an error listed by two tables is a programming error."""
+    merged: dict[type[Exception], DomainProblem] = {}
+    for table in tables:
+        twice = merged.keys() & table.keys()
+        if twice:
+            raise ValueError(f"errors in two problem tables: {sorted(kind.__qualname__ for kind in twice)}")
+        merged.update(table)
+    return merged
+
+
+def domain_problem(error: Exception, problems: ProblemTable) -> ApiProblem:
     """The problem document of a domain error (its nearest class in the table)."""
-    found = next(DOMAIN_PROBLEMS[kind] for kind in type(error).__mro__ if kind in DOMAIN_PROBLEMS)
+    found = next(problems[kind] for kind in type(error).__mro__ if kind in problems)
     return ApiProblem(found.status, found.code, str(error) if found.detail is None else found.detail)
 
 
@@ -165,18 +131,20 @@ _STATUS_CODES = {
 }
 
 
-def install_problem_handlers(app: FastAPI) -> None:
-    """Make every error, including FastAPI's own, a problem document; never a stack trace."""
+def install_problem_handlers(app: FastAPI, problems: ProblemTable) -> None:
+    """Make every error, including FastAPI's own, a problem document; never a stack trace. ``problems``: how the
+    contexts' domain errors answer (:func:`combined` of their tables)."""
 
     @app.exception_handler(ApiProblem)
     async def _api_problem(_: Request, exc: ApiProblem) -> JSONResponse:
         return problem_response(exc.status, exc.code, exc.detail, **exc.extensions)
 
     async def _domain_error(_: Request, exc: Exception) -> JSONResponse:
-        problem = domain_problem(exc)
+        problem = domain_problem(exc, problems)
         return problem_response(problem.status, problem.code, problem.detail)
 
-    for root in _ROOTS:
+    # a handler for the classes whose ancestors have no entry (a subclass is found along the MRO)
+    for root in (kind for kind in problems if not any(base in problems for base in kind.__mro__[1:])):
         app.add_exception_handler(root, _domain_error)
 
     @app.exception_handler(RequestValidationError)

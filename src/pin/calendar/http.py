@@ -13,11 +13,36 @@ from pydantic import Field, field_validator
 from pin.api.auth import Principal, Role, require_roles
 from pin.api.bodies import FromString, RequestBody, ResponseBody, Rfc3339, UtcTime, Uuid
 from pin.api.deps import AppSettings, CorrelationId, IfMatch, Pool, tagged
+from pin.api.problems import DomainProblem, ProblemTable
 from pin.calendar import domain, service
 from pin.calendar.domain import Appointment, Kind
 from pin.outbox.writer import MessageContext
 
 router = APIRouter(prefix="/calendar", tags=["calendar"])
+
+# How the calendar's domain errors answer (pin.api.problems looks an error up along its MRO: DomainError last).
+PROBLEMS: ProblemTable = {
+    domain.SlotNotFoundError: DomainProblem(404, "slot-not-found"),
+    domain.AppointmentNotFoundError: DomainProblem(404, "appointment-not-found"),
+    domain.CalendarEventNotFoundError: DomainProblem(404, "calendar-event-not-found"),
+    domain.InvalidTimeZoneError: DomainProblem(422, "invalid-time-zone"),
+    domain.EndNotAfterStartError: DomainProblem(422, "end-before-start"),
+    domain.StartInPastError: DomainProblem(422, "start-in-past"),
+    domain.InvalidLeadTimeError: DomainProblem(422, "invalid-lead-time"),
+    domain.ReasonRequiredError: DomainProblem(422, "reason-required"),
+    domain.SameSlotError: DomainProblem(422, "same-slot"),
+    domain.SlotNotAvailableError: DomainProblem(409, "slot-not-available"),
+    domain.LeadTimePassedError: DomainProblem(409, "lead-time-passed"),
+    domain.AppointmentNotPendingError: DomainProblem(409, "appointment-not-pending"),
+    domain.AppointmentNotActiveError: DomainProblem(409, "appointment-not-active"),
+    domain.InvalidTransitionError: DomainProblem(409, "invalid-transition"),
+    domain.CancelCutoffPassedError: DomainProblem(409, "cancel-cutoff-passed"),
+    domain.ConflictError: DomainProblem(409, "concurrent-modification"),
+    domain.VersionMismatchError: DomainProblem(412, "version-mismatch"),
+    domain.CascadeInconsistentError: DomainProblem(409, "inconsistent-state"),
+    domain.NotDueYetError: DomainProblem(409, "not-due"),
+    domain.DomainError: DomainProblem(409, "calendar-rule"),
+}
 
 Agent = Annotated[Principal, require_roles(Role.AGENT)]
 Investor = Annotated[Principal, require_roles(Role.INVESTOR)]

@@ -10,11 +10,16 @@ from fastapi import APIRouter, Depends, Response
 from pin.api.auth import Principal, Role, current_principal, require_roles
 from pin.api.bodies import RequestBody, ResponseBody, UtcTime, Uuid
 from pin.api.deps import IfMatch, Pool, found, upserted
-from pin.api.problems import ApiProblem
-from pin.catalog.cards import CardInput, card_with_boost, put_card
+from pin.api.problems import ApiProblem, DomainProblem, ProblemTable
+from pin.catalog.cards import CardInput, CardVersionMismatchError, card_with_boost, put_card
 from pin.catalog.domain import CardKind
 
 router = APIRouter(prefix="/catalog", tags=["catalog"])
+
+# How catalog's errors answer (pin.api.problems).
+PROBLEMS: ProblemTable = {
+    CardVersionMismatchError: DomainProblem(412, "precondition-failed", "the card changed since the given ETag"),
+}
 
 
 class CardBody(RequestBody):

@@ -10,9 +10,15 @@ from fastapi import APIRouter, Depends, Response
 from pin.api.auth import Principal, Role, current_principal, require_roles
 from pin.api.bodies import RequestBody, ResponseBody, UtcTime
 from pin.api.deps import IfMatch, Pool, found, upserted
-from pin.news.posts import post_with_boost, put_post
+from pin.api.problems import DomainProblem, ProblemTable
+from pin.news.posts import PostVersionMismatchError, post_with_boost, put_post
 
 router = APIRouter(prefix="/news", tags=["news"])
+
+# How news's errors answer (pin.api.problems).
+PROBLEMS: ProblemTable = {
+    PostVersionMismatchError: DomainProblem(412, "precondition-failed", "the post changed since the given ETag"),
+}
 
 
 class PostBody(RequestBody):

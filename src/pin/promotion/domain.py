@@ -90,6 +90,22 @@ class PackageNotOnOfferError(DomainError):
     """The package is not on offer."""
 
 
+class UnknownPackageError(DomainError):
+    """Unknown package."""
+
+
+class PurchaseNotFoundError(DomainError):
+    """No such purchase."""
+
+
+class VersionMismatchError(DomainError):
+    """The purchase's version is not the one If-Match names."""
+
+
+class VersionConflictError(DomainError):
+    """The purchase changed since it was read; read it again."""
+
+
 @dataclass(frozen=True)
 class Money:
     """A price with its currency snapshot (Price {Amount, CurrencyId, Currency {Code, Symbol}})."""

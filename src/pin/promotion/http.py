@@ -13,10 +13,28 @@ from pydantic import PlainSerializer
 from pin.api.auth import Principal, Role, require_roles
 from pin.api.bodies import RequestBody, ResponseBody, Rfc3339, UtcTime, Uuid
 from pin.api.deps import CorrelationId, IfMatch, Pool, tagged
+from pin.api.problems import DomainProblem, ProblemTable
 from pin.promotion import domain, service
 from pin.promotion.domain import Money, Package, PromotionPurchase
 
 router = APIRouter(prefix="/promotions", tags=["promotion"])
+
+# How the promotion's domain errors answer (pin.api.problems looks an error up along its MRO: DomainError last).
+PROBLEMS: ProblemTable = {
+    domain.UnknownPackageError: DomainProblem(422, "unknown-package"),
+    domain.PackageNotOnOfferError: DomainProblem(422, "package-not-on-offer"),
+    domain.NoTargetsError: DomainProblem(422, "no-targets"),
+    domain.TooManyTargetsError: DomainProblem(422, "too-many-targets"),
+    domain.DuplicateTargetError: DomainProblem(422, "duplicate-target"),
+    domain.UnknownTargetKindError: DomainProblem(422, "unknown-target-kind"),
+    domain.EndsAtNotInFutureError: DomainProblem(422, "ends-at-not-in-future"),
+    domain.EndsAtBeyondPackageError: DomainProblem(422, "ends-at-beyond-package"),
+    domain.PurchaseNotFoundError: DomainProblem(404, "purchase-not-found"),
+    domain.PurchaseTerminalError: DomainProblem(409, "purchase-terminal"),
+    domain.VersionMismatchError: DomainProblem(412, "version-mismatch"),
+    domain.VersionConflictError: DomainProblem(409, "version-conflict"),
+    domain.DomainError: DomainProblem(409, "conflict"),
+}
 
 Manager = Annotated[Principal, require_roles(Role.MANAGER)]
 

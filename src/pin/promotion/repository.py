@@ -2,7 +2,8 @@
 
 Queries are named ``<entity>_<verb>_<qualifier>``. Transitions are guarded (``WHERE id = %s AND status =
 'Active' AND version = %s``); zero rows is a conflict, never a silent success. The INV-6 trigger's constraint
-name becomes :class:`~pin.promotion.domain.PurchaseTerminalError`.
+name becomes :class:`~pin.promotion.domain.PurchaseTerminalError`; a guarded write that matched no row raises
+:class:`~pin.promotion.domain.VersionConflictError`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from pin.db import Conn
 from pin.jobs import bookkeeping
 from pin.outbox.writer import OutboxRow, insert_unnest_params, insert_unnest_sql
 from pin.promotion.domain import (
-    DomainError,
     Money,
     Package,
     PaymentStatus,
@@ -31,13 +31,10 @@ from pin.promotion.domain import (
     PurchaseTerminalError,
     Target,
     TargetKind,
+    VersionConflictError,
 )
 
 TERMINAL_FROZEN_CONSTRAINT = "purchase_terminal_frozen"
-
-
-class VersionConflictError(DomainError):
-    """The purchase changed since it was read; read it again."""
 
 
 @contextmanager

@@ -18,20 +18,15 @@ from pin.observability.tracing import current_traceparent
 from pin.outbox.writer import MessageContext
 from pin.promotion import repository
 from pin.promotion.contracts import PromotionPurchaseChangedKafkaEvent
-from pin.promotion.domain import DomainError, Package, PromotionPurchase, Target
+from pin.promotion.domain import (
+    Package,
+    PromotionPurchase,
+    PurchaseNotFoundError,
+    Target,
+    UnknownPackageError,
+    VersionMismatchError,
+)
 from pin.unit_of_work import UnitOfWork
-
-
-class UnknownPackageError(DomainError):
-    """Unknown package."""
-
-
-class PurchaseNotFoundError(DomainError):
-    """No such purchase."""
-
-
-class VersionMismatchError(DomainError):
-    """The purchase's version is not the one If-Match names."""
 
 
 @dataclass(frozen=True)

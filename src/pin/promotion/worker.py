@@ -23,7 +23,7 @@ from pin.observability.tracing import current_traceparent, spans_exported, trace
 from pin.outbox.writer import MessageContext, OutboxRow, build_payload_row
 from pin.promotion import metrics, repository
 from pin.promotion.contracts import PromotionPurchaseChangedKafkaEvent
-from pin.promotion.domain import PromotionPurchase, PurchaseChanged, PurchaseStatus
+from pin.promotion.domain import PromotionPurchase, PurchaseChanged, PurchaseStatus, VersionConflictError
 from pin.settings import JOB_BATCH_SIZE
 from pin.unit_of_work import UnitOfWork
 
@@ -277,7 +277,7 @@ class ExpirePromotionsJob:
             if transition.purchase.id in changed:
                 written.append(transition)
             else:  # the guard did not match: the purchase changed since the claim read it
-                self._conflicted(uow, transition.purchase, repository.VersionConflictError(), cycle, left_alone)
+                self._conflicted(uow, transition.purchase, VersionConflictError(), cycle, left_alone)
         return written
 
     def _write_one(
@@ -289,7 +289,7 @@ class ExpirePromotionsJob:
                 repository.purchase_update_status(
                     uow.conn, transition.purchase, expected_version=transition.expected_version
                 )
-        except repository.VersionConflictError as exc:
+        except VersionConflictError as exc:
             self._conflicted(uow, transition.purchase, exc, cycle, left_alone)
             return False
         except Exception as exc:
