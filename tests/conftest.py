@@ -15,8 +15,8 @@ import pytest
 from fastapi import FastAPI
 from psycopg_pool import ConnectionPool
 
-from pin.api.app import create_app
 from pin.api.auth import mint_token
+from pin.bootstrap import build_app
 from pin.db import Conn, create_pool
 from pin.embedded.kafka import EmbeddedKafka
 from pin.embedded.lifetime import die_with_own_parent
@@ -161,7 +161,7 @@ def make_settings(database_url: str) -> Callable[..., Settings]:
 @pytest.fixture
 def app(make_settings: Callable[..., Settings], pool: ConnectionPool[Conn]) -> FastAPI:
     """The real API on this test's database."""
-    return create_app(make_settings(), pool)
+    return build_app(make_settings(), pool)
 
 
 @pytest.fixture
