@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives import serialization
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pin import state
+from pin.local import state_folder as state
 from pin.messaging.topics import PARTITIONS
 
 # Defaults stated once: the settings below and the components' own configurations (the runner, the jobs, the

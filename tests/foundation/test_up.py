@@ -19,10 +19,10 @@ import jwt
 import psutil
 import pytest
 
-from pin import state
-from pin.embedded.lifetime import die_with_parent
-from pin.embedded.postgres import EmbeddedPostgres
-from pin.ports import free_port
+from pin.local import state_folder as state
+from pin.local.embedded.lifetime import die_with_parent
+from pin.local.embedded.postgres import EmbeddedPostgres
+from pin.local.tcp_ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -186,7 +186,7 @@ def test_a_state_folder_in_use_stops_pin_up_before_it_starts_anything(tmp_path: 
 
 def test_a_killed_pin_up_leaves_no_role_or_broker_running_and_the_next_one_starts(tmp_path: Path) -> None:
     """SIGKILL gives `pin up` no chance to stop anything: its roles stop by themselves (PIN_UP_PID), the broker
-    and PostgreSQL get a signal from the kernel (pin.embedded.lifetime), and a PostgreSQL left running in the
+    and PostgreSQL get a signal from the kernel (pin.local.embedded.lifetime), and a PostgreSQL left running in the
     folder anyway (a system without that signal) is stopped by the next `pin up`."""
     first = _start_up(tmp_path, free_port(), "up-1.log")
     second: subprocess.Popen[bytes] | None = None

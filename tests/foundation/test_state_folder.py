@@ -1,4 +1,5 @@
-"""Commands run where `pin up` runs find its endpoints (pin.state) when the PIN_* variables are unset."""
+"""Commands run where `pin up` runs find its endpoints (pin.local.state_folder) when the PIN_* variables are
+unset."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pin import state
+from pin.local import state_folder as state
 from pin.settings import ConfigurationError, load_settings
 
 pytestmark = pytest.mark.unit
