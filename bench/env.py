@@ -99,7 +99,7 @@ class BenchEnv:
         if external_db:
             self.server_url = external_db
         else:
-            from pin.embedded.postgres import EmbeddedPostgres
+            from pin.local.embedded.postgres import EmbeddedPostgres
 
             self.embedded_postgres = EmbeddedPostgres(self.work_dir / "postgres")
             self.embedded_postgres.start()
@@ -120,7 +120,7 @@ class BenchEnv:
         """A fresh embedded broker (topics are in memory: a restart empties them); no-op on a configured one."""
         if self.external_kafka:
             return
-        from pin.embedded.kafka import EmbeddedKafka
+        from pin.local.embedded.kafka import EmbeddedKafka
 
         if self.embedded_kafka is not None:
             self.embedded_kafka.stop()

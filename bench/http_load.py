@@ -33,7 +33,7 @@ import httpx
 
 from pin.api.auth import mint_token
 from pin.db import migrate
-from pin.ports import free_port
+from pin.local.tcp_ports import free_port
 
 SECRET = "bench-http-load-secret-of-at-least-32-bytes"  # noqa: S105 - a throwaway API of this run only
 
@@ -213,7 +213,7 @@ def main() -> None:
     postgres = None
     url = os.environ.get("PIN_DATABASE_URL")
     if url is None:
-        from pin.embedded.postgres import EmbeddedPostgres
+        from pin.local.embedded.postgres import EmbeddedPostgres
 
         postgres = EmbeddedPostgres(work / "postgres")
         postgres.start()

@@ -15,12 +15,12 @@ import pytest
 from fastapi import FastAPI
 from psycopg_pool import ConnectionPool
 
-from pin.api.app import create_app
 from pin.api.auth import mint_token
+from pin.bootstrap import build_app
 from pin.db import Conn, create_pool
-from pin.embedded.kafka import EmbeddedKafka
-from pin.embedded.lifetime import die_with_own_parent
-from pin.embedded.postgres import ensure_system_user
+from pin.local.embedded.kafka import EmbeddedKafka
+from pin.local.embedded.lifetime import die_with_own_parent
+from pin.local.embedded.postgres import ensure_system_user
 from pin.settings import Settings
 from tests.support import deep
 from tests.support.infra import TestDatabases, postgres_server
@@ -66,7 +66,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.basetemp = str(own)
         config.stash[_OWN_BASETEMP] = own
     deep.DEEP = bool(config.getoption("--deep", default=False))  # before the test modules import it
-    # tests must not find the endpoints of a developer's `pin up` (pin.state): roles read only what tests give them
+    # tests must not find the endpoints of a developer's `pin up` (pin.settings.running_endpoints): roles read only
+    # what tests give them
     os.environ["PIN_HOME"] = str(Path(config.option.basetemp) / "no-pin-up-here")
     if hasattr(config, "workerinput"):
         # an xdist worker ends with the pytest that started it (SIGKILL from the kernel when it is killed), and
@@ -161,7 +162,7 @@ def make_settings(database_url: str) -> Callable[..., Settings]:
 @pytest.fixture
 def app(make_settings: Callable[..., Settings], pool: ConnectionPool[Conn]) -> FastAPI:
     """The real API on this test's database."""
-    return create_app(make_settings(), pool)
+    return build_app(make_settings(), pool)
 
 
 @pytest.fixture

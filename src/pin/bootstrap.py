@@ -1,5 +1,6 @@
 """The composition root: where settings, pools, producers, jobs and the API are built. Nothing is built
-at import time anywhere else."""
+at import time anywhere else. The API is the contexts' routers and problem tables on the plumbing of ``pin.api``
+(:func:`http_contexts`, :func:`build_app`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from pin.roles import start_role, wait_until_reachable
 from pin.settings import ConfigurationError, Settings
 
 if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from pin.api.app import HttpContext
     from pin.jobs.runner import PollingJob
     from pin.outbox.relay import OutboxRelay, RelayConfig, RelayHooks
 
@@ -26,7 +30,6 @@ API_POOL_SIZE = 20
 def run_api(*, host: str, port: int) -> None:
     """Serve the HTTP API until SIGTERM/SIGINT."""
     # imported here: the other roles start faster without the web stack
-    from pin.api.app import create_app
     from pin.api.server import serve
 
     context = start_role("api", metrics=False)
@@ -46,9 +49,31 @@ def run_api(*, host: str, port: int) -> None:
         policy=policy,
     )
     try:
-        serve(create_app(settings, pool), settings, host=host, port=port)
+        serve(build_app(settings, pool), settings, host=host, port=port)
     finally:
         pool.close()
+
+
+def http_contexts() -> list[HttpContext]:
+    """The contexts that make the API, in the order of their routes: each contributes its ``http`` module's
+    router and problem table."""
+    # imported here: the other roles start faster without the web stack
+    from pin.api.app import HttpContext
+    from pin.calendar import http as calendar
+    from pin.catalog import http as catalog
+    from pin.crm import http as crm
+    from pin.news import http as news
+    from pin.notifications import http as notifications
+    from pin.promotion import http as promotion
+
+    return [HttpContext(c.router, c.PROBLEMS) for c in (calendar, promotion, crm, notifications, catalog, news)]
+
+
+def build_app(settings: Settings, pool: ConnectionPool[Conn]) -> FastAPI:
+    """The HTTP API of every context (:func:`http_contexts`)."""
+    from pin.api.app import create_app
+
+    return create_app(settings, pool, http_contexts())
 
 
 def build_relay(

@@ -57,7 +57,7 @@ def up(
     host: Annotated[str, typer.Option(help="Address the HTTP API binds to.")] = "127.0.0.1",
 ) -> None:
     """Run the whole system: database and broker (embedded unless configured), API, workers, relay, consumers."""
-    from pin.up import run_up
+    from pin.local.up import run_up
 
     raise typer.Exit(run_up(demo=demo, host=host, port=port))
 

@@ -76,8 +76,8 @@ def _exit_if_still_running(timeout: float) -> None:
 
 
 # How long a role of a vanished `pin up` may take to stop by itself before it exits hard: the embedded PostgreSQL and
-# broker end with `pin up` (pin.embedded.lifetime), and a stop that still wants them (a relay releasing its leases)
-# would otherwise wait for them with its back-off.
+# broker end with `pin up` (pin.local.embedded.lifetime), and a stop that still wants them (a relay releasing its
+# leases) would otherwise wait for them with its back-off.
 ORPHAN_STOP_GRACE_SECONDS = 10.0
 
 

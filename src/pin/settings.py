@@ -7,7 +7,11 @@ A command run where `pin up` runs (its state folder, PIN_HOME) takes the databas
 
 from __future__ import annotations
 
+import fcntl
+import json
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from cryptography.exceptions import UnsupportedAlgorithm
@@ -15,7 +19,6 @@ from cryptography.hazmat.primitives import serialization
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pin import state
 from pin.messaging.topics import PARTITIONS
 
 # Defaults stated once: the settings below and the components' own configurations (the runner, the jobs, the
@@ -377,14 +380,14 @@ def _with_pin_up_endpoints(settings: Settings) -> Settings:
     missing = {name for name, is_unset in unset.items() if is_unset}
     if not missing:
         return settings
-    home = state.home_of(settings.home)
-    endpoints = state.running_endpoints(home)
+    home = state_folder_of(settings.home)
+    endpoints = running_endpoints(home)
     if endpoints is None:
         return settings
     found: dict[str, str | None] = {
         "database_url": endpoints.database_url,
         "kafka_bootstrap_servers": endpoints.kafka_bootstrap_servers,
-        "jwt_secret": state.read_dev_secret(home, endpoints),
+        "jwt_secret": read_dev_secret(home, endpoints),
     }
     taken = {name: value for name, value in found.items() if name in missing and value}
     if not taken:
@@ -392,3 +395,67 @@ def _with_pin_up_endpoints(settings: Settings) -> Settings:
     names = ", ".join(f"PIN_{name.upper()}" for name in taken)
     sys.stderr.write(f"pin: {names} from {endpoints.describe(home)}\n")
     return Settings.model_validate(taken)  # the environment still supplies every other field
+
+
+# The state folder of `pin up` (PIN_HOME, default ``.pin``), as every command reads it. `pin up` holds an exclusive
+# lock on UP_LOCK_FILE while it runs (the kernel drops it when the process dies, even by kill -9) and writes
+# UP_ENDPOINTS_FILE once everything is started (pin.local.state_folder); a command reads that file only while the
+# lock is held, so a file left behind by a `pin up` that is gone is ignored.
+UP_LOCK_FILE = "up.lock"
+UP_ENDPOINTS_FILE = "endpoints.json"
+
+
+@dataclass(frozen=True)
+class PinUpEndpoints:
+    """What a running `pin up` serves, as other commands need it."""
+
+    pid: int
+    started_at: str
+    api_url: str
+    database_url: str
+    kafka_bootstrap_servers: str
+    # the file (in the state folder) holding the generated development secret, when `pin up` generated one
+    jwt_secret_file: str | None
+
+    def describe(self, home: Path) -> str:
+        """Which `pin up` this is, in a few words."""
+        return f"the `pin up` in {home} (pid {self.pid}, started {self.started_at}, API {self.api_url})"
+
+
+def state_folder_of(path: str) -> Path:
+    """The absolute state folder for the PIN_HOME setting ``path``."""
+    return Path(path).expanduser().resolve()
+
+
+def _is_held(home: Path) -> bool:
+    """Whether a `pin up` holds the folder's lock right now."""
+    try:
+        with (home / UP_LOCK_FILE).open("r") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            return False
+    except OSError:
+        return False
+
+
+def running_endpoints(home: Path) -> PinUpEndpoints | None:
+    """The endpoints of the `pin up` running in ``home``, or None when none runs there."""
+    path = home / UP_ENDPOINTS_FILE
+    if not path.exists() or not _is_held(home):
+        return None
+    try:
+        return PinUpEndpoints(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def read_dev_secret(home: Path, endpoints: PinUpEndpoints) -> str | None:
+    """The development secret `pin up` generated, if it did."""
+    if endpoints.jwt_secret_file is None:
+        return None
+    try:
+        return (home / endpoints.jwt_secret_file).read_text().strip() or None
+    except OSError:
+        return None

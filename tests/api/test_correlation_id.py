@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from psycopg_pool import ConnectionPool
 
-from pin.api.app import create_app
+from pin.bootstrap import build_app
 from pin.db import Conn
 from pin.settings import Settings
 from tests.promotion.support import STANDARD_7D
@@ -97,7 +97,7 @@ ROUTES: dict[str, Callable[[Caller], tuple[str, str, Any]]] = {
 def caller(
     pool: ConnectionPool[Conn], make_settings: Callable[..., Settings], token: Callable[..., str]
 ) -> Iterator[Caller]:
-    with TestClient(create_app(make_settings(), pool), raise_server_exceptions=False) as client:
+    with TestClient(build_app(make_settings(), pool), raise_server_exceptions=False) as client:
         yield Caller(client, pool, token)
 
 

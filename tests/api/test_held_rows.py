@@ -23,8 +23,7 @@ import httpx
 import psycopg
 import pytest
 
-from pin.api.app import create_app
-from pin.bootstrap import API_POOL_SIZE
+from pin.bootstrap import API_POOL_SIZE, build_app
 from pin.settings import Settings
 from tests.support.api import ApiServer, Tenant, slot_body, start_api
 from tests.support.processes import RoleProcess
@@ -180,7 +179,7 @@ def _counts(answers: list[Answer]) -> dict[str, int]:
 
 def test_every_write_route_is_covered(make_settings: Callable[..., Settings]) -> None:
     """The contexts above are all that write: a new write route elsewhere gets a held-row case here."""
-    app = create_app(make_settings(), pool=None)  # type: ignore[arg-type]  # routes only: nothing is served
+    app = build_app(make_settings(), pool=None)  # type: ignore[arg-type]  # routes only: nothing is served
     paths: dict[str, dict[str, object]] = app.openapi()["paths"]
     writing = {path.split("/")[1] for path, methods in paths.items() if set(methods) - {"get", "head"}}
     assert writing == set(CONTEXTS), writing

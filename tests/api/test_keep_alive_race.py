@@ -17,8 +17,8 @@ from collections.abc import Callable
 import pytest
 from uvicorn.server import ServerState
 
-from pin.api.app import create_app
 from pin.api.server import ProblemH11Protocol, server_config
+from pin.bootstrap import build_app
 from pin.settings import Settings
 
 pytestmark = pytest.mark.unit
@@ -41,7 +41,7 @@ async def _answer(reader: asyncio.StreamReader) -> bytes:
 
 
 async def _request_waiting_when_the_keep_alive_fires(settings: Settings) -> bytes:
-    config = server_config(create_app(settings, pool=None), settings, host="127.0.0.1", port=0)  # type: ignore[arg-type]
+    config = server_config(build_app(settings, pool=None), settings, host="127.0.0.1", port=0)  # type: ignore[arg-type]
     config.load()
     state, protocols = ServerState(), []
 

@@ -18,7 +18,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from pin.db import Conn, create_pool, pool_answer_bound_seconds
-from pin.ports import free_port
+from pin.local.tcp_ports import free_port
 from tests.calendar.worker.test_timeout_processes import wait_for
 from tests.support.netns import DEAD_PEER_ENV, CutOffLab, NetworkNamespace, settings_of
 from tests.support.processes import RoleProcess

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pin.api.app import context_parts
 from pin.api.problems import DomainProblem, combined, domain_problem
+from pin.bootstrap import http_contexts
 from pin.calendar import domain as calendar
 from pin.catalog.cards import CardVersionMismatchError
 from pin.promotion import domain as promotion
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.unit
     ],
 )
 def test_a_domain_error_answers_its_nearest_entry(error: Exception, status: int, code: str, detail: str) -> None:
-    problem = domain_problem(error, combined(problems for _, problems in context_parts()))
+    problem = domain_problem(error, combined(context.problems for context in http_contexts()))
 
     assert (problem.status, problem.code, problem.detail) == (status, code, detail)
 

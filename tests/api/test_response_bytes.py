@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from psycopg_pool import ConnectionPool
 
-from pin.api.app import create_app
+from pin.bootstrap import build_app
 from pin.db import Conn
 from pin.settings import Settings
 from tests.promotion.support import STANDARD_7D
@@ -78,7 +78,7 @@ class Transcript:
 def transcript(
     pool: ConnectionPool[Conn], make_settings: Callable[..., Settings], token: Callable[..., str]
 ) -> Iterator[Transcript]:
-    with TestClient(create_app(make_settings(), pool), raise_server_exceptions=False) as client:
+    with TestClient(build_app(make_settings(), pool), raise_server_exceptions=False) as client:
         yield Transcript(client, token)
 
 

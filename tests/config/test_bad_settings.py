@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from pin.ports import free_port
+from pin.local.tcp_ports import free_port
 from tests.conftest import JWT_SECRET
 
 pytestmark = [pytest.mark.integration]

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
-from pin.embedded.kafka import EmbeddedKafka
+from pin.local.embedded.kafka import EmbeddedKafka
 from pin.messaging import topics
 from pin.messaging.kafka import client_config, ensure_topics
 from pin.settings import Settings

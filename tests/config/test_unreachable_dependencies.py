@@ -27,12 +27,12 @@ from confluent_kafka import Producer
 
 from pin.api.auth import mint_token
 from pin.db import connect, migrate
-from pin.embedded.kafka import EmbeddedKafka
-from pin.embedded.postgres import EmbeddedPostgres
+from pin.local.embedded.kafka import EmbeddedKafka
+from pin.local.embedded.postgres import EmbeddedPostgres
+from pin.local.tcp_ports import free_port
 from pin.messaging import topics
 from pin.messaging.kafka import ensure_topics
 from pin.outbox.writer import MessageContext, build_row, outbox_insert
-from pin.ports import free_port
 from pin.promotion.contracts import CurrencySnapshot, PriceSnapshot, PromotionPurchaseChangedKafkaEvent, PurchaseTarget
 from pin.settings import Settings
 from tests.conftest import JWT_SECRET

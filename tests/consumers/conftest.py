@@ -15,7 +15,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from pin.db import Conn, create_pool
-from pin.embedded.kafka import EmbeddedKafka
+from pin.local.embedded.kafka import EmbeddedKafka
 from pin.messaging.kafka import ensure_topics
 from pin.settings import Settings
 from tests.conftest import JWT_SECRET

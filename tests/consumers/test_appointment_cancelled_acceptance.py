@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pytest
 from psycopg_pool import ConnectionPool
 
-from pin.api.app import create_app
 from pin.api.auth import mint_token
+from pin.bootstrap import build_app
 from pin.crm.queries import lead_feed
 from pin.db import Conn
 from pin.messaging import topics
@@ -338,7 +338,7 @@ def _dead_letters(settings: Settings, group: str, message_id: str, *, expect: bo
 
 
 def _client(settings: Settings, pool: ConnectionPool[Conn]) -> TestClient:
-    return TestClient(create_app(settings, pool), raise_server_exceptions=False)
+    return TestClient(build_app(settings, pool), raise_server_exceptions=False)
 
 
 def _auth(user: uuid.UUID, tenant: uuid.UUID, *roles: str) -> dict[str, str]:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 
 from pin.db import create_pool, server_release_bound_seconds
-from pin.embedded.kafka import EmbeddedKafka
+from pin.local.embedded.kafka import EmbeddedKafka
 from pin.messaging import topics
 from pin.messaging.kafka import ensure_topics
 from pin.settings import Settings

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from psycopg_pool import ConnectionPool
 
-from pin.api.app import create_app
 from pin.api.auth import mint_token
+from pin.bootstrap import build_app
 from pin.db import Conn
 from pin.messaging import topics
 from pin.settings import Settings
@@ -87,7 +87,7 @@ def world(running_boost: Producing, module_settings: Settings, module_pool: Conn
         token = mint_token(JWT_SECRET, user_id=uuid.uuid4(), tenant_id=tenant, roles=[role])
         return {"Authorization": f"Bearer {token}"}
 
-    with TestClient(create_app(module_settings, module_pool), raise_server_exceptions=False) as client:
+    with TestClient(build_app(module_settings, module_pool), raise_server_exceptions=False) as client:
         yield World(running_boost, client, module_pool, tenant, auth("admin"), auth("manager"))
 
 

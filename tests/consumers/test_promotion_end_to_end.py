@@ -15,9 +15,8 @@ from datetime import timedelta
 
 import pytest
 
-from pin.api.app import create_app
 from pin.api.auth import mint_token
-from pin.bootstrap import build_relay
+from pin.bootstrap import build_app, build_relay
 from pin.messaging.kafka import ensure_topics
 from pin.outbox.relay import RelayConfig
 from pin.promotion.domain import Target, TargetKind
@@ -50,7 +49,7 @@ def test_AC1_AC8_an_expired_purchase_loses_its_boost_after_the_consumers_handle_
         assert totals["published"] == 1, totals
 
     with (
-        TestClient(create_app(settings, pool), raise_server_exceptions=False) as client,
+        TestClient(build_app(settings, pool), raise_server_exceptions=False) as client,
         running_groups(["catalog", "news", "notifications"], settings, pool),
     ):
         assert (

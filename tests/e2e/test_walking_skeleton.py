@@ -15,10 +15,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from pin.embedded.kafka import EmbeddedKafka
+from pin.local.embedded.kafka import EmbeddedKafka
+from pin.local.tcp_ports import free_port
 from pin.messaging import topics
 from pin.messaging.kafka import ensure_topics
-from pin.ports import free_port
 from pin.settings import Settings
 from tests.support.kafka import read_topic
 from tests.support.processes import RoleProcess

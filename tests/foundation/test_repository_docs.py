@@ -230,13 +230,13 @@ def test_the_path_check_tells_paths_from_other_code() -> None:
     ):
         assert named_path(not_a_path) is None, not_a_path
     assert missing_path(ROOT / "docs" / "README.md", "outbox/relay.py")  # a package now: outbox/relay/
-    assert not missing_path(ROOT / "docs" / "README.md", "up.py")  # src/pin/up.py
+    assert not missing_path(ROOT / "docs" / "README.md", "cli.py")  # src/pin/cli.py
     assert not missing_path(ROOT / "docs" / "README.md", "design/relay.md")  # the document's folder
     assert not missing_path(ROOT / "docs" / "README.md", "tests/conftest.py")  # the repository root
     assert not missing_path(ROOT / "docs" / "README.md", "runtime.py")  # a bare name: messaging/consumer/runtime.py
     assert missing_path(ROOT / "docs" / "README.md", "relay.md")  # no file of that name under src/pin/
     assert not missing_path(ROOT / "README.md", ".pin/")  # what a run creates: ignored by git, not checked
-    assert not missing_path(ROOT / "docs" / "README.md", "pin/up.py")  # src/: the module path
+    assert not missing_path(ROOT / "docs" / "README.md", "pin/cli.py")  # src/: the module path
     assert missing_path(ROOT / "docs" / "README.md", "pin/relay.py")  # under none of the roots
 
 

@@ -16,7 +16,7 @@ from queue import Queue
 
 import pytest
 
-from pin.embedded.postgres import EmbeddedPostgres
+from pin.local.embedded.postgres import EmbeddedPostgres
 
 pytestmark = [
     pytest.mark.slow,

@@ -19,10 +19,11 @@ import jwt
 import psutil
 import pytest
 
-from pin import state
-from pin.embedded.lifetime import die_with_parent
-from pin.embedded.postgres import EmbeddedPostgres
-from pin.ports import free_port
+from pin.local import state_folder
+from pin.local.embedded.lifetime import die_with_parent
+from pin.local.embedded.postgres import EmbeddedPostgres
+from pin.local.tcp_ports import free_port
+from pin.settings import UP_ENDPOINTS_FILE, UP_LOCK_FILE
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -72,7 +73,7 @@ def _start_up(folder: Path, port: int, log_name: str) -> subprocess.Popen[bytes]
     while True:
         assert up.poll() is None, log.read_text()
         try:
-            if _get(f"http://127.0.0.1:{port}/readyz")[0] == 200 and (folder / ".pin" / state.ENDPOINTS_FILE).exists():
+            if _get(f"http://127.0.0.1:{port}/readyz")[0] == 200 and (folder / ".pin" / UP_ENDPOINTS_FILE).exists():
                 return up
         except OSError:
             pass
@@ -104,7 +105,7 @@ def test_pin_up_starts_and_stops_cleanly(tmp_path: Path) -> None:
         assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE], f"orphans: {alive}"
         assert not psutil.pid_exists(postgres_pid) or psutil.Process(postgres_pid).status() == psutil.STATUS_ZOMBIE
         assert "pin up: stopped" in (tmp_path / "up.log").read_text()
-        assert not (home / state.ENDPOINTS_FILE).exists()
+        assert not (home / UP_ENDPOINTS_FILE).exists()
         after = json.loads(_pin("status", "--json", "--no-kafka", cwd=tmp_path).stdout)
         assert after["database"] == {"na": "PIN_DATABASE_URL is not set"}
     finally:
@@ -144,7 +145,7 @@ def _the_other_commands_find_this_pin_up(folder: Path, pid: int, port: int) -> N
     assert done["outbox"].stdout == done["remote"].stdout == ""
 
     minted = done["token"].stdout.strip()
-    secret = (folder / ".pin" / state.DEV_SECRET_FILE).read_text().strip()
+    secret = (folder / ".pin" / state_folder.DEV_SECRET_FILE).read_text().strip()
     assert jwt.decode(minted, secret, algorithms=["HS256"])["sub"] == str(user)
     request = urllib.request.Request(  # the API of this pin up accepts it
         f"http://127.0.0.1:{port}/promotions/packages", headers={"Authorization": f"Bearer {minted}"}
@@ -168,25 +169,25 @@ def test_a_port_in_use_stops_pin_up_before_it_starts_anything(tmp_path: Path) ->
     assert f"port {port} on 127.0.0.1 is in use" in lines[0]
     assert "--port" in lines[0]
     # nothing was started: no database, no broker log, no endpoints, and it did not wait for anything
-    assert sorted(path.name for path in (tmp_path / ".pin").iterdir()) == [state.LOCK_FILE]
+    assert sorted(path.name for path in (tmp_path / ".pin").iterdir()) == [UP_LOCK_FILE]
     assert took < 30
 
 
 def test_a_state_folder_in_use_stops_pin_up_before_it_starts_anything(tmp_path: Path) -> None:
     home = tmp_path / ".pin"
-    with state.lock(home):
+    with state_folder.lock(home):
         result = _pin("up", "--port", str(free_port()), cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
     assert f"the state folder {home} is in use by another `pin up` (pid {os.getpid()})" in lines[0]
     assert "PIN_HOME" in lines[0]
-    assert sorted(path.name for path in home.iterdir()) == [state.LOCK_FILE]
+    assert sorted(path.name for path in home.iterdir()) == [UP_LOCK_FILE]
 
 
 def test_a_killed_pin_up_leaves_no_role_or_broker_running_and_the_next_one_starts(tmp_path: Path) -> None:
     """SIGKILL gives `pin up` no chance to stop anything: its roles stop by themselves (PIN_UP_PID), the broker
-    and PostgreSQL get a signal from the kernel (pin.embedded.lifetime), and a PostgreSQL left running in the
+    and PostgreSQL get a signal from the kernel (pin.local.embedded.lifetime), and a PostgreSQL left running in the
     folder anyway (a system without that signal) is stopped by the next `pin up`."""
     first = _start_up(tmp_path, free_port(), "up-1.log")
     second: subprocess.Popen[bytes] | None = None

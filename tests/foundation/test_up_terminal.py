@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from pin.embedded.kafka import EmbeddedKafka
-from pin.embedded.lifetime import die_with_parent
-from pin.ports import free_port
+from pin.local.embedded.kafka import EmbeddedKafka
+from pin.local.embedded.lifetime import die_with_parent
+from pin.local.tcp_ports import free_port
 from tests.conftest import JWT_SECRET
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -1,4 +1,4 @@
-"""API fuzzing with schemathesis against the app's own OpenAPI document (create_app on a real PostgreSQL).
+"""API fuzzing with schemathesis against the app's own OpenAPI document (build_app on a real PostgreSQL).
 
 Every operation is called with generated data (valid and invalid) and a valid token of one tenant holding every
 role (admin, agent, investor, manager), so that the requests get past authentication into the handlers. The
@@ -26,8 +26,8 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
 )
 
-from pin.api.app import create_app
 from pin.api.auth import mint_token
+from pin.bootstrap import build_app
 from pin.db import create_pool
 from pin.settings import Settings
 from tests.conftest import JWT_SECRET
@@ -55,7 +55,7 @@ def fuzz_pool(test_databases: TestDatabases) -> Iterator[ConnectionPool[Any]]:
 def _app_schema(pool: ConnectionPool[Any]) -> Any:
     """The OpenAPI document of the real app, served in process (ASGI)."""
     settings_ = Settings.model_validate({"database_url": "postgresql://unused", "jwt_secret": JWT_SECRET})
-    return schemathesis.openapi.from_asgi("/openapi.json", create_app(settings_, pool))
+    return schemathesis.openapi.from_asgi("/openapi.json", build_app(settings_, pool))
 
 
 AUTH = {

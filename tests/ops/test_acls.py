@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pin.embedded.kafka import EmbeddedKafka
+from pin.local.embedded.kafka import EmbeddedKafka
 from pin.messaging import acls, groups, topics
 from pin.messaging.acls import AclEntry, converge, managed_principals, required_acls
 from pin.messaging.kafka import consumer_config, producer_config

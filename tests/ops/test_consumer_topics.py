@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pin.embedded.kafka import EmbeddedKafka
+from pin.local.embedded.kafka import EmbeddedKafka
 from pin.messaging import topics
 from pin.messaging.groups import topics_of
 from pin.messaging.kafka import ensure_topics, missing_topics

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from psycopg_pool import ConnectionPool
 
-from pin.api.app import create_app
+from pin.bootstrap import build_app
 from pin.db import Conn, database_now
 from pin.settings import Settings
 
@@ -43,7 +43,7 @@ def test_reasons_tokens_and_contacts_never_reach_a_log_line(
     from pin.calendar.timeout_worker import AppointmentTimeoutJob
 
     settings = make_settings()
-    client = TestClient(create_app(settings, pool), raise_server_exceptions=False)
+    client = TestClient(build_app(settings, pool), raise_server_exceptions=False)
     tenant, agent, investor = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     agent_token, investor_token = token(agent, tenant, "agent"), token(investor, tenant, "investor")
     as_agent = {"Authorization": f"Bearer {agent_token}"}

@@ -18,7 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg_pool import ConnectionPool
 
-from pin.api.app import create_app
+from pin.bootstrap import build_app
 from pin.db import Conn, database_now
 from pin.settings import Settings
 from pin.status import collect_status
@@ -185,7 +185,7 @@ def test_appointment_timeout_process_exports_the_seed_metrics_after_real_cycles(
     token: Callable[..., str],
 ) -> None:
     settings = make_settings(appointment_pending_ttl_seconds=2)  # Pending for two seconds only
-    client = TestClient(create_app(settings, pool), raise_server_exceptions=False)
+    client = TestClient(build_app(settings, pool), raise_server_exceptions=False)
     tenant = uuid.uuid4()
     with pool.connection() as conn:
         now = database_now(conn)

@@ -24,7 +24,7 @@ from psycopg_pool import ConnectionPool
 from rich.console import Console
 
 from pin.db import Conn
-from pin.embedded.kafka import EmbeddedKafka
+from pin.local.embedded.kafka import EmbeddedKafka
 from pin.messaging import dead_letter_store, topics
 from pin.messaging.kafka import ensure_topics
 from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob

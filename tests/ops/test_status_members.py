@@ -15,7 +15,7 @@ from psycopg_pool import ConnectionPool
 from rich.console import Console
 
 from pin.db import Conn
-from pin.embedded.kafka import EmbeddedKafka
+from pin.local.embedded.kafka import EmbeddedKafka
 from pin.messaging.consumer.membership import Membership
 from pin.messaging.kafka import ensure_topics
 from pin.settings import Settings

@@ -22,7 +22,7 @@ from psycopg_pool import ConnectionPool
 from pin.calendar.contracts import AppointmentCancelledEvent
 from pin.calendar.domain import Kind, Reason
 from pin.db import Conn, database_now
-from pin.embedded.kafka import EmbeddedKafka
+from pin.local.embedded.kafka import EmbeddedKafka
 from pin.messaging import topics
 from pin.messaging.kafka import ensure_topics
 from pin.observability.tracing import current_traceparent, tracer

@@ -8,7 +8,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from pin.db import Conn
-from pin.embedded.kafka import EmbeddedKafka
+from pin.local.embedded.kafka import EmbeddedKafka
 from pin.outbox.relay import OutboxRelay
 from pin.settings import Settings
 from tests.outbox.support import drop_producer, make_relay

@@ -22,7 +22,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
 from pin.db import Conn
-from pin.embedded.postgres import EmbeddedPostgres
+from pin.local.embedded.postgres import EmbeddedPostgres
 from pin.outbox.dead_letters import dead_letter_replay
 from pin.outbox.relay.batch import PendingRow
 from pin.outbox.relay.producing import _produce_row

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from pin.db import connect
-from pin.embedded.kafka import EmbeddedKafka
+from pin.local.embedded.kafka import EmbeddedKafka
 from pin.outbox.relay import OutboxRelay
 from pin.settings import Settings
 from tests.outbox.support import (

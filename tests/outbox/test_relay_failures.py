@@ -9,7 +9,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from pin.db import Conn, connect
-from pin.embedded.kafka import EmbeddedKafka
+from pin.local.embedded.kafka import EmbeddedKafka
 from pin.outbox import metrics
 from pin.outbox.relay import OutboxRelay
 from pin.settings import Settings

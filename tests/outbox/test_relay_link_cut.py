@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pin.embedded.kafka import EmbeddedKafka
+from pin.local.embedded.kafka import EmbeddedKafka
 from pin.messaging.kafka import ensure_topics
 from pin.settings import Settings
 from tests.outbox.support import (

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from pin.embedded.kafka import EmbeddedKafka
+from pin.local.embedded.kafka import EmbeddedKafka
 from pin.outbox import metrics
 from pin.outbox.relay import OutboxRelay
 from pin.settings import Settings

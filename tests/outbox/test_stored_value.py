@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from pin.db import connect
-from pin.embedded.kafka import EmbeddedKafka
+from pin.local.embedded.kafka import EmbeddedKafka
 from pin.outbox.relay import OutboxRelay
 from pin.outbox.relay.encoding import encode_value
 from pin.outbox.writer import (

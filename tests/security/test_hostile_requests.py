@@ -26,9 +26,9 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from pin.api.app import create_app
+from pin.bootstrap import build_app
 from pin.db import Conn
-from pin.ports import free_port
+from pin.local.tcp_ports import free_port
 from pin.settings import Settings
 from tests.conftest import JWT_SECRET
 from tests.support.api import ApiServer, RawConnection, Tenant, bearer, header, slot_body, start_api, wait_ready
@@ -212,7 +212,7 @@ def test_a_token_living_longer_than_the_maximum_lifetime_is_a_401(client: TestCl
 
 def test_the_maximum_lifetime_is_a_setting(make_settings: Callable[..., Settings], pool: ConnectionPool[Conn]) -> None:
     """PIN_JWT_MAX_LIFETIME_SECONDS=600: a token for an hour is refused, one for five minutes accepted."""
-    with TestClient(create_app(make_settings(jwt_max_lifetime_seconds=600), pool)) as client:
+    with TestClient(build_app(make_settings(jwt_max_lifetime_seconds=600), pool)) as client:
         hour = bearer(uuid.uuid4(), uuid.uuid4(), "agent", exp=int(time.time()) + 3600)
         assert_problem(client.get("/notifications", headers=hour), 401, "invalid-token")
         minutes = bearer(uuid.uuid4(), uuid.uuid4(), "agent", exp=int(time.time()) + 300)

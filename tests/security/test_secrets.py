@@ -16,9 +16,9 @@ import httpx
 import psutil
 import pytest
 
-from pin.embedded.kafka import EmbeddedKafka
+from pin.local.embedded.kafka import EmbeddedKafka
+from pin.local.tcp_ports import free_port
 from pin.messaging.kafka import client_config, consumer_config, producer_config
-from pin.ports import free_port
 from pin.settings import Settings
 from tests.conftest import JWT_SECRET
 from tests.support.processes import RoleProcess

@@ -20,10 +20,10 @@ import psycopg
 
 from pin.api.auth import mint_token
 from pin.db import migrate
-from pin.embedded.kafka import EmbeddedKafka
-from pin.embedded.postgres import EmbeddedPostgres
+from pin.local.embedded.kafka import EmbeddedKafka
+from pin.local.embedded.postgres import EmbeddedPostgres
+from pin.local.tcp_ports import free_port
 from pin.messaging.kafka import ensure_topics
-from pin.ports import free_port
 from pin.settings import Settings
 from tests.support.netns import POOL, NetworkNamespace, network_namespace, unavailable_reason
 from tests.support.processes import RoleProcess

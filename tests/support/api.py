@@ -15,7 +15,7 @@ import h11
 import httpx
 import jwt
 
-from pin.ports import free_port
+from pin.local.tcp_ports import free_port
 from tests.conftest import JWT_SECRET
 from tests.support.processes import RoleProcess
 

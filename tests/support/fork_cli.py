@@ -26,7 +26,7 @@ from typing import Any
 # the roles' modules, imported once here rather than in every child
 import pin.bootstrap
 import pin.cli
-import pin.up
+import pin.local.up
 
 
 @dataclass

@@ -11,7 +11,7 @@ from pathlib import Path
 import psycopg
 
 from pin.db import migrate
-from pin.embedded.postgres import EmbeddedPostgres
+from pin.local.embedded.postgres import EmbeddedPostgres
 
 
 class TestDatabases:

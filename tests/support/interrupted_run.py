@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import psycopg
 
-from pin.embedded.kafka import EmbeddedKafka
+from pin.local.embedded.kafka import EmbeddedKafka
 from tests.support.processes import RoleProcess
 
 

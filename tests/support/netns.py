@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pin.embedded.postgres import EmbeddedPostgres
+from pin.local.embedded.postgres import EmbeddedPostgres
 from pin.settings import Settings
 from tests.support.infra import TestDatabases
 

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pin.embedded.lifetime import die_with_parent
+from pin.local.embedded.lifetime import die_with_parent
 
 # A folder holding another checkout's ``pin`` package (its ``src``): roles started by tests import it instead of
 # this one, to show that a test fails on older code (the tests themselves still run on this checkout).

@@ -1,6 +1,11 @@
-"""The FastAPI application factory: health, metrics, the contexts' routers, problem documents."""
+"""The FastAPI application factory: health, metrics, problem documents, and the routers of the contexts it is
+given. Plumbing: it imports no context; which contexts make the app is the composition root's choice
+(``pin.bootstrap.http_contexts``)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from fastapi import APIRouter, FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -29,8 +34,15 @@ Every error is an `application/problem+json` document with a stable `code`.
 """
 
 
-def create_app(settings: Settings, pool: ConnectionPool[Conn]) -> FastAPI:
-    """Build the API; nothing here runs at import time."""
+class HttpContext(NamedTuple):
+    """What one context contributes to the API: its ``http`` module's ``router`` and ``PROBLEMS``."""
+
+    router: APIRouter
+    problems: ProblemTable
+
+
+def create_app(settings: Settings, pool: ConnectionPool[Conn], contexts: Sequence[HttpContext]) -> FastAPI:
+    """Build the API of ``contexts`` (their routes in this order); nothing here runs at import time."""
     # every error is a problem+json document: say so in the OpenAPI document (FastAPI would claim a JSON 422)
     app = FastAPI(
         title="PIN background jobs and integration events",
@@ -41,11 +53,10 @@ def create_app(settings: Settings, pool: ConnectionPool[Conn]) -> FastAPI:
     app.state.settings = settings
     app.state.pool = pool
     app.state.token_verifier = TokenVerifier(settings)
-    contexts = context_parts()
-    install_problem_handlers(app, combined(problems for _, problems in contexts))
+    install_problem_handlers(app, combined(context.problems for context in contexts))
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.http_max_body_bytes)
-    for router, _ in contexts:
-        app.include_router(router)
+    for context in contexts:
+        app.include_router(context.router)
 
     @app.get("/healthz", tags=["ops"])
     def healthz() -> dict[str, str]:
@@ -68,22 +79,3 @@ def create_app(settings: Settings, pool: ConnectionPool[Conn]) -> FastAPI:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     return app
-
-
-def context_parts() -> tuple[tuple[APIRouter, ProblemTable], ...]:
-    """Each context's router and problem table, from its ``http`` module, in the order the routes are included."""
-    from pin.calendar import http as calendar
-    from pin.catalog import http as catalog
-    from pin.crm.http import router as crm_router
-    from pin.news import http as news
-    from pin.notifications.http import router as notifications_router
-    from pin.promotion import http as promotion
-
-    return (
-        (calendar.router, calendar.PROBLEMS),
-        (promotion.router, promotion.PROBLEMS),
-        (crm_router, {}),  # crm and notifications raise no domain error of their own at the edge
-        (notifications_router, {}),
-        (catalog.router, catalog.PROBLEMS),
-        (news.router, news.PROBLEMS),
-    )

@@ -10,9 +10,13 @@ from fastapi import APIRouter, Query
 from pin.api.auth import Principal, Role, require_roles
 from pin.api.bodies import ResponseBody, UtcTime
 from pin.api.deps import Pool
+from pin.api.problems import ProblemTable
 from pin.crm.queries import lead_feed
 
 router = APIRouter(prefix="/crm", tags=["crm"])
+
+# How crm's errors answer (pin.api.problems): the lead feed is read only, it raises none of its own.
+PROBLEMS: ProblemTable = {}
 
 
 class LeadFeedEntryOut(ResponseBody):

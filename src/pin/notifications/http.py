@@ -10,9 +10,13 @@ from fastapi import APIRouter, Depends, Query
 from pin.api.auth import Principal, current_principal
 from pin.api.bodies import ResponseBody, UtcTime
 from pin.api.deps import Pool
+from pin.api.problems import ProblemTable
 from pin.notifications.queries import notifications_of
 
 router = APIRouter(tags=["notifications"])
+
+# How notifications' errors answer (pin.api.problems): the list is read only, it raises none of its own.
+PROBLEMS: ProblemTable = {}
 
 
 class NotificationOut(ResponseBody):

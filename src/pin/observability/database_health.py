@@ -68,7 +68,7 @@ class DatabaseHealth:
     def refresh(self) -> None:
         """Read the statistics once and set every gauge (one short read-only transaction)."""
         with self._pool.connection() as conn, conn.transaction():
-            conn.execute(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}")
+            conn.execute(_QUERIES["refresh_statement_timeout"], {"ms": STATEMENT_TIMEOUT_MS})
             tables = conn.execute(_QUERIES["table_health_read"], {"tables": list(HOT_TABLES)}).fetchall()
             indexes = conn.execute(_QUERIES["index_health_read"], {"indexes": list(CLAIM_INDEXES)}).fetchall()
             oldest = conn.execute(_QUERIES["transaction_oldest_age"]).fetchone()

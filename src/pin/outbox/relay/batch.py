@@ -40,7 +40,7 @@ def pending_rows(_cursor: object) -> Callable[[Sequence[Any]], PendingRow]:
 
 
 @dataclass(frozen=True)
-class RelayCycle:
+class RelayCounts:
     """The counters of one batch (or of several, added with ``+``)."""
 
     read: int = 0
@@ -58,9 +58,9 @@ class RelayCycle:
         """The batch limit was hit: the next batch should start at once."""
         return self.more_waiting
 
-    def __add__(self, other: RelayCycle) -> RelayCycle:
+    def __add__(self, other: RelayCounts) -> RelayCounts:
         """The counters added up (``more_waiting`` of either)."""
-        return RelayCycle(
+        return RelayCounts(
             read=self.read + other.read,
             published=self.published + other.published,
             failed=self.failed + other.failed,
@@ -76,7 +76,7 @@ class RelayCycle:
 
 
 # What `pin relay --once` prints (with the number of cycles), in this order.
-REPORTED_COUNTERS = tuple(f.name for f in fields(RelayCycle) if f.name not in ("more_waiting", "settled"))
+REPORTED_COUNTERS = tuple(f.name for f in fields(RelayCounts) if f.name not in ("more_waiting", "settled"))
 
 
 def waves(rows: Sequence[PendingRow]) -> Iterator[list[PendingRow]]:

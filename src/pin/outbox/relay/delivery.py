@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from pin.outbox.relay.batch import RelayCycle
+from pin.outbox.relay.batch import RelayCounts
 
 
 class DeliveryWatch:
@@ -16,7 +16,7 @@ class DeliveryWatch:
         self._clock = clock
         self._since: float | None = None
 
-    def observe(self, cycle: RelayCycle, *, in_flight: bool) -> None:
+    def observe(self, cycle: RelayCounts, *, in_flight: bool) -> None:
         """A step of the pipeline: an acknowledged row clears the stall; rows out or failed start it."""
         if cycle.published:
             self._since = None

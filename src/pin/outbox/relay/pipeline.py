@@ -13,7 +13,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.db import Conn
 from pin.outbox.relay import queries
-from pin.outbox.relay.batch import Batch, PendingRow, RelayCycle, pending_rows
+from pin.outbox.relay.batch import Batch, PendingRow, RelayCounts, pending_rows
 from pin.outbox.relay.producing import BatchProducer
 from pin.outbox.relay.settling import Settler
 
@@ -53,7 +53,7 @@ class Pipeline:
         self._settler = settler
         self._in_flight: deque[Batch] = deque()  # handed to the producer, not yet awaited; oldest first
         # batches acknowledged (or failed) whose rows the settling thread is deleting or marking, oldest first
-        self._settling: deque[tuple[Batch, Future[RelayCycle]]] = deque()
+        self._settling: deque[tuple[Batch, Future[RelayCounts]]] = deque()
         self._settling_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="relay-settle")
         self._active_vparts = 0  # vparts that gave rows to the last batch
 
@@ -67,19 +67,19 @@ class Pipeline:
         """Some batch is still being settled."""
         return bool(self._settling)
 
-    def round(self) -> RelayCycle:
+    def round(self) -> RelayCounts:
         """One synchronous batch: read, produce, await the outcomes, settle in this thread. Nothing is left in
         flight when it returns (what the pipeline had in flight is settled first; those counters are dropped)."""
         self.settle_all()
         read = self._read()
         if not read.rows:
-            return RelayCycle(read=read.read, more_waiting=read.more_waiting)
+            return RelayCounts(read=read.read, more_waiting=read.more_waiting)
         batch = self._producer.produce(read.rows)
         self._producer.await_outcomes(batch, flush=True)
         cycle = self._settler.settle(batch)
         return replace(cycle, read=read.read, more_waiting=read.more_waiting)
 
-    def step(self) -> RelayCycle:
+    def step(self) -> RelayCounts:
         """Read the next batch while the broker acknowledges the batches in flight, and produce its first wave.
         Then finish (await, hand to the settling thread) every batch in flight when no backlog is left, else the
         oldest when the pipeline is full or the read added no batch. Returns the rows read and the counters of
@@ -100,30 +100,30 @@ class Pipeline:
         held_back = done.held_back + read.held
         return replace(done, read=read.read, held_back=held_back, more_waiting=read.more_waiting or read.held > 0)
 
-    def settle_all(self) -> RelayCycle:
+    def settle_all(self) -> RelayCounts:
         """Await the batches in flight and wait until every batch is settled (before a stop, a lease release or
         a synchronous round); returns their counters."""
-        done = RelayCycle()
+        done = RelayCounts()
         while self._in_flight:
             done += self._finish_oldest()
         return done + self._collect(wait=True)
 
-    def _finish_oldest(self) -> RelayCycle:
+    def _finish_oldest(self) -> RelayCounts:
         """Await the oldest batch's outcomes, then hand it to the settling thread; the counters of the batches
         that had to be waited for (one batch settles at a time: when the database is behind, wait for it)."""
         batch = self._in_flight.popleft()
         # flush when nothing else is in flight (sent at once, not after linger.ms); else poll, which does not
         # wait for the younger batches' acknowledgements
         self._producer.await_outcomes(batch, flush=not self._in_flight)
-        done = RelayCycle()
+        done = RelayCounts()
         while self._settling:
             done += self._collect(wait=True, oldest_only=True)
         self._settling.append((batch, self._settling_thread.submit(self._settler.settle, batch)))
         return done
 
-    def _collect(self, *, wait: bool, oldest_only: bool = False) -> RelayCycle:
+    def _collect(self, *, wait: bool, oldest_only: bool = False) -> RelayCounts:
         """The counters of the settled batches (all, or only the oldest; waiting for them, or only those done)."""
-        total = RelayCycle()
+        total = RelayCounts()
         error: BaseException | None = None
         while self._settling and (wait or self._settling[0][1].done()):
             _batch, future = self._settling.popleft()

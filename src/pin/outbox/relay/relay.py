@@ -19,7 +19,7 @@ from pin.db import Conn, ConnectionPolicy, connect
 from pin.observability import liveness
 from pin.outbox import metrics
 from pin.outbox.gauges import OutboxGauges
-from pin.outbox.relay.batch import REPORTED_COUNTERS, RelayCycle
+from pin.outbox.relay.batch import REPORTED_COUNTERS, RelayCounts
 from pin.outbox.relay.config import RelayConfig
 from pin.outbox.relay.delivery import DeliveryWatch
 from pin.outbox.relay.hooks import RelayHooks
@@ -76,7 +76,7 @@ class OutboxRelay:
             settler=settler,
         )
 
-    def run_once(self) -> RelayCycle:
+    def run_once(self) -> RelayCounts:
         """Read one batch of owned, due rows; publish; delete the acknowledged; mark or dead-letter the failed.
         Nothing is left in flight when it returns."""
         return self.pipeline.round()
@@ -252,7 +252,7 @@ class OutboxRelay:
                 self._closing.wait(1.0)
 
 
-def _add(totals: dict[str, int], cycle: RelayCycle) -> None:
+def _add(totals: dict[str, int], cycle: RelayCounts) -> None:
     """Count one more cycle and add its counters to the totals."""
     totals["cycles"] += 1
     for name, value in cycle.as_dict().items():

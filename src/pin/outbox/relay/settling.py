@@ -15,7 +15,7 @@ from pin.backoff import exponential_backoff
 from pin.db import Conn
 from pin.outbox import metrics
 from pin.outbox.relay import queries
-from pin.outbox.relay.batch import Batch, PendingRow, RelayCycle
+from pin.outbox.relay.batch import Batch, PendingRow, RelayCounts
 from pin.outbox.relay.config import RelayConfig
 from pin.outbox.relay.errors import SendError
 
@@ -31,10 +31,10 @@ class Settler:
         self._owner = owner
         self._config = config
 
-    def settle(self, batch: Batch) -> RelayCycle:
+    def settle(self, batch: Batch) -> RelayCounts:
         """Delete the batch's acknowledged rows, mark or dead-letter its failed ones; its counters."""
         published, dead_lettered = self._write(batch.acked, batch.failures)
-        cycle = RelayCycle(
+        cycle = RelayCounts(
             published=published,
             failed=len(batch.failures),
             dead_lettered=dead_lettered,

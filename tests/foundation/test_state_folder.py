@@ -1,4 +1,5 @@
-"""Commands run where `pin up` runs find its endpoints (pin.state) when the PIN_* variables are unset."""
+"""Commands run where `pin up` runs find its endpoints (pin.settings.running_endpoints) when the PIN_* variables
+are unset; `pin up` keeps its state folder (pin.local.state_folder)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from pin import state
-from pin.settings import ConfigurationError, load_settings
+from pin.local import state_folder
+from pin.settings import UP_ENDPOINTS_FILE, ConfigurationError, PinUpEndpoints, load_settings
 
 pytestmark = pytest.mark.unit
 
-ENDPOINTS = state.Endpoints(
+ENDPOINTS = PinUpEndpoints(
     pid=4242,
     started_at="2026-01-01 10:00:00 UTC",
     api_url="http://127.0.0.1:8000",
     database_url="postgresql://postgres@127.0.0.1:5999/postgres",
     kafka_bootstrap_servers="127.0.0.1:5998",
-    jwt_secret_file=state.DEV_SECRET_FILE,
+    jwt_secret_file=state_folder.DEV_SECRET_FILE,
 )
 
 
@@ -32,15 +33,15 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     folder = tmp_path / ".pin"
     folder.mkdir()
-    (folder / state.DEV_SECRET_FILE).write_text("a-development-secret-of-32-chars\n")
-    state.write_endpoints(folder, ENDPOINTS)
+    (folder / state_folder.DEV_SECRET_FILE).write_text("a-development-secret-of-32-chars\n")
+    state_folder.write_endpoints(folder, ENDPOINTS)
     return folder
 
 
 @pytest.fixture
 def running(home: Path) -> Iterator[Path]:
     """The folder's lock held, as a running `pin up` holds it."""
-    with state.lock(home):
+    with state_folder.lock(home):
         yield home
 
 
@@ -90,18 +91,18 @@ def test_pin_up_itself_never_reads_another_pin_ups_endpoints(running: Path) -> N
 
 
 def test_a_second_pin_up_on_the_same_folder_is_refused_by_name(running: Path) -> None:
-    with pytest.raises(state.StateFolderError, match=r"in use by another `pin up` \(pid \d+\).*PIN_HOME"):
-        state.lock(running)
+    with pytest.raises(state_folder.StateFolderError, match=r"in use by another `pin up` \(pid \d+\).*PIN_HOME"):
+        state_folder.lock(running)
 
 
 def test_a_state_folder_that_cannot_be_created_is_one_line_naming_pin_home(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
-    with pytest.raises(state.StateFolderError, match=r"cannot be used.*PIN_HOME"):
-        state.lock(blocker / "home")
+    with pytest.raises(state_folder.StateFolderError, match=r"cannot be used.*PIN_HOME"):
+        state_folder.lock(blocker / "home")
 
 
 def test_the_configuration_error_of_a_missing_url_is_unchanged_without_a_pin_up(home: Path) -> None:
-    (home / state.ENDPOINTS_FILE).unlink()
+    (home / UP_ENDPOINTS_FILE).unlink()
     with pytest.raises(ConfigurationError, match="PIN_DATABASE_URL is not set"):
         load_settings().require_database_url()

