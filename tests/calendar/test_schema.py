@@ -184,7 +184,7 @@ def test_guarded_save_of_a_stale_cluster_is_a_conflict(calendar: service.Calenda
     stale.decline("too late", stale.appointment.updated_at)
     with connect(database_url) as conn:
         with pytest.raises(ConflictError):
-            repository.cluster_save(conn, stale)
+            repository.cluster_save(conn, stale, [])
         conn.rollback()
     with calendar.pool.connection() as conn:
         row = conn.execute("SELECT status FROM calendar.appointment WHERE id = %s", (appointment_id,)).fetchone()
@@ -207,5 +207,5 @@ def test_unique_violation_of_the_active_index_is_slot_not_available(
             slot, investor_user_id=uuid.uuid4(), now=datetime.now(UTC), pending_ttl=timedelta(hours=1)
         )
         with pytest.raises(SlotNotAvailableError):
-            repository.cluster_save(conn, cluster)
+            repository.cluster_save(conn, cluster, [])
         conn.rollback()

@@ -14,7 +14,7 @@ from typing import Any, LiteralString
 from psycopg.rows import tuple_row
 
 from pin.calendar.repository import APPOINTMENT_IS_DUE
-from pin.calendar.rows import APPOINTMENT_NAMES, EVENT_NAMES, REMINDER_COLUMNS, SLOT_NAMES
+from pin.calendar.rows import APPOINTMENT_NAMES, EVENT_NAMES, REMINDER_NAMES, SLOT_NAMES
 from pin.db import Conn
 from pin.jobs import bookkeeping
 
@@ -45,7 +45,7 @@ event_locked AS MATERIALIZED (
        FOR NO KEY UPDATE OF e
 ),
 reminders_locked AS MATERIALIZED (
-    SELECT {", ".join(f"r.{name.strip()}" for name in REMINDER_COLUMNS.split(","))}
+    SELECT {", ".join(f"r.{name}" for name in REMINDER_NAMES)}
       FROM calendar.event_reminder AS r WHERE r.calendar_event_id = (SELECT e.id FROM event_locked AS e)
      ORDER BY r.id
        FOR NO KEY UPDATE OF r

@@ -117,8 +117,7 @@ def book_slot(
         cluster = AppointmentCluster.book(
             slot, investor_user_id=actor.user_id, now=database_now(uow.conn), pending_ttl=calendar.policy.pending_ttl
         )
-        repository.cluster_save(uow.conn, cluster)
-        _record_events(uow, cluster)
+        _save(uow, cluster)
         _commit(uow)
     return cluster
 
@@ -202,10 +201,11 @@ def reschedule_my_appointment(
             raise SlotNotFoundError
         as_of = database_now(uow.conn)
         new = old.reschedule(new_slot, as_of, cancel_cutoff=policy.cancel_cutoff, pending_ttl=policy.pending_ttl)
-        repository.cluster_save(uow.conn, new)  # first: the old one will point at it
-        repository.cluster_save(uow.conn, old)
         _record_events(uow, old)
         _record_events(uow, new)
+        rows = uow.take_outbox_rows()
+        repository.cluster_save(uow.conn, new, [])  # first: the old one will point at it
+        repository.cluster_save(uow.conn, old, rows)
         _commit(uow)
     return new
 
@@ -244,24 +244,16 @@ def expire_appointment(
     return expire_locked_cluster(uow, cluster, as_of)
 
 
-def expire_locked_cluster(
-    uow: UnitOfWork, cluster: AppointmentCluster, as_of: datetime, *, one_statement: bool = False
-) -> ExpiryResult:
+def expire_locked_cluster(uow: UnitOfWork, cluster: AppointmentCluster, as_of: datetime) -> ExpiryResult:
     """Expire a due Pending appointment whose cluster the caller locked in ``uow``'s transaction; the caller commits.
 
-    With ``one_statement`` the guarded writes and the outbox rows of the two events go in one statement
-    (:func:`repository.cluster_save_with_outbox`), and the per-event log lines are at DEBUG (the worker logs one
-    line per expired item). Raises as :func:`expire_appointment`.
+    The per-event log lines are at DEBUG (the worker logs one line per expired item). Raises as
+    :func:`expire_appointment`.
     """
     if not cluster.appointment.is_due(as_of):
         return ExpiryResult(ExpiryStatus.NOT_DUE, cluster=cluster)
     outcome = cluster.expire(as_of)
-    if one_statement:
-        _record_events(uow, cluster, level=logging.DEBUG)
-        repository.cluster_save_with_outbox(uow.conn, cluster, uow.take_outbox_rows())
-    else:
-        repository.cluster_save(uow.conn, cluster)
-        _record_events(uow, cluster)
+    _save(uow, cluster, level=logging.DEBUG)
     return ExpiryResult(ExpiryStatus.EXPIRED, outcome, cluster)
 
 
@@ -313,8 +305,7 @@ def _changing_appointment(
         _authorize(cluster.appointment, actor, side)
         _check_version(cluster.appointment.version, expected_version)
         yield cluster, database_now(uow.conn)
-        repository.cluster_save(uow.conn, cluster)
-        _record_events(uow, cluster)
+        _save(uow, cluster)
         _commit(uow)
 
 
@@ -333,6 +324,12 @@ def _authorize(appointment: Appointment, actor: Actor, side: Side) -> None:
 def _check_version(current: int, expected: int | None) -> None:
     if expected is not None and expected != current:
         raise VersionMismatchError
+
+
+def _save(uow: UnitOfWork, cluster: AppointmentCluster, *, level: int = logging.INFO) -> None:
+    """Save a changed cluster and the outbox rows of its events: one statement (repository.cluster_save)."""
+    _record_events(uow, cluster, level=level)
+    repository.cluster_save(uow.conn, cluster, uow.take_outbox_rows())
 
 
 def _record_events(uow: UnitOfWork, cluster: AppointmentCluster, *, level: int = logging.INFO) -> None:

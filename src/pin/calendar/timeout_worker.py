@@ -319,7 +319,7 @@ class AppointmentTimeoutJob:
         assert claim.appointment_id is not None
         if claim.row is not None:  # the claim locked the cluster: the cascade's writes and outbox in one statement
             cluster = repository.cluster_from_locked_row(claim.row)
-            expiry = expire_locked_cluster(uow, cluster, as_of, one_statement=True)
+            expiry = expire_locked_cluster(uow, cluster, as_of)
         else:
             expiry = expire_appointment(uow, claim.appointment_id, as_of)
         if expiry.status is not ExpiryStatus.EXPIRED:
