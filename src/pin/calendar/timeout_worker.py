@@ -229,7 +229,8 @@ class AppointmentTimeoutJob:
         """
         assert cycle.as_of is not None
         batch_size = self._config.batch_size
-        selected = _count(conn, claims.DUE_SQL, {"job": JOB_NAME, "as_of": cycle.as_of}, limit=batch_size)
+        count = conn.execute(claims.DUE_COUNT_SQL, {"as_of": cycle.as_of, "count_limit": batch_size}).fetchone()
+        selected = int(cast(dict[str, Any], count)["n"])  # a bounded scan of the partial index
         conn.commit()  # the session's lock_timeout with it
         cycle.info("batch selected", Count=selected)
         if selected == 0:
@@ -381,10 +382,3 @@ def _infrastructure_error(conn: Conn, exc: Exception) -> InfrastructureError:
     if conn.broken or conn.closed:
         return InfrastructureError("the database connection was lost")
     return InfrastructureError(bookkeeping.describe_error(exc))
-
-
-def _count(conn: Conn, query: str, params: Mapping[str, object], *, limit: int) -> int:
-    """How many rows ``query`` returns, counting at most ``limit`` (a bounded scan of the partial index)."""
-    sql = f"SELECT count(*) AS n FROM ({query} LIMIT %(count_limit)s) AS due"
-    row = cast(dict[str, Any], conn.execute(sql, {**params, "count_limit": limit}).fetchone())
-    return int(row["n"])

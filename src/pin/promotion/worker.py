@@ -163,7 +163,7 @@ class ExpirePromotionsJob:
         """The batch transaction's limits: idle at most the transaction timeout, and no statement longer than
         that or the cycle's budget, whichever is shorter."""
         timeout = self._config.transaction_timeout_seconds
-        conn.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, true)", (f"{timeout}s",))
+        conn.execute(repository.BATCH_TRANSACTION_LIMIT, (f"{timeout}s",))
         budget_ms = int(self._config.cycle_budget_seconds * 1000)
         bookkeeping.statement_timeout_cap(conn, min(budget_ms, timeout * 1000 or budget_ms), local=True)
 
