@@ -213,8 +213,7 @@ class AppointmentTimeoutJob:
                     if fault is Fault.CONTENDED:
                         # Changed or held under us (guarded UPDATE matched nothing, lock timeout, deadlock): rolled
                         # back, never overwritten; the next cycle re-reads it (docs/design/poison-items.md).
-                        cycle.skip([appointment_id])
-                        cycle.warning("item skipped: changed concurrently", AppointmentId=str(appointment_id))
+                        cycle.item_skipped(appointment_id)
                         return True
                     uow.rollback()  # the whole item, before its failure is recorded in a transaction of its own
                     cycle.item_failed(conn, appointment_id, exc, commit=True, span=span)

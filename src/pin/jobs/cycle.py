@@ -207,6 +207,12 @@ class Cycle:
         self.skipped.update(item_ids)
         self.skipped_unnamed += unnamed
 
+    def item_skipped(self, item_id: uuid.UUID, **fields: object) -> None:
+        """A claimed item found changed or held under us: rolled back, never overwritten, counted as skipped and
+        logged at WARNING; the next cycle reads it again (docs/design/poison-items.md)."""
+        self.skipped.add(item_id)
+        self._log.warning("item skipped: changed concurrently", **{self.definition.item_field: str(item_id)}, **fields)
+
     def item_span(self, item_id: uuid.UUID, tenant_id: uuid.UUID | None) -> AbstractContextManager[Span]:
         """The current span of one item (``<job> item``), when spans leave the process; else no span."""
         if not self.item_spans or self.tracer is None:

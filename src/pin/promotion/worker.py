@@ -124,13 +124,10 @@ class ExpirePromotionsJob:
                 "batch selected", Count=len(claimed), SkippedLocked=cycle.skipped_unnamed,
                 PoisonCount=cycle.retried_count,
             )  # fmt: skip
-            left_alone: list[PromotionPurchase] = []
             deferred: list[PromotionPurchase] = []  # claimed, not written: the budget ran out first
-            expired = self._expire_all(uow, context, claimed, cycle=cycle, left_alone=left_alone, deferred=deferred)
+            expired = self._expire_all(uow, context, claimed, cycle=cycle, deferred=deferred)
             bookkeeping.item_failure_clear(uow.conn, JOB_NAME, (p.id for p in expired))
             uow.commit()  # one change per batch: every transition and its outbox row, or nothing
-        # a purchase changed under us (its write conflicted) was taken by someone else, like a locked one
-        cycle.skip(unnamed=len(left_alone))
         cycle.budget_exhausted = cycle.budget_exhausted or bool(deferred)
         result = cycle.counts(ExpireResult, expired_count=len(expired))
         for purchase in expired:  # seed 002's log table: "promotion expired (PurchaseId, TenantId, PackageKind)"
@@ -156,11 +153,10 @@ class ExpirePromotionsJob:
         purchases: list[PromotionPurchase],
         *,
         cycle: Cycle,
-        left_alone: list[PromotionPurchase],
         deferred: list[PromotionPurchase],
     ) -> list[PromotionPurchase]:
         """Expire the claimed purchases; returns those expired, in claim order. Poison ones are excluded (A2);
-        those a conflicting write found no longer Active are appended to ``left_alone`` (A1), those the budget left
+        those a conflicting write found no longer Active are skipped (A1: taken by someone else), those the budget left
         no time to write to ``deferred``.
 
         The domain decides every transition and builds its event first (a purchase it refuses is a poison
@@ -180,7 +176,7 @@ class ExpirePromotionsJob:
             transition = self._decide(uow, purchase, context=context, cycle=cycle)
             if transition is not None:
                 decided.append(transition)
-        return [t.purchase for t in self._write_all(uow, decided, cycle, left_alone, deferred)]
+        return [t.purchase for t in self._write_all(uow, decided, cycle, deferred)]
 
     def _decide(
         self, uow: UnitOfWork, purchase: PromotionPurchase, *, context: MessageContext, cycle: Cycle
@@ -203,7 +199,6 @@ class ExpirePromotionsJob:
         uow: UnitOfWork,
         decided: list[_Transition],
         cycle: Cycle,
-        left_alone: list[PromotionPurchase],
         deferred: list[PromotionPurchase],
     ) -> list[_Transition]:
         """Write the decided transitions and their outbox rows: one set-based statement, or one purchase at a time
@@ -230,7 +225,7 @@ class ExpirePromotionsJob:
                 if cycle.budget_spent():
                     deferred.extend(t.purchase for t in decided[index:])
                     break
-                if self._write_one(uow, transition, cycle, left_alone):
+                if self._write_one(uow, transition, cycle):
                     written.append(transition)
             uow.add_outbox_rows(row for t in written for row in t.rows)  # written at the batch's commit
             return written
@@ -239,12 +234,10 @@ class ExpirePromotionsJob:
             if transition.purchase.id in changed:
                 written.append(transition)
             else:  # the guard did not match: the purchase changed since the claim read it
-                self._conflicted(uow, transition.purchase, repository.VersionConflictError(), cycle, left_alone)
+                self._conflicted(uow, transition.purchase, repository.VersionConflictError(), cycle)
         return written
 
-    def _write_one(
-        self, uow: UnitOfWork, transition: _Transition, cycle: Cycle, left_alone: list[PromotionPurchase]
-    ) -> bool:
+    def _write_one(self, uow: UnitOfWork, transition: _Transition, cycle: Cycle) -> bool:
         """The fallback: one purchase's guarded UPDATE in its own savepoint; a poison one is rolled back alone."""
         try:
             with uow.conn.transaction():
@@ -252,7 +245,7 @@ class ExpirePromotionsJob:
                     uow.conn, transition.purchase, expected_version=transition.expected_version
                 )
         except repository.VersionConflictError as exc:
-            self._conflicted(uow, transition.purchase, exc, cycle, left_alone)
+            self._conflicted(uow, transition.purchase, exc, cycle)
             return False
         except Exception as exc:
             if faults.classify(exc, uow.conn).transient:
@@ -261,14 +254,7 @@ class ExpirePromotionsJob:
             return False
         return True
 
-    def _conflicted(
-        self,
-        uow: UnitOfWork,
-        purchase: PromotionPurchase,
-        exc: Exception,
-        cycle: Cycle,
-        left_alone: list[PromotionPurchase],
-    ) -> None:
+    def _conflicted(self, uow: UnitOfWork, purchase: PromotionPurchase, exc: Exception, cycle: Cycle) -> None:
         """A version conflict on write (seed 002, A1): read the purchase again; no longer Active, leave it alone.
 
         Only a purchase that is still Active (at another version than the claim read: a state this worker cannot
@@ -278,11 +264,8 @@ class ExpirePromotionsJob:
         if current is not None and current.status is PurchaseStatus.ACTIVE:
             cycle.item_failed(uow.conn, purchase.id, exc)
             return
-        left_alone.append(purchase)
-        cycle.warning(
-            "item skipped: changed concurrently", PurchaseId=str(purchase.id),
-            Status=None if current is None else current.status.value,
-        )  # fmt: skip
+        # changed under us (its write conflicted): taken by someone else, like a locked one
+        cycle.item_skipped(purchase.id, Status=None if current is None else current.status.value)
 
 
 def _outbox_row(event: PurchaseChanged, context: MessageContext) -> OutboxRow:
