@@ -60,14 +60,7 @@ s_written AS (
 ),
 e_written AS (
 {event}
-),
-r_inserted AS (
-    INSERT INTO calendar.event_reminder (id, calendar_event_id, remind_at, status, created_at, updated_at)
-    SELECT u.id, %(r_event_id)s, u.remind_at, u.status, %(r_updated_at)s, %(r_updated_at)s
-      FROM unnest(%(r_new_ids)s::uuid[], %(r_new_remind_ats)s::timestamptz[], %(r_new_statuses)s::text[])
-           AS u (id, remind_at, status)
-    RETURNING 1
-),
+),{reminders_inserted}
 r_written AS (
     UPDATE calendar.event_reminder AS r
        SET status = u.status, updated_at = %(r_updated_at)s
@@ -77,7 +70,22 @@ r_written AS (
     RETURNING 1
 ){outbox}
 SELECT (SELECT count(*) FROM a_written) AS a, (SELECT count(*) FROM s_written) AS s,
-       (SELECT count(*) FROM e_written) AS e, (SELECT count(*) FROM r_inserted) + (SELECT count(*) FROM r_written) AS r
+       (SELECT count(*) FROM e_written) AS e, {reminders_inserted_count}(SELECT count(*) FROM r_written) AS r
+
+-- reminders_insert --
+-- A fragment of cluster_write, when the event has new reminders: they are inserted, given as arrays, stamped with
+-- the event's UpdatedAt.
+r_inserted AS (
+    INSERT INTO calendar.event_reminder (id, calendar_event_id, remind_at, status, created_at, updated_at)
+    SELECT u.id, %(r_event_id)s, u.remind_at, u.status, %(r_updated_at)s, %(r_updated_at)s
+      FROM unnest(%(r_new_ids)s::uuid[], %(r_new_remind_ats)s::timestamptz[], %(r_new_statuses)s::text[])
+           AS u (id, remind_at, status)
+    RETURNING 1
+),
+
+-- reminders_inserted_count --
+-- A fragment of cluster_write, with reminders_insert: the new reminders count with the changed ones.
+(SELECT count(*) FROM r_inserted) +
 
 -- row_insert --
 -- A fragment of cluster_write (and the slot's own insert): a new row, each column bound by its name.

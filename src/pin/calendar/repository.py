@@ -249,12 +249,13 @@ def cluster_save(conn: Conn, cluster: AppointmentCluster, outbox_rows: Sequence[
     params["r_statuses"] = [str(r.status) for r in changed_reminders]
     params["r_expected_statuses"] = [str(r.loaded.status) for r in changed_reminders if r.loaded is not None]
     params["r_updated_at"] = event.updated_at
-    params["r_event_id"] = event.id
-    params["r_new_ids"] = [r.id for r in new]
-    params["r_new_remind_ats"] = [r.remind_at for r in new]
-    params["r_new_statuses"] = [str(r.status) for r in new]
+    if new:
+        params["r_event_id"] = event.id
+        params["r_new_ids"] = [r.id for r in new]
+        params["r_new_remind_ats"] = [r.remind_at for r in new]
+        params["r_new_statuses"] = [str(r.status) for r in new]
     params.update(insert_values_params(outbox_rows))
-    shape = (appointment.loaded is None, slot.loaded is None, event.loaded is None, len(outbox_rows))
+    shape = (appointment.loaded is None, slot.loaded is None, event.loaded is None, bool(new), len(outbox_rows))
     with translated_errors(), conn.cursor(row_factory=tuple_row) as cur:
         matched = cur.execute(cluster_write_sql(*shape), params).fetchone()
     assert matched is not None
@@ -304,13 +305,17 @@ def _part_write(table: _Table, *, new: bool) -> LiteralString:
 
 
 @functools.cache
-def cluster_write_sql(new_appointment: bool, new_slot: bool, new_event: bool, outbox_rows: int) -> LiteralString:
+def cluster_write_sql(
+    new_appointment: bool, new_slot: bool, new_event: bool, new_reminders: bool, outbox_rows: int
+) -> LiteralString:
     """The one-statement write of a cluster of this shape (the same text for the same shape: prepared once)."""
     outbox = f",\nm_written AS (\n{insert_values_sql(outbox_rows)}\n)" if outbox_rows else ""
     return _QUERIES["cluster_write"].format(
         appointment=_part_write(_APPOINTMENT, new=new_appointment),
         slot=_part_write(_SLOT, new=new_slot),
         event=_part_write(_EVENT, new=new_event),
+        reminders_inserted="\n" + _QUERIES["reminders_insert"] if new_reminders else "",
+        reminders_inserted_count=_QUERIES["reminders_inserted_count"] + " " if new_reminders else "",
         outbox=outbox,
     )
 
