@@ -249,7 +249,7 @@ def test_a_request_never_waits_forever_for_a_held_row(
     """A row held longer than the lock timeout (a stuck transaction) is a 409 conflict, not a hung request."""
     agent, investor = _people(api)
     appointment = api.booked(agent, investor)
-    calendar = service.Calendar(
+    calendar = service.UseCaseContext(
         pool, service.CalendarPolicy(lock_timeout=timedelta(milliseconds=200)), MessageContext("t")
     )
     actor = service.Actor(agent.user_id, agent.tenant_id)

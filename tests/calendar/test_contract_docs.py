@@ -127,7 +127,7 @@ def test_every_enum_of_every_contract_is_open_and_lists_its_known_values() -> No
 
 
 def _produce_every_calendar_message(pool: ConnectionPool[Conn]) -> None:
-    calendar = service.Calendar(pool, service.CalendarPolicy(), MessageContext("docs-check"))
+    calendar = service.UseCaseContext(pool, service.CalendarPolicy(), MessageContext("docs-check"))
     tenant = uuid.uuid4()
     agent, investor = service.Actor(uuid.uuid4(), tenant), service.Actor(uuid.uuid4(), tenant)
     with pool.connection() as conn:

@@ -26,12 +26,12 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def calendar(pool: ConnectionPool[Conn]) -> service.Calendar:
+def calendar(pool: ConnectionPool[Conn]) -> service.UseCaseContext:
     """The use cases on this test's database."""
-    return service.Calendar(pool, service.CalendarPolicy(), MessageContext("schema-test"))
+    return service.UseCaseContext(pool, service.CalendarPolicy(), MessageContext("schema-test"))
 
 
-def _booked(calendar: service.Calendar) -> tuple[uuid.UUID, uuid.UUID]:
+def _booked(calendar: service.UseCaseContext) -> tuple[uuid.UUID, uuid.UUID]:
     tenant = uuid.uuid4()
     agent, investor = service.Actor(uuid.uuid4(), tenant), service.Actor(uuid.uuid4(), tenant)
     with calendar.pool.connection() as conn:
@@ -73,7 +73,7 @@ def _fails(database_url: str, sql: str, *params: object) -> psycopg.Error:
     ids=["declined-to-confirmed", "declined-to-pending", "version-jump"],
 )
 def test_terminal_appointments_are_frozen(
-    calendar: service.Calendar, database_url: str, sql: str, error: type[psycopg.Error], constraint: str
+    calendar: service.UseCaseContext, database_url: str, sql: str, error: type[psycopg.Error], constraint: str
 ) -> None:
     appointment_id, _ = _booked(calendar)
     actor = _agent_of(calendar, appointment_id)
@@ -83,7 +83,7 @@ def test_terminal_appointments_are_frozen(
     assert failure.diag.constraint_name == constraint
 
 
-def _agent_of(calendar: service.Calendar, appointment_id: uuid.UUID) -> service.Actor:
+def _agent_of(calendar: service.UseCaseContext, appointment_id: uuid.UUID) -> service.Actor:
     with calendar.pool.connection() as conn:
         row = conn.execute(
             "SELECT agent_user_id, tenant_id FROM calendar.appointment WHERE id = %s", (appointment_id,)
@@ -107,14 +107,14 @@ def _agent_of(calendar: service.Calendar, appointment_id: uuid.UUID) -> service.
          "ck_appointment_end_after_start"),
     ],
 )  # fmt: skip
-def test_appointment_checks(calendar: service.Calendar, database_url: str, sql: str, constraint: str) -> None:
+def test_appointment_checks(calendar: service.UseCaseContext, database_url: str, sql: str, constraint: str) -> None:
     appointment_id, _ = _booked(calendar)
     failure = _fails(database_url, sql, appointment_id)
     assert isinstance(failure, errors.CheckViolation)
     assert failure.diag.constraint_name == constraint
 
 
-def test_slot_checks_and_transitions(calendar: service.Calendar, database_url: str) -> None:
+def test_slot_checks_and_transitions(calendar: service.UseCaseContext, database_url: str) -> None:
     _, slot_id = _booked(calendar)
     for sql, constraint in [
         ("UPDATE calendar.availability_slot SET min_lead_time_minutes = -1, version = version + 1 WHERE id = %s",
@@ -137,7 +137,7 @@ def test_slot_checks_and_transitions(calendar: service.Calendar, database_url: s
     assert failure.diag.constraint_name == "ck_availability_slot_status_transition"
 
 
-def test_at_most_one_active_appointment_per_slot(calendar: service.Calendar, database_url: str) -> None:
+def test_at_most_one_active_appointment_per_slot(calendar: service.UseCaseContext, database_url: str) -> None:
     appointment_id, slot_id = _booked(calendar)
     failure = _fails(
         database_url,
@@ -173,7 +173,7 @@ def test_indexes_and_autovacuum(pool: ConnectionPool[Conn]) -> None:
     assert "autovacuum_vacuum_scale_factor=0" in options["reloptions"]  # type: ignore[operator]
 
 
-def test_guarded_save_of_a_stale_cluster_is_a_conflict(calendar: service.Calendar, database_url: str) -> None:
+def test_guarded_save_of_a_stale_cluster_is_a_conflict(calendar: service.UseCaseContext, database_url: str) -> None:
     """A cluster loaded, then changed by someone else, is never silently overwritten."""
     appointment_id, _ = _booked(calendar)
     with connect(database_url) as conn:
@@ -184,7 +184,7 @@ def test_guarded_save_of_a_stale_cluster_is_a_conflict(calendar: service.Calenda
     stale.decline("too late", stale.appointment.updated_at)
     with connect(database_url) as conn:
         with pytest.raises(ConflictError):
-            repository.cluster_save(conn, stale)
+            repository.cluster_save(conn, stale, [])
         conn.rollback()
     with calendar.pool.connection() as conn:
         row = conn.execute("SELECT status FROM calendar.appointment WHERE id = %s", (appointment_id,)).fetchone()
@@ -193,7 +193,7 @@ def test_guarded_save_of_a_stale_cluster_is_a_conflict(calendar: service.Calenda
 
 
 def test_unique_violation_of_the_active_index_is_slot_not_available(
-    calendar: service.Calendar, database_url: str
+    calendar: service.UseCaseContext, database_url: str
 ) -> None:
     """Should a code path ever skip the slot check, the database refuses and the adapter says why (never a 500)."""
     _, slot_id = _booked(calendar)
@@ -207,5 +207,5 @@ def test_unique_violation_of_the_active_index_is_slot_not_available(
             slot, investor_user_id=uuid.uuid4(), now=datetime.now(UTC), pending_ttl=timedelta(hours=1)
         )
         with pytest.raises(SlotNotAvailableError):
-            repository.cluster_save(conn, cluster)
+            repository.cluster_save(conn, cluster, [])
         conn.rollback()

@@ -73,7 +73,7 @@ def test_the_unit_of_work_the_calendar_write_and_the_promotion_batch_write_store
     def by_calendar_cluster_write(conn: Conn) -> None:
         cluster = calendar_repository.appointment_cluster_lock(conn, appointment.appointment_id)
         assert cluster is not None
-        calendar_repository.cluster_save_with_outbox(conn, cluster, [row])  # nothing changed: only the outbox row
+        calendar_repository.cluster_save(conn, cluster, [row])  # nothing changed: only the outbox row
 
     def by_promotion_batch_write(conn: Conn) -> None:
         current = promotion_repository.purchase_get(conn, purchase.id, purchase.tenant_id, lock=True)

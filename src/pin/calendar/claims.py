@@ -14,88 +14,51 @@ from typing import Any, LiteralString
 from psycopg.rows import tuple_row
 
 from pin.calendar.repository import APPOINTMENT_IS_DUE
-from pin.calendar.rows import APPOINTMENT_NAMES, EVENT_NAMES, REMINDER_COLUMNS, SLOT_NAMES
-from pin.db import Conn
+from pin.calendar.rows import APPOINTMENT_NAMES, EVENT_NAMES, REMINDER_NAMES, SLOT_NAMES, columns
+from pin.db import Conn, load_queries
 from pin.jobs import bookkeeping
 
 JOB_NAME = "appointment-timeout"
 
-_DUE = APPOINTMENT_IS_DUE  # over ix_appointments_pending_expires_at
-# The cycle's keyset cursor: strictly after the last row this cycle claimed (the first claim starts at the head).
-_AFTER_CURSOR: LiteralString = """(a.pending_expires_at, a.id) > (coalesce(%(after_at)s::timestamptz, '-infinity'),
-    coalesce(%(after_id)s::uuid, '00000000-0000-0000-0000-000000000000'))"""
+_QUERIES = load_queries(__package__)
+_HAS_FAILURE = bookkeeping.has_failure("a")
 # The first pass claims appointments without a failure record, the second the poison ones not failed this cycle.
 _PASSES = {
-    False: f"NOT {bookkeeping.has_failure('a')}",
-    True: f"{bookkeeping.has_failure('a')} AND a.id <> ALL(%(failed)s::uuid[])",
+    False: _QUERIES["pass_fresh"].format(has_failure=_HAS_FAILURE),
+    True: _QUERIES["pass_poison"].format(has_failure=_HAS_FAILURE),
 }
+# What the claim alone returns of the appointment it locked.
+_CLAIMED_ALONE = ("id", "tenant_id", "pending_expires_at")
 
-# The rest of the claimed appointment's cluster, locked in the calendar's lock order (slot, event, reminders), each
-# lock's key read from the rows the previous lock returned, so the order holds whatever the plan.
-_CLUSTER_LOCKS: LiteralString = f""",
-slot_locked AS MATERIALIZED (
-    SELECT {", ".join(f"s.{name}" for name in SLOT_NAMES)}
-      FROM calendar.availability_slot AS s WHERE s.id = (SELECT c.slot_id FROM claimed AS c)
-       FOR NO KEY UPDATE OF s
-),
-event_locked AS MATERIALIZED (
-    SELECT {", ".join(f"e.{name}" for name in EVENT_NAMES)}
-      FROM calendar.calendar_event AS e
-     WHERE e.id = (SELECT c.calendar_event_id FROM claimed AS c JOIN slot_locked AS s ON s.id = c.slot_id)
-       FOR NO KEY UPDATE OF e
-),
-reminders_locked AS MATERIALIZED (
-    SELECT {", ".join(f"r.{name.strip()}" for name in REMINDER_COLUMNS.split(","))}
-      FROM calendar.event_reminder AS r WHERE r.calendar_event_id = (SELECT e.id FROM event_locked AS e)
-     ORDER BY r.id
-       FOR NO KEY UPDATE OF r
-)"""
 
-# The locked cluster's columns: the appointment's under their own names, the slot's and the event's prefixed
-# (s_, e_), the reminders as arrays (what repository.cluster_from_locked_row reads, by position), passed_over last.
-_CLUSTER_COLUMNS: LiteralString = ", ".join(
-    [
-        "c.*",
-        *(f"s.{name} AS s_{name}" for name in SLOT_NAMES),
-        *(f"e.{name} AS e_{name}" for name in EVENT_NAMES),
-        "(SELECT array_agg(r.id ORDER BY r.id) FROM reminders_locked AS r) AS r_ids",
-        "(SELECT array_agg(r.remind_at ORDER BY r.id) FROM reminders_locked AS r) AS r_remind_ats",
-        "(SELECT array_agg(r.status ORDER BY r.id) FROM reminders_locked AS r) AS r_statuses",
-    ]
-)
+def _prefixed(names: tuple[str, ...], alias: str) -> str:
+    """The columns of a locked part under its alias, each named with the alias as its prefix (``s.id AS s_id``)."""
+    return ", ".join(f"{alias}.{name} AS {alias}_{name}" for name in names)
 
 
 def _claim(*, lock_cluster: bool, poison: bool) -> LiteralString:
-    """The claim of one item after the cursor; ``passed_over``: the due rows before it that SKIP LOCKED passed."""
-    which = _PASSES[poison]
-    claimed = "a.id, a.tenant_id, a.pending_expires_at"
+    """The claim of one item after the cursor, with its cluster locked by the same statement or the claim alone."""
     if lock_cluster:
-        claimed = ", ".join(f"a.{name}" for name in APPOINTMENT_NAMES)
-    columns = _CLUSTER_COLUMNS if lock_cluster else "c.id, c.tenant_id, c.pending_expires_at"
-    joins = "\n  LEFT JOIN slot_locked AS s ON true LEFT JOIN event_locked AS e ON true" if lock_cluster else ""
-    return f"""WITH claimed AS MATERIALIZED (
-    SELECT {claimed}
-      FROM calendar.appointment AS a
-     WHERE {_DUE} AND {_AFTER_CURSOR} AND {which}
-     ORDER BY a.pending_expires_at, a.id
-     LIMIT 1
-       FOR NO KEY UPDATE OF a SKIP LOCKED
-),
-passed_over AS MATERIALIZED (
-    SELECT a.id
-      FROM calendar.appointment AS a
-     WHERE {_DUE} AND {_AFTER_CURSOR} AND {which}
-       AND NOT EXISTS (SELECT 1 FROM claimed AS c WHERE c.id = a.id)
-       AND a.pending_expires_at <= coalesce((SELECT c.pending_expires_at FROM claimed AS c), %(as_of)s)
-       AND (NOT EXISTS (SELECT 1 FROM claimed)
-            OR (a.pending_expires_at, a.id) < (SELECT c.pending_expires_at, c.id FROM claimed AS c))
-     ORDER BY a.pending_expires_at, a.id
-     LIMIT {bookkeeping.BACKLOG_CAP}
-){_CLUSTER_LOCKS if lock_cluster else ""}
-SELECT {columns},
-       (SELECT coalesce(array_agg(p.id), '{{}}'::uuid[]) FROM passed_over AS p) AS passed_over
-  FROM (SELECT) AS one
-  LEFT JOIN claimed AS c ON true{joins}"""
+        locks = _QUERIES["appointment_claim_cluster_locks"].format(
+            slot_columns=columns(SLOT_NAMES, "s"),
+            event_columns=columns(EVENT_NAMES, "e"),
+            reminder_columns=columns(REMINDER_NAMES, "r"),
+        )
+        selected = _QUERIES["appointment_claim_cluster_columns"].format(
+            slot_columns=_prefixed(SLOT_NAMES, "s"), event_columns=_prefixed(EVENT_NAMES, "e")
+        )
+        joins = "\n  " + _QUERIES["appointment_claim_cluster_joins"]
+    else:
+        locks, selected, joins = "", columns(_CLAIMED_ALONE, "c"), ""
+    return _QUERIES["appointment_claim"].format(
+        claimed_columns=columns(APPOINTMENT_NAMES if lock_cluster else _CLAIMED_ALONE, "a"),
+        due=APPOINTMENT_IS_DUE,  # over ix_appointments_pending_expires_at
+        which=_PASSES[poison],
+        cap=bookkeeping.BACKLOG_CAP,
+        cluster_locks=locks,
+        columns=selected,
+        joins=joins,
+    )
 
 
 # The claim statements by (lock_cluster, poison): with the cluster locked (one round trip), or the claim alone (the
@@ -106,22 +69,18 @@ CLAIMS: dict[tuple[bool, bool], LiteralString] = {
 }
 
 # The due appointments, poison ones included: the count of a cycle's batch and the backlog gauge.
-DUE_SQL: LiteralString = f"SELECT 1 FROM calendar.appointment AS a WHERE {_DUE}"
-
+DUE_SQL: LiteralString = _QUERIES["appointments_due"].format(due=APPOINTMENT_IS_DUE)
+# The same, counted up to %(count_limit)s.
+DUE_COUNT_SQL: LiteralString = _QUERIES["appointments_due_count"].format(appointments_due=DUE_SQL)
 # The earliest PendingExpiresAt of a Pending appointment that is not poison (a poison one never wakes the worker).
-NEXT_DEADLINE_SQL: LiteralString = f"""SELECT a.pending_expires_at AS at FROM calendar.appointment AS a
- WHERE a.status = 'Pending' AND NOT {bookkeeping.has_failure("a")}
- ORDER BY a.pending_expires_at, a.id LIMIT 1"""
-
+NEXT_DEADLINE_SQL: LiteralString = _QUERIES["appointment_next_deadline"].format(has_failure=_HAS_FAILURE)
 # A poison appointment's failure record is kept while the appointment still waits (is Pending).
-STILL_PENDING_SQL: LiteralString = (
-    "EXISTS (SELECT 1 FROM calendar.appointment AS a WHERE a.id = f.item_id AND a.status = 'Pending')"
-)
+STILL_PENDING_SQL: LiteralString = _QUERIES["appointment_still_pending"]
 
 # The item lock timeout of a cycle's connection, set once for the session and reset before it goes back to the pool.
-LOCK_TIMEOUT_SET: LiteralString = "SELECT set_config('lock_timeout', %(lock_timeout)s, false)"
-LOCK_TIMEOUT_RESET: LiteralString = "RESET lock_timeout"
-STATEMENT_TIMEOUT_RESTORE: LiteralString = "SELECT set_config('statement_timeout', %(statement_timeout)s, false)"
+LOCK_TIMEOUT_SET: LiteralString = _QUERIES["lock_timeout_set"]
+LOCK_TIMEOUT_RESET: LiteralString = _QUERIES["lock_timeout_reset"]
+STATEMENT_TIMEOUT_RESTORE: LiteralString = _QUERIES["statement_timeout_restore"]
 
 
 @dataclass(frozen=True)

@@ -164,12 +164,12 @@ def _appointment(response: Response, appointment: Appointment) -> AppointmentOut
 # ----------------------------------------------------------------------------------------------- context
 
 
-def _calendar(pool: Pool, settings: AppSettings, correlation_id: CorrelationId) -> service.Calendar:
+def _calendar(pool: Pool, settings: AppSettings, correlation_id: CorrelationId) -> service.UseCaseContext:
     """The use cases' dependencies for this request."""
-    return service.Calendar(pool, service.CalendarPolicy.from_settings(settings), MessageContext(correlation_id))
+    return service.UseCaseContext(pool, service.CalendarPolicy.from_settings(settings), MessageContext(correlation_id))
 
 
-UseCases = Annotated[service.Calendar, Depends(_calendar)]
+UseCases = Annotated[service.UseCaseContext, Depends(_calendar)]
 # decline, cancel by the agent, cancel by the investor: (calendar, actor, id, reason, expected_version=)
 _EndingUseCase = Callable[..., Appointment]
 
@@ -178,7 +178,7 @@ def _actor(principal: Principal) -> service.Actor:
     return service.Actor(principal.user_id, principal.tenant_id)
 
 
-class _Ending:
+class _EndingRequest:
     """A request that ends an appointment (decline, cancel by either side): its id, optional reason and If-Match."""
 
     def __init__(
@@ -199,7 +199,7 @@ class _Ending:
         return _appointment(self.response, ended)
 
 
-Ending = Annotated[_Ending, Depends()]
+EndingRequest = Annotated[_EndingRequest, Depends()]
 
 
 # ------------------------------------------------------------------------------------------------ routes
@@ -262,19 +262,19 @@ def confirm_appointment(
 
 
 @router.post("/appointments/{appointment_id}/decline", response_model=AppointmentOut)
-def decline_appointment(principal: Agent, request: Ending) -> AppointmentOut:
+def decline_appointment(principal: Agent, request: EndingRequest) -> AppointmentOut:
     """Its agent declines a Pending appointment; the reason is required."""
     return request.by(service.decline_appointment, principal)
 
 
 @router.post("/appointments/{appointment_id}/cancel", response_model=AppointmentOut)
-def cancel_appointment(principal: Agent, request: Ending) -> AppointmentOut:
+def cancel_appointment(principal: Agent, request: EndingRequest) -> AppointmentOut:
     """Its agent cancels a Pending or Confirmed appointment; the reason is required."""
     return request.by(service.cancel_appointment_by_agent, principal)
 
 
 @router.post("/my/appointments/{appointment_id}/cancel", response_model=AppointmentOut)
-def cancel_my_appointment(principal: Investor, request: Ending) -> AppointmentOut:
+def cancel_my_appointment(principal: Investor, request: EndingRequest) -> AppointmentOut:
     """Its investor cancels until the cutoff; the reason is optional."""
     return request.by(service.cancel_my_appointment, principal)
 

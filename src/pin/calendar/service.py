@@ -18,7 +18,8 @@ from typing import Unpack
 import structlog
 from psycopg_pool import ConnectionPool
 
-from pin.calendar import repository
+from pin import faults
+from pin.calendar import claims, repository
 from pin.calendar.contracts import payload_of
 from pin.calendar.domain import (
     Appointment,
@@ -33,6 +34,8 @@ from pin.calendar.domain import (
     VersionMismatchError,
 )
 from pin.db import Conn, database_now
+from pin.faults import Fault
+from pin.jobs import bookkeeping
 from pin.lock_waits import transaction_lock_timeout
 from pin.observability.tracing import current_traceparent
 from pin.outbox.writer import MessageContext
@@ -73,8 +76,8 @@ class Actor:
 
 
 @dataclass(frozen=True)
-class Calendar:
-    """The dependencies of the use cases: the pool, the policy and the message context of this request."""
+class UseCaseContext:
+    """What every use case runs with: the pool, the policy and the message context of this request."""
 
     pool: ConnectionPool[Conn]
     policy: CalendarPolicy
@@ -92,7 +95,7 @@ class Calendar:
 # ------------------------------------------------------------------------------------------------ slots
 
 
-def create_slot(calendar: Calendar, actor: Actor, **terms: Unpack[SlotTerms]) -> AvailabilitySlot:
+def create_slot(calendar: UseCaseContext, actor: Actor, **terms: Unpack[SlotTerms]) -> AvailabilitySlot:
     """An agent offers a new Available slot."""
     with calendar.unit_of_work() as uow:
         now = database_now(uow.conn)
@@ -103,7 +106,7 @@ def create_slot(calendar: Calendar, actor: Actor, **terms: Unpack[SlotTerms]) ->
 
 
 def book_slot(
-    calendar: Calendar, actor: Actor, slot_id: uuid.UUID, *, expected_version: int | None = None
+    calendar: UseCaseContext, actor: Actor, slot_id: uuid.UUID, *, expected_version: int | None = None
 ) -> AppointmentCluster:
     """An investor books an Available slot: a Pending (or, with AutoConfirm, Confirmed) appointment.
 
@@ -117,8 +120,7 @@ def book_slot(
         cluster = AppointmentCluster.book(
             slot, investor_user_id=actor.user_id, now=database_now(uow.conn), pending_ttl=calendar.policy.pending_ttl
         )
-        repository.cluster_save(uow.conn, cluster)
-        _record_events(uow, cluster)
+        _save(uow, cluster)
         _commit(uow)
     return cluster
 
@@ -134,7 +136,7 @@ class Side(StrEnum):
 
 
 def confirm_appointment(
-    calendar: Calendar, actor: Actor, appointment_id: uuid.UUID, *, expected_version: int | None = None
+    calendar: UseCaseContext, actor: Actor, appointment_id: uuid.UUID, *, expected_version: int | None = None
 ) -> Appointment:
     """The agent confirms a Pending appointment (appointment-confirmed)."""
     with _changing_appointment(calendar, actor, Side.AGENT, appointment_id, expected_version) as (cluster, now):
@@ -143,7 +145,7 @@ def confirm_appointment(
 
 
 def decline_appointment(
-    calendar: Calendar,
+    calendar: UseCaseContext,
     actor: Actor,
     appointment_id: uuid.UUID,
     reason: str | None,
@@ -157,7 +159,7 @@ def decline_appointment(
 
 
 def cancel_appointment_by_agent(
-    calendar: Calendar,
+    calendar: UseCaseContext,
     actor: Actor,
     appointment_id: uuid.UUID,
     reason: str | None,
@@ -171,7 +173,7 @@ def cancel_appointment_by_agent(
 
 
 def cancel_my_appointment(
-    calendar: Calendar,
+    calendar: UseCaseContext,
     actor: Actor,
     appointment_id: uuid.UUID,
     reason: str | None,
@@ -185,7 +187,7 @@ def cancel_my_appointment(
 
 
 def reschedule_my_appointment(
-    calendar: Calendar,
+    calendar: UseCaseContext,
     actor: Actor,
     appointment_id: uuid.UUID,
     new_slot_id: uuid.UUID,
@@ -202,10 +204,11 @@ def reschedule_my_appointment(
             raise SlotNotFoundError
         as_of = database_now(uow.conn)
         new = old.reschedule(new_slot, as_of, cancel_cutoff=policy.cancel_cutoff, pending_ttl=policy.pending_ttl)
-        repository.cluster_save(uow.conn, new)  # first: the old one will point at it
-        repository.cluster_save(uow.conn, old)
         _record_events(uow, old)
         _record_events(uow, new)
+        rows = uow.take_outbox_rows()
+        repository.cluster_save(uow.conn, new, [])  # first: the old one will point at it
+        repository.cluster_save(uow.conn, old, rows)
         _commit(uow)
     return new
 
@@ -244,25 +247,62 @@ def expire_appointment(
     return expire_locked_cluster(uow, cluster, as_of)
 
 
-def expire_locked_cluster(
-    uow: UnitOfWork, cluster: AppointmentCluster, as_of: datetime, *, one_statement: bool = False
-) -> ExpiryResult:
+def expire_locked_cluster(uow: UnitOfWork, cluster: AppointmentCluster, as_of: datetime) -> ExpiryResult:
     """Expire a due Pending appointment whose cluster the caller locked in ``uow``'s transaction; the caller commits.
 
-    With ``one_statement`` the guarded writes and the outbox rows of the two events go in one statement
-    (:func:`repository.cluster_save_with_outbox`), and the per-event log lines are at DEBUG (the worker logs one
-    line per expired item). Raises as :func:`expire_appointment`.
+    The per-event log lines are at DEBUG (the worker logs one line per expired item). Raises as
+    :func:`expire_appointment`.
     """
     if not cluster.appointment.is_due(as_of):
         return ExpiryResult(ExpiryStatus.NOT_DUE, cluster=cluster)
     outcome = cluster.expire(as_of)
-    if one_statement:
-        _record_events(uow, cluster, level=logging.DEBUG)
-        repository.cluster_save_with_outbox(uow.conn, cluster, uow.take_outbox_rows())
-    else:
-        repository.cluster_save(uow.conn, cluster)
-        _record_events(uow, cluster)
+    _save(uow, cluster, level=logging.DEBUG)
     return ExpiryResult(ExpiryStatus.EXPIRED, outcome, cluster)
+
+
+def claim_due(
+    uow: UnitOfWork,
+    *,
+    as_of: datetime,
+    after: tuple[datetime, uuid.UUID] | None,
+    poison: bool,
+    failed: list[uuid.UUID],
+) -> claims.ClaimedItem:
+    """The worker's claim: the next due appointment after ``after`` that nobody holds, with its whole cluster locked
+    by the same statement (the pass and ``failed`` as :func:`claims.appointment_claim_next` takes them).
+
+    When a row of that cluster was held past the lock timeout (or deadlocked), the statement failed as a whole: the
+    claim again, alone, in a new transaction; :func:`expire_claimed` then locks the cluster statement by statement,
+    where the held row is a ConflictError (the item is known, skipped and counted).
+    """
+    try:
+        return claims.appointment_claim_next(uow.conn, as_of=as_of, after=after, poison=poison, failed=failed)
+    except Exception as exc:
+        if faults.classify(exc, uow.conn) is not Fault.CONTENDED:
+            raise
+    uow.rollback()
+    return claims.appointment_claim_next(
+        uow.conn, as_of=as_of, after=after, lock_cluster=False, poison=poison, failed=failed
+    )
+
+
+def expire_claimed(uow: UnitOfWork, claim: claims.ClaimedItem, as_of: datetime) -> ExpiryResult:
+    """The worker's item: expire the claimed appointment with its cascade and commit (INV-APT-6).
+
+    The cluster is the claim's locked row, or (a claim alone) locked here statement by statement; a former poison
+    item's failure record is cleared in the same transaction. NOT_DUE (re-read under the lock: no longer Pending or
+    not due, idempotent by state) or LOCKED commit nothing. Raises as :func:`expire_appointment`.
+    """
+    assert claim.appointment_id is not None
+    if claim.row is not None:
+        expiry = expire_locked_cluster(uow, repository.cluster_from_locked_row(claim.row), as_of)
+    else:
+        expiry = expire_appointment(uow, claim.appointment_id, as_of)
+    if expiry.status is ExpiryStatus.EXPIRED:
+        if claim.has_failure:  # a former poison item healed
+            bookkeeping.item_failure_clear(uow.conn, claims.JOB_NAME, [claim.appointment_id])
+        _commit(uow)  # the transition, the cascade and the two outbox rows, atomically
+    return expiry
 
 
 # ------------------------------------------------------------------------------------------------- reads
@@ -304,7 +344,7 @@ def get_event(pool: ConnectionPool[Conn], actor: Actor, event_id: uuid.UUID) -> 
 
 @contextmanager
 def _changing_appointment(
-    calendar: Calendar, actor: Actor, side: Side, appointment_id: uuid.UUID, expected_version: int | None
+    calendar: UseCaseContext, actor: Actor, side: Side, appointment_id: uuid.UUID, expected_version: int | None
 ) -> Iterator[tuple[AppointmentCluster, datetime]]:
     """Lock the cluster, check the caller and If-Match, yield it with AsOf; then save, record and commit."""
     with calendar.unit_of_work() as uow:
@@ -313,8 +353,7 @@ def _changing_appointment(
         _authorize(cluster.appointment, actor, side)
         _check_version(cluster.appointment.version, expected_version)
         yield cluster, database_now(uow.conn)
-        repository.cluster_save(uow.conn, cluster)
-        _record_events(uow, cluster)
+        _save(uow, cluster)
         _commit(uow)
 
 
@@ -333,6 +372,12 @@ def _authorize(appointment: Appointment, actor: Actor, side: Side) -> None:
 def _check_version(current: int, expected: int | None) -> None:
     if expected is not None and expected != current:
         raise VersionMismatchError
+
+
+def _save(uow: UnitOfWork, cluster: AppointmentCluster, *, level: int = logging.INFO) -> None:
+    """Save a changed cluster and the outbox rows of its events: one statement (repository.cluster_save)."""
+    _record_events(uow, cluster, level=level)
+    repository.cluster_save(uow.conn, cluster, uow.take_outbox_rows())
 
 
 def _record_events(uow: UnitOfWork, cluster: AppointmentCluster, *, level: int = logging.INFO) -> None:

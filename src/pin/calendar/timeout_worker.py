@@ -11,27 +11,26 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
 import psycopg
 import structlog
-from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool
 
 from pin import faults
-from pin.calendar import claims, metrics, repository
+from pin.calendar import claims, metrics, service
 from pin.calendar.claims import JOB_NAME
 from pin.calendar.domain import SlotOutcome
-from pin.calendar.service import ExpiryResult, ExpiryStatus, expire_appointment, expire_locked_cluster
+from pin.calendar.service import ExpiryResult, ExpiryStatus
 from pin.db import Conn, database_now
 from pin.faults import Fault
 from pin.jobs import bookkeeping
-from pin.jobs.cycle import Cycle, JobCycles, JobDefinition
-from pin.observability.tracing import current_traceparent, spans_exported, tracer
+from pin.jobs.cycle import Cycle, CycleCounts, CycleHarness, JobDefinition, infrastructure_error
+from pin.observability.tracing import current_traceparent, tracer
 from pin.outbox.writer import MessageContext
 from pin.settings import JOB_BATCH_SIZE
 from pin.unit_of_work import UnitOfWork
@@ -61,35 +60,18 @@ class AppointmentTimeoutConfig:
     instance: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
 
 
-@dataclass(frozen=True)
-class TimeoutResult:
-    """The counters of one cycle (seed 000, "Результат")."""
+@dataclass(frozen=True, kw_only=True)
+class TimeoutResult(CycleCounts):
+    """The counters of one cycle (seed 000, "Результат"): the shared ones and what it expired."""
 
     expired_count: int = 0
     slots_released_count: int = 0
     slots_expired_count: int = 0
-    skipped_locked_count: int = 0
-    duration_ms: int = 0
-    failed_count: int = 0  # poison items rolled back this cycle
-    claimed_count: int = 0  # items claimed (expired, failed or found changed)
-    batch_size: int = JOB_BATCH_SIZE
-    retried_count: int = 0  # of those, poison items claimed by the second pass (tried again)
-    budget_exhausted: bool = False  # the cycle stopped claiming: its time budget was spent
 
     @property
-    def skipped_locked(self) -> int:
-        """SkippedLockedCount, under the name every job's result has."""
-        return self.skipped_locked_count
-
-    @property
-    def is_full(self) -> bool:
-        """The first pass alone claimed BatchSize items: more due appointments are probably waiting.
-
-        Claims of poison items do not count: a batch they fill must not make the runner loop at once, or a
-        handful of poison items would be retried back to back instead of once per cycle. A cycle over its budget is
-        not full either: the rest waits for the next tick (seed 000, "Max duration").
-        """
-        return not self.budget_exhausted and self.claimed_count - self.retried_count >= self.batch_size
+    def skipped_locked_count(self) -> int:
+        """SkippedLockedCount, as seed 000 names it."""
+        return self.skipped_locked
 
     def as_dict(self) -> Mapping[str, int]:
         """The result as seed 000 names it."""
@@ -97,58 +79,28 @@ class TimeoutResult:
             "ExpiredCount": self.expired_count,
             "SlotsReleasedCount": self.slots_released_count,
             "SlotsExpiredCount": self.slots_expired_count,
-            "SkippedLockedCount": self.skipped_locked_count,
+            "SkippedLockedCount": self.skipped_locked,
             "DurationMs": self.duration_ms,
         }
 
 
 @dataclass
-class _Tally:
-    """What a cycle has done so far (kept when an infrastructure error ends it early)."""
+class _Expired:
+    """What a cycle has expired so far (kept when an infrastructure error ends it early), and where it claims next."""
 
     expired: int = 0
     released: int = 0
     slots_expired: int = 0
-    failed: list[uuid.UUID] = field(default_factory=list)  # the items that failed (poison) in this cycle
-    attempted: list[uuid.UUID] = field(default_factory=list)
+    poison: bool = False  # the pass the cursor is in (it starts again at the head of the poison pass)
     cursor: tuple[datetime, uuid.UUID] | None = None  # the last claimed row: the next claim starts after it
-    skipped: set[uuid.UUID] = field(default_factory=set)
-    poison_pass: bool = False  # the second pass: poison items only
-    retried: int = 0  # items the second pass claimed
-    budget_exhausted: bool = False
 
-    def result(self, duration_ms: int, batch_size: int) -> TimeoutResult:
-        return TimeoutResult(
+    def result(self, cycle: Cycle) -> TimeoutResult:
+        return cycle.counts(
+            TimeoutResult,
             expired_count=self.expired,
             slots_released_count=self.released,
             slots_expired_count=self.slots_expired,
-            skipped_locked_count=len(self.skipped),
-            duration_ms=duration_ms,
-            failed_count=len(self.failed),
-            claimed_count=len(self.attempted),
-            batch_size=batch_size,
-            retried_count=self.retried,
-            budget_exhausted=self.budget_exhausted,
         )
-
-
-@dataclass(frozen=True)
-class _Items:
-    """What every item of a cycle shares."""
-
-    cycle: Cycle
-    spans: bool  # one span per item (spans leave the process)
-    traceparent: str | None  # the cycle span's, for the outbox rows when there is no item span
-
-    @property
-    def as_of(self) -> datetime:
-        """The cycle's AsOf."""
-        assert self.cycle.as_of is not None
-        return self.cycle.as_of
-
-
-class InfrastructureError(Exception):
-    """The database could not be reached or the connection broke; the cycle ends and the next one retries."""
 
 
 DEFINITION = JobDefinition(
@@ -158,6 +110,7 @@ DEFINITION = JobDefinition(
     claims.NEXT_DEADLINE_SQL,
     claims.STILL_PENDING_SQL,
     item_field="AppointmentId",
+    item_attribute="pin.appointment_id",
     error_field="error",
     traceback_on_cycle_failure=True,
 )
@@ -180,10 +133,10 @@ class AppointmentTimeoutJob:
         self._config = config or AppointmentTimeoutConfig()
         self._clock = clock  # AsOf: the database clock every instance shares (docs/design/claims.md)
         self._stop = stop or threading.Event()  # set by SIGTERM: finish the current item, then end the cycle
-        self._cycles = JobCycles(
+        self._cycles = CycleHarness(
             DEFINITION, pool, instance=self._config.instance,
             connection_wait_seconds=self._config.connection_wait_seconds,
-            budget_seconds=self._config.cycle_budget_seconds,
+            budget_seconds=self._config.cycle_budget_seconds, batch_size=self._config.batch_size,
         )  # fmt: skip
 
     def run_once(self) -> TimeoutResult:
@@ -195,13 +148,19 @@ class AppointmentTimeoutJob:
         return self._cycles.seconds_until_next_due()
 
     def _cycle(self, cycle: Cycle) -> TimeoutResult:
-        tally = _Tally()
-        batch_size = self._config.batch_size
-        cycle.partial = lambda: tally.result(cycle.elapsed_ms(), batch_size)  # items commit one by one
+        """Count the due appointments, then claim and expire one per transaction in the cycle's two passes until
+        none is free, BatchSize is reached, the budget is spent or a stop is requested."""
+        expired = _Expired()
+        cycle.partial = lambda: expired.result(cycle)  # items commit one by one
         with self._cycle_connection() as conn:
             cycle.begin(self._clock(conn))
-            self._expire_due(conn, cycle, tally)
-        return tally.result(cycle.elapsed_ms(), batch_size)
+            count = conn.execute(claims.DUE_COUNT_SQL, {"as_of": cycle.as_of, "count_limit": self._config.batch_size})
+            selected = int(cast(dict[str, Any], count.fetchone())["n"])  # a bounded scan of the partial index
+            conn.commit()  # the session's lock_timeout with it
+            cycle.info("batch selected", Count=selected)
+            if selected > 0:  # an empty batch is a no-op: no claim transaction at all
+                cycle.two_passes(lambda poison, _room: self._expire_next(conn, cycle, expired, poison), stop=self._stop)
+        return expired.result(cycle)
 
     @contextmanager
     def _cycle_connection(self) -> Iterator[Conn]:
@@ -221,143 +180,64 @@ class AppointmentTimeoutJob:
             finally:
                 _reset_session(conn, previous)
 
-    def _expire_due(self, conn: Conn, cycle: Cycle, tally: _Tally) -> None:
-        """Claim and expire one item per transaction until none is free, BatchSize is reached, or a stop.
-
-        Two passes over the due appointments, oldest first: those that are not poison, then the poison ones with
-        the room left (each once per cycle, after everything else: docs/design/poison-items.md).
-        """
+    def _expire_next(self, conn: Conn, cycle: Cycle, expired: _Expired, poison: bool) -> bool:
+        """One item in one transaction: the service's claim, then its item; False when none was free to claim."""
         assert cycle.as_of is not None
-        batch_size = self._config.batch_size
-        selected = _count(conn, claims.DUE_SQL, {"job": JOB_NAME, "as_of": cycle.as_of}, limit=batch_size)
-        conn.commit()  # the session's lock_timeout with it
-        cycle.info("batch selected", Count=selected)
-        if selected == 0:
-            return  # empty batch: a no-op, no claim transaction at all
-        # One span per item only when spans leave the process; otherwise the outbox rows carry the cycle span's
-        # traceparent (the SDK records it either way), taken once here instead of once per item.
-        items = _Items(cycle, spans=spans_exported(tracer()), traceparent=current_traceparent())
-        for poison_pass in (False, True):
-            tally.poison_pass, tally.cursor = poison_pass, None
-            while len(tally.attempted) < batch_size and not self._stop.is_set():
-                if cycle.budget_spent():  # claim nothing more: what was finished is committed, the rest waits
-                    tally.budget_exhausted = True
-                    return
-                try:
-                    more = self._expire_next(conn, items, tally, lock_cluster=True)
-                except _ClusterLockFailedError:
-                    # A row of the claimed cluster was held past the lock timeout (or a deadlock): the statement
-                    # that claimed and locked failed as a whole. The item again, claim alone and the cluster
-                    # locked statement by statement: the appointment is then known, skipped and counted.
-                    more = self._expire_next(conn, items, tally, lock_cluster=False)
-                if not more:
-                    break
-
-    def _expire_next(self, conn: Conn, items: _Items, tally: _Tally, *, lock_cluster: bool) -> bool:
-        """One item in one transaction; False when no due appointment was free to claim."""
-        failure: Exception | None = None
-        expiry: ExpiryResult | None = None
-        cycle = items.cycle
-        run_id, as_of = cycle.run_id, items.as_of
-        context = MessageContext(str(run_id), items.traceparent)
-        provider = current_traceparent if items.spans else None  # the item span's, when there is one
+        if poison is not expired.poison:
+            expired.poison, expired.cursor = poison, None
+        context = MessageContext(str(cycle.run_id), cycle.traceparent)
+        provider = current_traceparent if cycle.item_spans else None  # the item span's, when there is one
         with UnitOfWork(self._pool, context, traceparent_provider=provider, connection=conn) as uow:
             try:
-                claim = claims.appointment_claim_next(
-                    conn, as_of=as_of, after=tally.cursor, lock_cluster=lock_cluster,
-                    poison=tally.poison_pass, failed=tally.failed,
-                )  # fmt: skip
+                claim = service.claim_due(
+                    uow, as_of=cycle.as_of, after=expired.cursor, poison=poison, failed=cycle.failed
+                )
             except Exception as exc:
-                # A claim is about no item yet: only a contended lock of the cluster is worth a second try
-                if lock_cluster and faults.classify(exc, conn) is Fault.CONTENDED:
-                    raise _ClusterLockFailedError from exc
-                raise _infrastructure_error(conn, exc) from exc
-            tally.skipped.update(claim.passed_over)
+                raise infrastructure_error(conn, exc) from exc  # a claim is about no item yet
+            cycle.skip(claim.passed_over)
             if claim.appointment_id is None:
                 # End the read-only transaction with COMMIT: psycopg answers a ROLLBACK with DEALLOCATE ALL, and
                 # a cycle that ends with an empty claim would re-plan every statement of the next one.
                 conn.commit()
                 return False
             appointment_id = claim.appointment_id
-            tally.attempted.append(appointment_id)
-            tally.retried += int(claim.has_failure)
-            tally.cursor = claim.cursor
-            span_scope: AbstractContextManager[Span] = nullcontext(INVALID_SPAN)
-            if items.spans:
-                attributes = {
-                    "pin.run_id": str(run_id),
-                    "pin.appointment_id": str(appointment_id),
-                    "pin.tenant_id": str(claim.tenant_id),
-                }
-                span_scope = tracer().start_as_current_span("appointment-timeout item", attributes=attributes)
-            with span_scope as span:
+            cycle.claimed(1, poison=claim.has_failure)
+            expired.cursor = claim.cursor
+            with cycle.item_span(appointment_id, claim.tenant_id) as span:
                 try:
-                    expiry = self._expire_claimed(uow, claim, as_of)
+                    expiry = service.expire_claimed(uow, claim, cycle.as_of)
                 except Exception as exc:
                     fault = faults.classify(exc, conn)
                     if fault is Fault.INFRASTRUCTURE:
-                        raise _infrastructure_error(conn, exc) from exc
+                        raise infrastructure_error(conn, exc) from exc
                     if fault is Fault.CONTENDED:
                         # Changed or held under us (guarded UPDATE matched nothing, lock timeout, deadlock): rolled
                         # back, never overwritten; the next cycle re-reads it (docs/design/poison-items.md).
-                        tally.skipped.add(appointment_id)
-                        cycle.warning("item skipped: changed concurrently", AppointmentId=str(appointment_id))
+                        cycle.item_skipped(appointment_id)
                         return True
                     uow.rollback()  # the whole item, before its failure is recorded in a transaction of its own
-                    span.record_exception(exc)
-                    span.set_status(Status(StatusCode.ERROR, bookkeeping.describe_error(exc)))
-                    failure = exc
-        if failure is not None:
-            _poisoned(cycle, conn, appointment_id, failure)
-            tally.failed.append(appointment_id)
-        elif expiry is not None:
-            self._expired(cycle, expiry, tally)
+                    cycle.item_failed(conn, appointment_id, exc, commit=True, span=span)
+                    return True
+        if expiry.status is ExpiryStatus.EXPIRED:
+            self._expired(cycle, expiry, expired)
         return True
 
-    def _expire_claimed(self, uow: UnitOfWork, claim: claims.ClaimedItem, as_of: datetime) -> ExpiryResult | None:
-        """The calendar's expiry use case on the claimed row, then commit; None when there was nothing to do."""
-        assert claim.appointment_id is not None
-        if claim.row is not None:  # the claim locked the cluster: the cascade's writes and outbox in one statement
-            cluster = repository.cluster_from_locked_row(claim.row)
-            expiry = expire_locked_cluster(uow, cluster, as_of, one_statement=True)
-        else:
-            expiry = expire_appointment(uow, claim.appointment_id, as_of)
-        if expiry.status is not ExpiryStatus.EXPIRED:
-            return None  # re-read under the lock: no longer Pending or not due (idempotent by state)
-        if claim.has_failure:
-            bookkeeping.item_failure_clear(uow.conn, JOB_NAME, [claim.appointment_id])  # a former poison item healed
-        with repository.translated_errors():
-            uow.commit()  # the transition, the cascade and the two outbox rows, atomically (INV-APT-6)
-        return expiry
-
-    def _expired(self, cycle: Cycle, expiry: ExpiryResult, tally: _Tally) -> None:
+    def _expired(self, cycle: Cycle, expiry: ExpiryResult, expired: _Expired) -> None:
         assert expiry.cluster is not None
         assert expiry.slot_outcome is not None
         appointment = expiry.cluster.appointment
         outcome = expiry.slot_outcome
-        tally.expired += 1
+        expired.expired += 1
         if outcome is SlotOutcome.RELEASED:
-            tally.released += 1
+            expired.released += 1
         else:
-            tally.slots_expired += 1
+            expired.slots_expired += 1
         metrics.ITEMS_BY_OUTCOME[outcome].inc()
         cycle.info(
             "appointment expired", AppointmentId=str(appointment.id), SlotId=str(appointment.slot_id),
             CalendarEventId=str(appointment.calendar_event_id), TenantId=str(appointment.tenant_id),
             SlotOutcome=outcome.value,
         )  # fmt: skip
-
-
-def _poisoned(cycle: Cycle, conn: Conn, appointment_id: uuid.UUID, exc: Exception) -> None:
-    """Log, count and record a poison item, in a short transaction of its own after the item's rollback."""
-    try:
-        cycle.item_failed(conn, appointment_id, exc, commit=True)
-    except Exception as record_exc:
-        raise InfrastructureError(bookkeeping.describe_error(record_exc)) from record_exc
-
-
-class _ClusterLockFailedError(Exception):
-    """The claim's lock of the cluster timed out or deadlocked (the item's transaction is rolled back)."""
 
 
 def _reset_session(conn: Conn, statement_timeout: str) -> None:
@@ -374,17 +254,3 @@ def _reset_session(conn: Conn, statement_timeout: str) -> None:
     except psycopg.Error:
         log.warning("could not reset the cycle's connection; closing it", job=JOB_NAME, exc_info=True)
         conn.close()
-
-
-def _infrastructure_error(conn: Conn, exc: Exception) -> InfrastructureError:
-    """The cycle-ending error for ``exc``: the database's fault, not the item's (pin.faults)."""
-    if conn.broken or conn.closed:
-        return InfrastructureError("the database connection was lost")
-    return InfrastructureError(bookkeeping.describe_error(exc))
-
-
-def _count(conn: Conn, query: str, params: Mapping[str, object], *, limit: int) -> int:
-    """How many rows ``query`` returns, counting at most ``limit`` (a bounded scan of the partial index)."""
-    sql = f"SELECT count(*) AS n FROM ({query} LIMIT %(count_limit)s) AS due"
-    row = cast(dict[str, Any], conn.execute(sql, {**params, "count_limit": limit}).fetchone())
-    return int(row["n"])

@@ -1,26 +1,31 @@
-"""The cycle every polling job runs: run id, AsOf, span, the seeds' log lines, metrics, poison and cycle records.
+"""The cycle every polling job runs: run id, AsOf, span, the two passes, the per-item span, the poison-aware
+counters, the seeds' log lines, metrics, poison and cycle records.
 
-A job supplies a :class:`JobDefinition` and the body of its cycle (its claim and its per-item or per-batch
-write); see docs/design/claims.md and docs/design/poison-items.md.
+A job supplies a :class:`JobDefinition` and the body of its cycle: its claim and its per-item or per-batch write,
+driven by :meth:`Cycle.two_passes`; see docs/design/claims.md and docs/design/poison-items.md. Whose fault a
+failure is, is :func:`pin.faults.classify`'s answer.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import structlog
-from opentelemetry.trace import Tracer
+from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode, Tracer
 from prometheus_client import Counter, Gauge, Histogram
 from psycopg_pool import ConnectionPool
 
 from pin.db import Conn, database_now
 from pin.jobs import bookkeeping
+from pin.observability.tracing import current_traceparent, spans_exported
+from pin.settings import JOB_BATCH_SIZE
 
 log = structlog.get_logger(__name__)
 
@@ -57,6 +62,8 @@ class JobDefinition:
     still_waiting_sql: str
     # the field naming the item in "item failed" (seed 000: AppointmentId, seed 002: PurchaseId)
     item_field: str
+    # the attribute naming the item on its span (pin.appointment_id, pin.purchase_id)
+    item_attribute: str
     # the field carrying the failure's type and first line in "item failed" and "cycle failed"
     error_field: str = "error"
     # whether "cycle failed" carries the traceback (the runner's "job cycle failed" always does)
@@ -64,8 +71,9 @@ class JobDefinition:
 
 
 class CycleResult(Protocol):
-    """The counters a cycle returns."""
+    """The counters a cycle returns (what the runner and the cycle's record read)."""
 
+    # the first pass alone claimed BatchSize items: more work is probably waiting, the runner loops at once
     @property
     def is_full(self) -> bool: ...
 
@@ -78,6 +86,7 @@ class CycleResult(Protocol):
     @property
     def duration_ms(self) -> int: ...
 
+    # the cycle stopped claiming when its time budget was spent: the rest waits for the next tick
     @property
     def budget_exhausted(self) -> bool: ...
 
@@ -87,11 +96,51 @@ class CycleResult(Protocol):
 R = TypeVar("R", bound=CycleResult)
 
 
+@dataclass(frozen=True, kw_only=True)
+class CycleCounts:
+    """What every job's cycle counts, poison-aware: the base of each job's result (docs/design/poison-items.md)."""
+
+    duration_ms: int = 0
+    skipped_locked: int = 0  # due items another transaction held, or found changed under us
+    failed_count: int = 0  # poison items rolled back this cycle
+    claimed_count: int = 0  # items claimed (written, failed, skipped or left for the next cycle)
+    retried_count: int = 0  # of those, poison items claimed by the second pass (tried again)
+    batch_size: int = JOB_BATCH_SIZE
+    budget_exhausted: bool = False  # the cycle stopped claiming: its time budget was spent
+
+    @property
+    def is_full(self) -> bool:
+        """The first pass alone claimed BatchSize items: more due items are probably waiting.
+
+        Claims of poison items do not count: a batch they fill must not make the runner loop at once, or a
+        handful of poison items would be retried back to back instead of once per cycle. A cycle over its budget is
+        not full either: the rest waits for the next tick (seeds 000 and 002, "Max duration").
+        """
+        return not self.budget_exhausted and self.claimed_count - self.retried_count >= self.batch_size
+
+
+C = TypeVar("C", bound=CycleCounts)
+
+
+class InfrastructureError(Exception):
+    """The database could not be reached or the connection broke; the cycle ends and the next one retries."""
+
+
+def infrastructure_error(conn: Conn, exc: Exception) -> InfrastructureError:
+    """The cycle-ending error for ``exc``, the database's fault and not the item's (pin.faults)."""
+    if conn.broken or conn.closed:
+        return InfrastructureError("the database connection was lost")
+    return InfrastructureError(bookkeeping.describe_error(exc))
+
+
 class Cycle:
     """One cycle in progress: its run id, AsOf, and what it keeps if it fails."""
 
-    def __init__(self, definition: JobDefinition, *, budget_seconds: float = float("inf")) -> None:
+    def __init__(
+        self, definition: JobDefinition, *, budget_seconds: float = float("inf"), batch_size: int = JOB_BATCH_SIZE
+    ) -> None:
         self.definition = definition
+        self.batch_size = batch_size  # the most items the cycle claims
         # seed 000/002 "Max duration": past this, the cycle claims nothing more and commits what it finished
         self.budget_seconds = budget_seconds
         self.run_id = uuid.uuid4()
@@ -102,6 +151,18 @@ class Cycle:
         self.as_of: datetime | None = None
         # the counters so far, for a job whose items commit one by one; None: a failure keeps nothing
         self.partial: Callable[[], CycleResult] | None = None
+        self.tracer: Tracer | None = None  # the cycle span's (set by CycleHarness.run)
+        # the shared counters (two_passes, claimed, skip, item_failed)
+        self.claimed_count = 0
+        self.retried_count = 0
+        self.failed: list[uuid.UUID] = []  # the items that failed (poison) in this cycle
+        self.skipped: set[uuid.UUID] = set()  # the items skipped as held or changed, by id
+        self.skipped_unnamed = 0  # and those a claim only counted
+        self.budget_exhausted = False
+        # one span per item only when spans leave the process; otherwise what the items write carries the cycle
+        # span's traceparent (the SDK records it either way), taken once per cycle
+        self.item_spans = False
+        self.traceparent: str | None = None
 
     def elapsed_ms(self) -> int:
         """Milliseconds since the cycle started."""
@@ -114,6 +175,67 @@ class Cycle:
     def budget_left_ms(self) -> int:
         """Milliseconds of the budget left, at least 1 (a statement timeout of 0 would disable it)."""
         return max(1, int((self.budget_seconds - (time.monotonic() - self.started)) * 1000))
+
+    def two_passes(self, claim: Callable[[bool, int], bool], *, stop: threading.Event | None = None) -> None:
+        """Claim and write up to BatchSize items: the fresh ones, then the poison ones with the room left (each
+        once per cycle, after everything else: docs/design/poison-items.md).
+
+        ``claim(poison, room)`` claims up to ``room`` items of the pass and writes them, counting them with
+        :meth:`claimed`, and says whether the pass may have more. Before each claim a stop request ends the cycle,
+        and so does a spent budget (the cycle is then ``budget_exhausted``: what was finished is committed, the rest
+        waits for the next tick).
+        """
+        batch_size = self.batch_size
+        self.item_spans = self.tracer is not None and spans_exported(self.tracer)
+        self.traceparent = current_traceparent()
+        for poison in (False, True):
+            while self.claimed_count < batch_size and not (stop is not None and stop.is_set()):
+                if self.budget_spent():
+                    self.budget_exhausted = True
+                    return
+                if not claim(poison, batch_size - self.claimed_count):
+                    break
+
+    def claimed(self, count: int, *, poison: bool) -> None:
+        """``count`` items were claimed, by the poison pass or not."""
+        self.claimed_count += count
+        if poison:
+            self.retried_count += count
+
+    def skip(self, item_ids: Iterable[uuid.UUID] = (), *, unnamed: int = 0) -> None:
+        """Items skipped as held by another transaction or changed under us: by id (counted once), or a count."""
+        self.skipped.update(item_ids)
+        self.skipped_unnamed += unnamed
+
+    def item_skipped(self, item_id: uuid.UUID, **fields: object) -> None:
+        """A claimed item found changed or held under us: rolled back, never overwritten, counted as skipped and
+        logged at WARNING; the next cycle reads it again (docs/design/poison-items.md)."""
+        self.skipped.add(item_id)
+        self._log.warning("item skipped: changed concurrently", **{self.definition.item_field: str(item_id)}, **fields)
+
+    def item_span(self, item_id: uuid.UUID, tenant_id: uuid.UUID | None) -> AbstractContextManager[Span]:
+        """The current span of one item (``<job> item``), when spans leave the process; else no span."""
+        if not self.item_spans or self.tracer is None:
+            return nullcontext(INVALID_SPAN)
+        attributes = {
+            "pin.run_id": str(self.run_id),
+            self.definition.item_attribute: str(item_id),
+            "pin.tenant_id": str(tenant_id),
+        }
+        return self.tracer.start_as_current_span(f"{self.definition.name} item", attributes=attributes)
+
+    def counts(self, kind: type[C], **own: int) -> C:
+        """The cycle's result: its shared counters so far and the job's ``own``."""
+        shared: dict[str, Any] = {
+            "duration_ms": self.elapsed_ms(),
+            "skipped_locked": len(self.skipped) + self.skipped_unnamed,
+            "failed_count": len(self.failed),
+            "claimed_count": self.claimed_count,
+            "retried_count": self.retried_count,
+            "batch_size": self.batch_size,
+            "budget_exhausted": self.budget_exhausted,
+        }
+        return cast(Callable[..., C], kind)(**shared, **own)
 
     def begin(self, as_of: datetime) -> None:
         """AsOf was read: log "cycle started" (seed 000: runId, AsOf)."""
@@ -128,13 +250,25 @@ class Cycle:
         """A WARNING line of this cycle (job and RunId first)."""
         self._log.warning(event, **fields)
 
-    def item_failed(self, conn: Conn, item_id: uuid.UUID, exc: Exception, *, commit: bool = False) -> None:
-        """A poison item: count the attempt, record it in jobs.item_failure (``commit``: alone), log it at ERROR."""
+    def item_failed(
+        self, conn: Conn, item_id: uuid.UUID, exc: Exception, *, commit: bool = False, span: Span | None = None
+    ) -> None:
+        """A poison item: count the attempt, record it in jobs.item_failure (``commit``: alone, and a failure to
+        record it ends the cycle), mark its span, log it at ERROR."""
         definition = self.definition
+        if span is not None:
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, bookkeeping.describe_error(exc)))
         definition.metrics.errors.inc()  # every failed attempt: a systematic poison item keeps the errors alert firing
-        attempts = bookkeeping.item_failure_record(conn, definition.name, item_id, exc)
-        if commit:
-            conn.commit()
+        try:
+            attempts = bookkeeping.item_failure_record(conn, definition.name, item_id, exc)
+            if commit:
+                conn.commit()
+        except Exception as record_exc:
+            if not commit:
+                raise
+            raise InfrastructureError(bookkeeping.describe_error(record_exc)) from record_exc
+        self.failed.append(item_id)
         fields: dict[str, object] = {
             definition.item_field: str(item_id),
             definition.error_field: bookkeeping.describe_error(exc),
@@ -142,8 +276,8 @@ class Cycle:
         self._log.error("item failed", **fields, Attempts=attempts, exc_info=exc)
 
 
-class JobCycles:
-    """Runs the cycles of one job instance around the body the job supplies."""
+class CycleHarness:
+    """What runs around each cycle of one job instance: the cycle span, its connection, the records after it."""
 
     def __init__(
         self,
@@ -153,8 +287,10 @@ class JobCycles:
         instance: str,
         connection_wait_seconds: float | None = None,
         budget_seconds: float = float("inf"),
+        batch_size: int = JOB_BATCH_SIZE,
     ) -> None:
         self.definition = definition
+        self._batch_size = batch_size  # each cycle's BatchSize
         self._pool = pool
         self._instance = instance
         self._connection_wait = connection_wait_seconds  # None: the pool's own timeout
@@ -168,7 +304,8 @@ class JobCycles:
 
     def run(self, tracer: Tracer, body: Callable[[Cycle], R]) -> R:
         """One cycle: the body inside the cycle span; a failure is logged, counted, recorded and raised."""
-        cycle = Cycle(self.definition, budget_seconds=self._budget)
+        cycle = Cycle(self.definition, budget_seconds=self._budget, batch_size=self._batch_size)
+        cycle.tracer = tracer
         name = self.definition.name
         with tracer.start_as_current_span(f"{name} cycle", attributes={"pin.run_id": str(cycle.run_id)}):
             try:

@@ -9,30 +9,17 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
 
 from pin.backoff import exponential_backoff
+from pin.jobs.cycle import CycleResult
 from pin.observability import liveness
 from pin.settings import JOB_INTERVAL_SECONDS
 
 log = structlog.get_logger(__name__)
-
-
-class CycleResult(Protocol):
-    """What a cycle reports; ``is_full`` means the batch limit was hit and more work is probably waiting."""
-
-    @property
-    def is_full(self) -> bool: ...
-
-    # the cycle stopped claiming when its time budget was spent: the rest waits for the next tick
-    @property
-    def budget_exhausted(self) -> bool: ...
-
-    def as_dict(self) -> Mapping[str, int]: ...
 
 
 class PollingJob(Protocol):

@@ -36,6 +36,9 @@ from pin.promotion.domain import (
 
 TERMINAL_FROZEN_CONSTRAINT = "purchase_terminal_frozen"
 
+# expire-promotions' statements (the claim, the batch write, its bookkeeping predicates)
+_EXPIRY = load_queries(__package__, "expiry.sql")
+
 
 @contextmanager
 def translated_errors() -> Iterator[None]:
@@ -139,28 +142,13 @@ def purchase_update_status(conn: Conn, purchase: PromotionPurchase, *, expected_
         raise VersionConflictError
 
 
-# The set-based write of an expire-promotions batch (seed 002, steps 3 and 4), one statement: each row's new
-# status, version and UpdatedAt are the domain's, passed as arrays; the guard of purchase_update_status (still
-# Active, at the version that was read) holds row by row, so a row changed meanwhile is left alone and missing
-# from RETURNING; and the outbox rows of exactly the rows it changed are inserted in the same statement, in the
-# order given (identity order = the order the events were recorded). The rows were locked by the claim before.
-# The arrays go in binary format (%b): psycopg's text format escapes every element with a regular expression,
-# which for 200 JSON payloads costs more than the whole statement on the server.
-_EXPIRE_MANY = f"""
-WITH changed AS (
-    UPDATE promotion.purchase AS p
-       SET status = v.status, version = v.version, updated_at = v.updated_at
-      FROM unnest(%(ids)b::uuid[], %(statuses)b::text[], %(versions)b::integer[], %(updated_at)b::timestamptz[],
-                  %(expected_versions)b::integer[])
-           AS v(id, status, version, updated_at, expected_version)
-     WHERE p.id = v.id AND p.status = 'Active' AND p.version = v.expected_version
-    RETURNING p.id
-),
-written AS (
-{insert_unnest_sql(owner_type="uuid", where="m.owner IN (SELECT c.id FROM changed AS c)")}
+# The set-based write of an expire-promotions batch: expiry.sql's purchase_expire_many, with the outbox rows of
+# exactly the rows it changed inserted by the writer's fragment. The rows were locked by the claim before. The
+# arrays go in binary format (%b): psycopg's text format escapes every element with a regular expression, which
+# for 200 JSON payloads costs more than the whole statement on the server.
+_EXPIRE_MANY = _EXPIRY["purchase_expire_many"].format(
+    outbox_insert=insert_unnest_sql(owner_type="uuid", where="m.owner IN (SELECT c.id FROM changed AS c)")
 )
-SELECT c.id FROM changed AS c
-"""
 
 
 def purchase_expire_many(
@@ -196,12 +184,12 @@ class Claim:
 
 
 # Due for expire-promotions (seed 002: Status = Active && EndsAt <= AsOf), a condition on promotion.purchase AS p.
-PURCHASE_IS_DUE = "p.status = 'Active' AND p.ends_at <= %(as_of)s"
+PURCHASE_IS_DUE = _EXPIRY["purchase_is_due"]
+_HAS_FAILURE = bookkeeping.has_failure("p")
 
-# The claim of expire-promotions (seed 002, step 2): Active, EndsAt <= AsOf, EndsAt asc, at most BatchSize, locked
-# FOR NO KEY UPDATE SKIP LOCKED in a materialized CTE (the planner cannot run it twice or lock more than the
-# limit). The lock is held until the batch commits. A cycle claims in two passes, in its one transaction: the
-# purchases that are not poison first, then the poison ones with the room left in the batch ({which} below), so
+# The claim of expire-promotions (seed 002, step 2), locked in a materialized CTE (the planner cannot run it twice or
+# lock more than the limit); the lock is held until the batch commits. A cycle claims in two passes, in its one
+# transaction: the purchases that are not poison first, then the poison ones with the room left in the batch, so
 # that a poison purchase is tried on every cycle (seed 002, A2: "Poison — на следующий цикл") but never holds up
 # the head of the queue. The first walks ix_purchase_active_ends_at in order, the failure check a primary-key probe
 # per row; the second may as well start from the few jobs.item_failure rows. Neither sorts the backlog.
@@ -211,48 +199,10 @@ PURCHASE_IS_DUE = "p.status = 'Active' AND p.ends_at <= %(as_of)s"
 # are exactly the rows SKIP LOCKED passed over: locked by another instance or by an in-flight cancel. (A row
 # that another instance expired and committed between our snapshot and our lock attempt also counts: it too
 # was "taken by someone else".) The scan is bounded by the last claimed EndsAt and by the backlog cap.
-_CLAIM = """
-WITH claimed AS MATERIALIZED (
-    SELECT p.id, p.ends_at
-      FROM promotion.purchase AS p
-     WHERE {due} AND {which}
-     ORDER BY p.ends_at, p.id
-     LIMIT %(batch_size)s
-       FOR NO KEY UPDATE OF p SKIP LOCKED
-),
-last_claimed AS (
-    SELECT c.ends_at, c.id FROM claimed AS c ORDER BY c.ends_at DESC, c.id DESC LIMIT 1
-),
-horizon AS (
-    -- When the batch was full, a skipped row can only sort before the last claimed one: that bounds the
-    -- index range scanned below. Otherwise (NULL) every due row up to AsOf was a candidate.
-    SELECT CASE WHEN (SELECT count(*) FROM claimed) >= %(batch_size)s THEN l.ends_at END AS ends_at, l.id
-      FROM last_claimed AS l
-),
-skipped AS (
-    SELECT count(*) AS n FROM (
-        SELECT 1
-          FROM promotion.purchase AS p
-         WHERE {due} AND {which}
-           AND p.ends_at <= coalesce((SELECT h.ends_at FROM horizon AS h), %(as_of)s)
-           AND (NOT EXISTS (SELECT 1 FROM horizon AS h WHERE h.ends_at IS NOT NULL)
-                OR (p.ends_at, p.id) < (SELECT h.ends_at, h.id FROM horizon AS h))
-           AND NOT EXISTS (SELECT 1 FROM claimed AS c WHERE c.id = p.id)
-         LIMIT {cap}
-    ) AS s
-)
-SELECT s.n AS skipped_locked, due.*
-  FROM skipped AS s
-  LEFT JOIN (
-      SELECT {columns}
-        FROM claimed AS c JOIN promotion.purchase AS p ON p.id = c.id {targets}
-  ) AS due ON true
- ORDER BY due.ends_at, due.id
-"""
 CLAIMS = {
-    poison: _CLAIM.format(
+    poison: _EXPIRY["purchase_claim_due"].format(
         due=PURCHASE_IS_DUE,
-        which=("" if poison else "NOT ") + bookkeeping.has_failure("p"),
+        which=_EXPIRY["pass_poison" if poison else "pass_fresh"].format(has_failure=_HAS_FAILURE),
         cap=bookkeeping.BACKLOG_CAP,
         columns=_PURCHASE_COLUMNS,
         targets=_TARGETS,
@@ -277,20 +227,15 @@ def purchase_claim_due(conn: Conn, *, job: str, as_of: datetime, batch_size: int
     return Claim([purchase_from_values(row[1:]) for row in rows if row[1] is not None], skipped)
 
 
-# The backlog (seed 002: Active with EndsAt < now, not processed yet, poison purchases included), bounded by the
-# caller. The poison ones are also counted on their own (promotion_expire_poison_items).
-BACKLOG_SQL = f"SELECT 1 FROM promotion.purchase AS p WHERE {PURCHASE_IS_DUE}"
-
-# The next deadline: the earliest EndsAt of the partial index among purchases that are not poison; a poison
-# purchase waits for the next tick of the interval, it never wakes the worker early.
-NEXT_DEADLINE_SQL = f"""
-SELECT p.ends_at AS at FROM promotion.purchase AS p
- WHERE p.status = 'Active' AND NOT {bookkeeping.has_failure("p")}
- ORDER BY p.ends_at, p.id LIMIT 1
-"""
-
+# The backlog (seed 002: Active with EndsAt < now, poison purchases included), bounded by the caller. The poison
+# ones are also counted on their own (promotion_expire_poison_items).
+BACKLOG_SQL = _EXPIRY["purchases_due"].format(due=PURCHASE_IS_DUE)
+# The next deadline: a poison purchase waits for the next tick of the interval, it never wakes the worker early.
+NEXT_DEADLINE_SQL = _EXPIRY["purchase_next_deadline"].format(has_failure=_HAS_FAILURE)
 # While a poison purchase still waits its turn: its failure row is worth keeping.
-STILL_ACTIVE_SQL = "EXISTS (SELECT 1 FROM promotion.purchase AS p WHERE p.id = f.item_id AND p.status = 'Active')"
+STILL_ACTIVE_SQL = _EXPIRY["purchase_still_active"]
+# The batch transaction's idle limit (the worker's).
+BATCH_TRANSACTION_LIMIT = _EXPIRY["batch_transaction_limit"]
 
 
 def purchase_from_row(row: Mapping[str, Any]) -> PromotionPurchase:

@@ -12,14 +12,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from opentelemetry.trace import StatusCode, Tracer
 from psycopg_pool import ConnectionPool
 
 from pin import faults
 from pin.db import Conn, database_now
 from pin.jobs import bookkeeping
-from pin.jobs.cycle import Cycle, JobCycles, JobDefinition
-from pin.observability.tracing import current_traceparent, spans_exported, tracer
+from pin.jobs.cycle import Cycle, CycleCounts, CycleHarness, JobDefinition
+from pin.observability.tracing import current_traceparent, tracer
 from pin.outbox.writer import MessageContext, OutboxRow, build_payload_row
 from pin.promotion import metrics, repository
 from pin.promotion.contracts import PromotionPurchaseChangedKafkaEvent
@@ -46,28 +45,11 @@ class ExpirePromotionsConfig:
     instance: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
 
 
-@dataclass(frozen=True)
-class ExpireResult:
-    """The counters of one cycle (seed 002, step 6): ExpiredCount, SkippedLocked, DurationMs."""
+@dataclass(frozen=True, kw_only=True)
+class ExpireResult(CycleCounts):
+    """The counters of one cycle (seed 002, step 6): ExpiredCount, SkippedLocked, DurationMs, and the shared ones."""
 
-    expired_count: int
-    skipped_locked: int
-    duration_ms: int
-    failed_count: int = 0  # poison purchases excluded from the batch
-    claimed_count: int = 0
-    batch_size: int = JOB_BATCH_SIZE
-    retried_count: int = 0  # of the claimed, poison purchases tried again (the claim's second pass)
-    budget_exhausted: bool = False  # the cycle stopped writing: its time budget was spent
-
-    @property
-    def is_full(self) -> bool:
-        """The first pass alone hit BatchSize: more due purchases are probably waiting.
-
-        Poison purchases do not count: a batch they fill must not make the runner loop at once, or they would be
-        retried back to back instead of once per cycle. A cycle over its budget is not full either: the rest waits
-        for the next tick (seed 002, "Max duration").
-        """
-        return not self.budget_exhausted and self.claimed_count - self.retried_count >= self.batch_size
+    expired_count: int = 0
 
     def as_dict(self) -> Mapping[str, int]:
         """The result as seed 002 names it."""
@@ -85,6 +67,7 @@ DEFINITION = JobDefinition(
     repository.NEXT_DEADLINE_SQL,
     repository.STILL_ACTIVE_SQL,
     item_field="PurchaseId",
+    item_attribute="pin.purchase_id",
     error_field="exception",
     traceback_on_cycle_failure=False,  # the runner logs it once
 )
@@ -105,9 +88,10 @@ class ExpirePromotionsJob:
         self._pool = pool
         self._config = config or ExpirePromotionsConfig()
         self._clock = clock  # AsOf; the database clock every instance shares (SPEC section 4)
-        self._cycles = JobCycles(
-            DEFINITION, pool, instance=self._config.instance, budget_seconds=self._config.cycle_budget_seconds
-        )
+        self._cycles = CycleHarness(
+            DEFINITION, pool, instance=self._config.instance, budget_seconds=self._config.cycle_budget_seconds,
+            batch_size=self._config.batch_size,
+        )  # fmt: skip
 
     def run_once(self) -> ExpireResult:
         """One cycle; an infrastructure failure is logged, counted and raised (the batch rolled back)."""
@@ -124,33 +108,28 @@ class ExpirePromotionsJob:
             cycle.begin(self._clock(uow.conn))
             as_of = cycle.as_of
             assert as_of is not None
-            batch_size = self._config.batch_size
-            fresh = repository.purchase_claim_due(uow.conn, job=JOB_NAME, as_of=as_of, batch_size=batch_size)
-            room = batch_size - len(fresh.purchases)
-            over_budget = room > 0 and cycle.budget_spent()  # claim no more: the poison ones wait
-            room = 0 if over_budget else room
-            poison = repository.purchase_claim_due(uow.conn, job=JOB_NAME, as_of=as_of, batch_size=room, poison=True)
-            claimed = fresh.purchases + poison.purchases
+            claimed: list[PromotionPurchase] = []
+
+            def claim(poison: bool, room: int) -> bool:
+                found = repository.purchase_claim_due(
+                    uow.conn, job=JOB_NAME, as_of=as_of, batch_size=room, poison=poison
+                )
+                claimed.extend(found.purchases)
+                cycle.claimed(len(found.purchases), poison=poison)
+                cycle.skip(unnamed=found.skipped_locked)
+                return False  # one statement per pass: it took every free due row it had room for
+
+            cycle.two_passes(claim)  # the poison ones wait when the budget is spent first
             cycle.info(
-                "batch selected", Count=len(claimed), SkippedLocked=fresh.skipped_locked + poison.skipped_locked,
-                PoisonCount=len(poison.purchases),
+                "batch selected", Count=len(claimed), SkippedLocked=cycle.skipped_unnamed,
+                PoisonCount=cycle.retried_count,
             )  # fmt: skip
-            left_alone: list[PromotionPurchase] = []
             deferred: list[PromotionPurchase] = []  # claimed, not written: the budget ran out first
-            expired = self._expire_all(uow, context, claimed, cycle=cycle, left_alone=left_alone, deferred=deferred)
+            expired = self._expire_all(uow, context, claimed, cycle=cycle, deferred=deferred)
             bookkeeping.item_failure_clear(uow.conn, JOB_NAME, (p.id for p in expired))
             uow.commit()  # one change per batch: every transition and its outbox row, or nothing
-        result = ExpireResult(
-            expired_count=len(expired),
-            # a purchase changed under us (its write conflicted) was taken by someone else, like a locked one
-            skipped_locked=fresh.skipped_locked + poison.skipped_locked + len(left_alone),
-            duration_ms=cycle.elapsed_ms(),
-            failed_count=len(claimed) - len(expired) - len(left_alone) - len(deferred),
-            claimed_count=len(claimed),
-            batch_size=batch_size,
-            retried_count=len(poison.purchases),
-            budget_exhausted=over_budget or bool(deferred),
-        )
+        cycle.budget_exhausted = cycle.budget_exhausted or bool(deferred)
+        result = cycle.counts(ExpireResult, expired_count=len(expired))
         for purchase in expired:  # seed 002's log table: "promotion expired (PurchaseId, TenantId, PackageKind)"
             cycle.info(
                 "promotion expired", PurchaseId=str(purchase.id), TenantId=str(purchase.tenant_id),
@@ -163,7 +142,7 @@ class ExpirePromotionsJob:
         """The batch transaction's limits: idle at most the transaction timeout, and no statement longer than
         that or the cycle's budget, whichever is shorter."""
         timeout = self._config.transaction_timeout_seconds
-        conn.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, true)", (f"{timeout}s",))
+        conn.execute(repository.BATCH_TRANSACTION_LIMIT, (f"{timeout}s",))
         budget_ms = int(self._config.cycle_budget_seconds * 1000)
         bookkeeping.statement_timeout_cap(conn, min(budget_ms, timeout * 1000 or budget_ms), local=True)
 
@@ -174,11 +153,10 @@ class ExpirePromotionsJob:
         purchases: list[PromotionPurchase],
         *,
         cycle: Cycle,
-        left_alone: list[PromotionPurchase],
         deferred: list[PromotionPurchase],
     ) -> list[PromotionPurchase]:
         """Expire the claimed purchases; returns those expired, in claim order. Poison ones are excluded (A2);
-        those a conflicting write found no longer Active are appended to ``left_alone`` (A1), those the budget left
+        those a conflicting write found no longer Active are skipped (A1: taken by someone else), those the budget left
         no time to write to ``deferred``.
 
         The domain decides every transition and builds its event first (a purchase it refuses is a poison
@@ -194,46 +172,26 @@ class ExpirePromotionsJob:
             context.correlation_id, current_traceparent() or context.traceparent, context.extra_headers
         )
         decided: list[_Transition] = []
-        item_tracer = tracer() if spans_exported() else None  # no item spans when no span leaves the process
         for purchase in purchases:
-            transition = self._decide(uow, purchase, item_tracer=item_tracer, context=context, cycle=cycle)
+            transition = self._decide(uow, purchase, context=context, cycle=cycle)
             if transition is not None:
                 decided.append(transition)
-        return [t.purchase for t in self._write_all(uow, decided, cycle, left_alone, deferred)]
+        return [t.purchase for t in self._write_all(uow, decided, cycle, deferred)]
 
     def _decide(
-        self,
-        uow: UnitOfWork,
-        purchase: PromotionPurchase,
-        *,
-        item_tracer: Tracer | None,
-        context: MessageContext,
-        cycle: Cycle,
+        self, uow: UnitOfWork, purchase: PromotionPurchase, *, context: MessageContext, cycle: Cycle
     ) -> _Transition | None:
         """The domain's transition of one purchase and its outbox row; None (recorded as poison) when it fails."""
-        span = None
-        if item_tracer is not None:  # a child of the cycle span; not made current (nothing below reads it)
-            attributes = {
-                "pin.run_id": str(cycle.run_id),
-                "pin.purchase_id": str(purchase.id),
-                "pin.tenant_id": str(purchase.tenant_id),
-            }
-            span = item_tracer.start_span("expire-promotions item", attributes=attributes)
-        try:
-            expected_version = purchase.version
-            assert cycle.as_of is not None
-            purchase.expire(cycle.as_of)
-            # built here, so that a purchase whose event cannot be built is a poison item too
-            rows = [_outbox_row(e, context) for e in purchase.events]
-        except Exception as exc:  # noqa: BLE001 - any failure of one purchase's domain work makes it poison (A2)
-            if span is not None:
-                span.record_exception(exc)
-                span.set_status(StatusCode.ERROR, type(exc).__name__)
-            cycle.item_failed(uow.conn, purchase.id, exc)
-            return None
-        finally:
-            if span is not None:
-                span.end()
+        with cycle.item_span(purchase.id, purchase.tenant_id) as span:
+            try:
+                expected_version = purchase.version
+                assert cycle.as_of is not None
+                purchase.expire(cycle.as_of)
+                # built here, so that a purchase whose event cannot be built is a poison item too
+                rows = [_outbox_row(e, context) for e in purchase.events]
+            except Exception as exc:  # noqa: BLE001 - any failure of one purchase's domain work makes it poison (A2)
+                cycle.item_failed(uow.conn, purchase.id, exc, span=span)
+                return None
         return _Transition(purchase, expected_version, rows)
 
     def _write_all(
@@ -241,7 +199,6 @@ class ExpirePromotionsJob:
         uow: UnitOfWork,
         decided: list[_Transition],
         cycle: Cycle,
-        left_alone: list[PromotionPurchase],
         deferred: list[PromotionPurchase],
     ) -> list[_Transition]:
         """Write the decided transitions and their outbox rows: one set-based statement, or one purchase at a time
@@ -268,7 +225,7 @@ class ExpirePromotionsJob:
                 if cycle.budget_spent():
                     deferred.extend(t.purchase for t in decided[index:])
                     break
-                if self._write_one(uow, transition, cycle, left_alone):
+                if self._write_one(uow, transition, cycle):
                     written.append(transition)
             uow.add_outbox_rows(row for t in written for row in t.rows)  # written at the batch's commit
             return written
@@ -277,12 +234,10 @@ class ExpirePromotionsJob:
             if transition.purchase.id in changed:
                 written.append(transition)
             else:  # the guard did not match: the purchase changed since the claim read it
-                self._conflicted(uow, transition.purchase, VersionConflictError(), cycle, left_alone)
+                self._conflicted(uow, transition.purchase, VersionConflictError(), cycle)
         return written
 
-    def _write_one(
-        self, uow: UnitOfWork, transition: _Transition, cycle: Cycle, left_alone: list[PromotionPurchase]
-    ) -> bool:
+    def _write_one(self, uow: UnitOfWork, transition: _Transition, cycle: Cycle) -> bool:
         """The fallback: one purchase's guarded UPDATE in its own savepoint; a poison one is rolled back alone."""
         try:
             with uow.conn.transaction():
@@ -290,7 +245,7 @@ class ExpirePromotionsJob:
                     uow.conn, transition.purchase, expected_version=transition.expected_version
                 )
         except VersionConflictError as exc:
-            self._conflicted(uow, transition.purchase, exc, cycle, left_alone)
+            self._conflicted(uow, transition.purchase, exc, cycle)
             return False
         except Exception as exc:
             if faults.classify(exc, uow.conn).transient:
@@ -299,14 +254,7 @@ class ExpirePromotionsJob:
             return False
         return True
 
-    def _conflicted(
-        self,
-        uow: UnitOfWork,
-        purchase: PromotionPurchase,
-        exc: Exception,
-        cycle: Cycle,
-        left_alone: list[PromotionPurchase],
-    ) -> None:
+    def _conflicted(self, uow: UnitOfWork, purchase: PromotionPurchase, exc: Exception, cycle: Cycle) -> None:
         """A version conflict on write (seed 002, A1): read the purchase again; no longer Active, leave it alone.
 
         Only a purchase that is still Active (at another version than the claim read: a state this worker cannot
@@ -316,11 +264,8 @@ class ExpirePromotionsJob:
         if current is not None and current.status is PurchaseStatus.ACTIVE:
             cycle.item_failed(uow.conn, purchase.id, exc)
             return
-        left_alone.append(purchase)
-        cycle.warning(
-            "item skipped: changed concurrently", PurchaseId=str(purchase.id),
-            Status=None if current is None else current.status.value,
-        )  # fmt: skip
+        # changed under us (its write conflicted): taken by someone else, like a locked one
+        cycle.item_skipped(purchase.id, Status=None if current is None else current.status.value)
 
 
 def _outbox_row(event: PurchaseChanged, context: MessageContext) -> OutboxRow:

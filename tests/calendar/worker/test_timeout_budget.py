@@ -10,8 +10,9 @@ from prometheus_client import REGISTRY
 from psycopg_pool import ConnectionPool
 from structlog.testing import capture_logs
 
-from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob, InfrastructureError
+from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
 from pin.db import Conn, connect
+from pin.jobs.cycle import InfrastructureError
 from tests.calendar.worker.factory import seed_appointments, slow_expiry, statuses
 
 pytestmark = pytest.mark.integration

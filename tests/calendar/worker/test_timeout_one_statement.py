@@ -56,7 +56,7 @@ def test_a_guard_matching_nothing_raises_conflict_and_writes_nothing(pool: Conne
     execute(pool, CHANGES[part], (target[part],))
 
     with UnitOfWork(pool, MessageContext("run")) as uow, pytest.raises(ConflictError):
-        service.expire_locked_cluster(uow, cluster, as_of, one_statement=True)
+        service.expire_locked_cluster(uow, cluster, as_of)
 
     # the statement's other writes and its outbox rows were rolled back with the item
     assert_untouched(pool, c)
@@ -70,7 +70,7 @@ def test_the_one_statement_write_expires_the_cluster(pool: ConnectionPool[Conn])
     with UnitOfWork(pool, MessageContext("run")) as uow:
         cluster = repository.appointment_cluster_lock(uow.conn, c.appointment_id)
         assert cluster is not None
-        result = service.expire_locked_cluster(uow, cluster, database_now(uow.conn), one_statement=True)
+        result = service.expire_locked_cluster(uow, cluster, database_now(uow.conn))
         uow.commit()
     assert result.status is service.ExpiryStatus.EXPIRED
     assert statuses(pool, "appointment", [c.appointment_id]) == ["Expired"]

@@ -26,7 +26,7 @@ from structlog.testing import capture_logs
 from pin.calendar import service, timeout_worker
 from pin.calendar.claims import CLAIMS
 from pin.calendar.domain import AppointmentNotPendingError, SlotNotAvailableError
-from pin.calendar.service import Actor, Calendar, CalendarPolicy
+from pin.calendar.service import Actor, CalendarPolicy, UseCaseContext
 from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
 from pin.db import Conn, connect, database_now
 from pin.jobs import bookkeeping
@@ -436,8 +436,8 @@ def test_the_claim_uses_the_partial_index_in_both_passes(pool: ConnectionPool[Co
 # ------------------------------------------------------------------------- Гонка с подтверждением агента
 
 
-def _calendar(pool: ConnectionPool[Conn]) -> Calendar:
-    return Calendar(pool, CalendarPolicy(), MessageContext("test-agent-request"))
+def _calendar(pool: ConnectionPool[Conn]) -> UseCaseContext:
+    return UseCaseContext(pool, CalendarPolicy(), MessageContext("test-agent-request"))
 
 
 def _slow_confirm(pool: ConnectionPool[Conn], seconds: float) -> None:

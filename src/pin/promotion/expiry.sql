@@ -1,0 +1,93 @@
+-- expire-promotions' statements (seed 002, UC-PRM-003): the claim, the set-based write of a batch, the worker's
+-- bookkeeping predicates and its transaction limit (repository.py, worker.py). Each starts with a "-- name --"
+-- line and a one-line description; loaded by pin.db.load_queries. A {field} is filled in by repository.py: the
+-- purchase's columns, the pass, the backlog cap and the outbox insert (pin.outbox.writer), each written once.
+
+-- purchase_is_due --
+-- A predicate, not a statement: due for expire-promotions (Status = Active && EndsAt <= AsOf), on
+-- promotion.purchase AS p.
+p.status = 'Active' AND p.ends_at <= %(as_of)s
+
+-- purchase_claim_due --
+-- The claim (seed 002, step 2): Active, EndsAt <= AsOf, EndsAt asc, at most BatchSize, locked FOR NO KEY UPDATE
+-- SKIP LOCKED, with the count of due rows SKIP LOCKED passed over; {which} is the pass (docs/design/claims.md).
+WITH claimed AS MATERIALIZED (
+    SELECT p.id, p.ends_at
+      FROM promotion.purchase AS p
+     WHERE {due} AND {which}
+     ORDER BY p.ends_at, p.id
+     LIMIT %(batch_size)s
+       FOR NO KEY UPDATE OF p SKIP LOCKED
+),
+last_claimed AS (
+    SELECT c.ends_at, c.id FROM claimed AS c ORDER BY c.ends_at DESC, c.id DESC LIMIT 1
+),
+horizon AS (
+    -- When the batch was full, a skipped row can only sort before the last claimed one: that bounds the
+    -- index range scanned below. Otherwise (NULL) every due row up to AsOf was a candidate.
+    SELECT CASE WHEN (SELECT count(*) FROM claimed) >= %(batch_size)s THEN l.ends_at END AS ends_at, l.id
+      FROM last_claimed AS l
+),
+skipped AS (
+    SELECT count(*) AS n FROM (
+        SELECT 1
+          FROM promotion.purchase AS p
+         WHERE {due} AND {which}
+           AND p.ends_at <= coalesce((SELECT h.ends_at FROM horizon AS h), %(as_of)s)
+           AND (NOT EXISTS (SELECT 1 FROM horizon AS h WHERE h.ends_at IS NOT NULL)
+                OR (p.ends_at, p.id) < (SELECT h.ends_at, h.id FROM horizon AS h))
+           AND NOT EXISTS (SELECT 1 FROM claimed AS c WHERE c.id = p.id)
+         LIMIT {cap}
+    ) AS s
+)
+SELECT s.n AS skipped_locked, due.*
+  FROM skipped AS s
+  LEFT JOIN (
+      SELECT {columns}
+        FROM claimed AS c JOIN promotion.purchase AS p ON p.id = c.id {targets}
+  ) AS due ON true
+ ORDER BY due.ends_at, due.id
+
+-- pass_fresh --
+-- A predicate of purchase_claim_due: the first pass claims the purchases without a failure record.
+NOT {has_failure}
+
+-- pass_poison --
+-- A predicate of purchase_claim_due: the second pass claims the poison ones, with the room left in the batch.
+{has_failure}
+
+-- purchase_expire_many --
+-- The set-based write of a batch (seed 002, steps 3 and 4): the domain's new status, Version and UpdatedAt as
+-- arrays (binary), guarded row by row as purchase_update_status is, and the outbox rows of exactly the rows it
+-- changed, in the order given; returns the ids it changed.
+WITH changed AS (
+    UPDATE promotion.purchase AS p
+       SET status = v.status, version = v.version, updated_at = v.updated_at
+      FROM unnest(%(ids)b::uuid[], %(statuses)b::text[], %(versions)b::integer[], %(updated_at)b::timestamptz[],
+                  %(expected_versions)b::integer[])
+           AS v(id, status, version, updated_at, expected_version)
+     WHERE p.id = v.id AND p.status = 'Active' AND p.version = v.expected_version
+    RETURNING p.id
+),
+written AS (
+{outbox_insert}
+)
+SELECT c.id FROM changed AS c
+
+-- purchases_due --
+-- The backlog (Active with EndsAt passed, not processed yet, poison purchases included), bounded by the caller.
+SELECT 1 FROM promotion.purchase AS p WHERE {due}
+
+-- purchase_next_deadline --
+-- The earliest EndsAt among Active purchases that are not poison (a poison one never wakes the worker early).
+SELECT p.ends_at AS at FROM promotion.purchase AS p
+ WHERE p.status = 'Active' AND NOT {has_failure}
+ ORDER BY p.ends_at, p.id LIMIT 1
+
+-- purchase_still_active --
+-- A predicate over f.item_id: a poison purchase's failure record is kept while it still waits its turn.
+EXISTS (SELECT 1 FROM promotion.purchase AS p WHERE p.id = f.item_id AND p.status = 'Active')
+
+-- batch_transaction_limit --
+-- The batch transaction ends when it is idle this long (a hung process releases its row locks).
+SELECT set_config('idle_in_transaction_session_timeout', %s, true)
