@@ -172,6 +172,8 @@ class Binder:
             texts = [str(v) for v in value]
             if tuple(texts) in self.known_lists:
                 return self.known_lists[tuple(texts)]
+            if value and all(v is None for v in value):  # a nullable column NULL in every row of the batch
+                return f":{self.constant('{' + ','.join(['NULL'] * len(value)) + '}')}::text[]"
             typed = _typed_array(value)
             if typed is not None:  # an array of scalars other than uuids: one constant of its own type
                 literal, cast = typed
@@ -182,7 +184,7 @@ class Binder:
                 replaced = self.list_constant(list(value))
                 if replaced is not None:
                     return replaced
-            return f":{self.constant('{' + ','.join(texts) + '}')}::uuid[]"
+            return f":{self.constant('{' + ','.join('NULL' if v is None else str(v) for v in value) + '}')}::uuid[]"
         raise TypeError(f"bench: no pgbench binding for a parameter of type {type(value).__name__}")
 
 
@@ -198,14 +200,21 @@ _ARRAY_TYPES: tuple[tuple[type, str], ...] = (
 
 def _typed_array(values: Sequence[Any]) -> tuple[str, str] | None:
     """A non-empty array of one scalar type other than uuid: its PostgreSQL literal and array type."""
-    if not values:
+    present = [v for v in values if v is not None]  # a nullable column's NULLs stand in any array type
+    if not present:
         return None
     for kind, cast in _ARRAY_TYPES:
-        if all(isinstance(v, kind) and (kind is bool or not isinstance(v, bool)) for v in values):
-            texts = [v.isoformat() if isinstance(v, datetime) else str(v) for v in values]
-            quoted = ['"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"' for t in texts]
+        if all(isinstance(v, kind) and (kind is bool or not isinstance(v, bool)) for v in present):
+            quoted = [
+                "NULL" if v is None else _quoted(v.isoformat() if isinstance(v, datetime) else str(v)) for v in values
+            ]
             return "{" + ",".join(quoted) + "}", cast
     return None
+
+
+def _quoted(text: str) -> str:
+    """One element of an array literal, quoted."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def bind_sql(statement_sql: str, params: Any, binder: Binder) -> str:
