@@ -31,7 +31,7 @@ class UnreadableMessageError(Exception):
     """The message can never be read (too large, not JSON, too deep, not an object, no MessageId, a bad field)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Envelope:
     """The envelope of SPEC section 6 around a contract's payload."""
 
@@ -59,13 +59,14 @@ def decode_envelope(value: bytes | None, headers: Mapping[str, str], *, max_byte
         occurred_at = parse_rfc3339(occurred) if occurred is not None else None
     except ValueError as exc:
         raise UnreadableMessageError(f"OccurredAt: {exc}") from None
+    # positional: this runs for every message (the keywords of a frozen dataclass cost a third more)
     return Envelope(
-        message_id=_message_id(payload, headers),
-        contract_version=_contract_version(payload, headers),
-        event_type=_bounded(headers.get("event-type")),
-        correlation_id=_bounded(headers.get("correlation-id")),
-        occurred_at=occurred_at,
-        payload=payload,
+        _message_id(payload, headers),
+        _contract_version(payload, headers),
+        _bounded(headers.get("event-type")),
+        _bounded(headers.get("correlation-id")),
+        occurred_at,
+        payload,
     )
 
 
