@@ -1,4 +1,4 @@
-"""What every long-running role shares: settings, logging, metrics, and a stop event wired to signals."""
+"""What every long-running role shares: settings, logging, metrics, the collector's tuning, a stop event on signals."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ class RoleContext:
 
 def start_role(role: str, *, metrics: bool = True) -> RoleContext:
     """Load settings (exit 2 on a bad one, via the CLI), set the outbox mode, configure logs and traces (OTEL_
-    variables), serve /metrics and /healthz/liveness, trap SIGTERM/SIGINT."""
+    variables), tune the garbage collector, serve /metrics and /healthz/liveness, trap SIGTERM/SIGINT."""
     settings = load_settings()
     set_outbox_mode(OutboxMode(settings.outbox_mode))  # every producer path of this process writes in this mode
     configure_logging(settings.log_level, settings.log_format, role=role)
