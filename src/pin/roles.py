@@ -1,7 +1,8 @@
-"""What every long-running role shares: settings, logging, metrics, and a stop event wired to signals."""
+"""What every long-running role shares: settings, logging, metrics, the collector's tuning, a stop event on signals."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -23,6 +24,13 @@ from pin.settings import Settings, load_settings
 # The exit code of a role that did not stop within PIN_STOP_TIMEOUT_SECONDS of SIGTERM (and left anyway).
 STOP_TIMEOUT_EXIT_CODE = 3
 
+# The cyclic garbage collector's youngest threshold in a role (CPython's default: 700 new container objects). A
+# consumer's batch keeps thousands of tracked objects (models, UUIDs, contexts) alive until its transaction ends, so
+# with 700 the collector ran several times per batch and moved each batch into the older generations, whose full
+# collections walk every object of the imports: about a fifth of a consumer's client CPU per message (measured
+# with the bench's messages, bench/README.md, "The consumers' per-message cost").
+GC_YOUNG_THRESHOLD = 20_000
+
 
 @dataclass
 class RoleContext:
@@ -34,11 +42,12 @@ class RoleContext:
 
 def start_role(role: str, *, metrics: bool = True) -> RoleContext:
     """Load settings (exit 2 on a bad one, via the CLI), set the outbox mode, configure logs and traces (OTEL_
-    variables), serve /metrics and /healthz/liveness, trap SIGTERM/SIGINT."""
+    variables), tune the garbage collector, serve /metrics and /healthz/liveness, trap SIGTERM/SIGINT."""
     settings = load_settings()
     set_outbox_mode(OutboxMode(settings.outbox_mode))  # every producer path of this process writes in this mode
     configure_logging(settings.log_level, settings.log_format, role=role)
     configure_tracing_from_env(role)
+    _tune_collector()
     if metrics:
         serve_metrics(settings.metrics_port, settings.metrics_host)
     stop = threading.Event()
@@ -56,6 +65,13 @@ def start_role(role: str, *, metrics: bool = True) -> RoleContext:
     if settings.up_pid is not None:
         _stop_when_gone(settings.up_pid)
     return RoleContext(settings=settings, stop=stop)
+
+
+def _tune_collector() -> None:
+    """Start-up's objects out of the collector's reach (they live as long as the process), fewer young collections."""
+    gc.freeze()
+    _, middle, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, middle, oldest)
 
 
 def _exit_if_still_running(timeout: float) -> None:

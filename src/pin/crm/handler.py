@@ -52,10 +52,14 @@ def _by_appointment(
     named by several messages (rare: distinct MessageIds about one appointment) takes their statements one message
     at a time, in offset order, as one message per transaction would.
     """
-    counts = Counter(appointment(event) for event, _ in items)
-    record(conn, [item for item in items if counts[appointment(item[0])] == 1])
-    for item in items:
-        if counts[appointment(item[0])] > 1:
+    keys = [appointment(event) for event, _ in items]
+    counts = Counter(keys)
+    if len(counts) == len(keys):  # every appointment named once (the usual case)
+        record(conn, items)
+        return
+    record(conn, [item for item, key in zip(items, keys, strict=True) if counts[key] == 1])
+    for item, key in zip(items, keys, strict=True):
+        if counts[key] > 1:
             record(conn, [item])
 
 

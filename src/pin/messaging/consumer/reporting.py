@@ -19,7 +19,7 @@ from pin.observability.tracing import context_from_headers, tracer
 SUPPORTED_CONTRACT_VERSION = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Decoded:
     """A readable message of a batch: its envelope, the handler's model of its payload, and the route."""
 
