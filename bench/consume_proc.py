@@ -39,7 +39,7 @@ from psycopg import sql
 
 from pin.db import Conn, create_pool
 from pin.messaging.consumer import ConsumerRuntime, HandlingContext, Route
-from pin.messaging.consumer.inbox import INBOX_INSERT_MANY
+from pin.messaging.consumer.inbox import INBOX_INSERT
 from pin.messaging.consumer.received import Received
 from pin.messaging.consumer.reporting import Decoded, read
 from pin.messaging.groups import routes_of
@@ -160,7 +160,7 @@ def send_batch(
     with conn.transaction():
         first = messages[0]
         conn.execute(
-            INBOX_INSERT_MANY, (group, first.topic, first.partition, ids, [m.offset for m in messages], occurred_at)
+            INBOX_INSERT, (group, first.topic, first.partition, ids, [m.offset for m in messages], occurred_at)
         ).fetchall()
         with conn.pipeline():
             for text, params, fetched in statements:

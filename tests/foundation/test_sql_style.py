@@ -1,7 +1,7 @@
 """One SQL style: a context's statements are named in its ``queries.sql`` and loaded by ``pin.db.load_queries``.
 
-For the packages listed here no statement is written in Python any more (the calendar, promotion, outbox writer and
-consumer runtime follow in their own changes), and every statement a query file names is used by its package.
+For the packages listed here no statement is written in Python any more (the calendar, promotion and outbox writer
+follow in their own changes), and every statement a query file names is used by its package.
 """
 
 from __future__ import annotations
@@ -27,15 +27,21 @@ CONVERTED = {
     "boost": None,
     "status": None,
     "jobs": ("bookkeeping.py",),
+    "messaging.consumer": None,
+    "messaging.consumer.dead_letters": None,
 }
 
 # what a statement written in Python starts with (a query file's statement is read from the file, never written here)
 _STATEMENT = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|WITH|EXISTS)\b")
 
 
+def _folder(package: str) -> Path:
+    return SRC.joinpath(*package.split("."))
+
+
 def _modules(package: str) -> list[Path]:
     names = CONVERTED[package]
-    return [SRC / package / n for n in names] if names else sorted((SRC / package).glob("*.py"))
+    return [_folder(package) / n for n in names] if names else sorted(_folder(package).glob("*.py"))
 
 
 def _strings(path: Path) -> list[tuple[int, str]]:
@@ -52,13 +58,13 @@ def test_no_statement_is_written_in_python(package):
         for line, text in _strings(path)
         if _STATEMENT.match(text)
     ]
-    assert inline == [], f"write these in src/pin/{package}/queries.sql: {inline}"
+    assert inline == [], f"write these in {_folder(package).relative_to(SRC.parent)}/queries.sql: {inline}"
 
 
 @pytest.mark.parametrize("package", sorted(CONVERTED))
 def test_every_named_statement_is_used(package):
     names = load_queries(f"pin.{package}")
-    code = "\n".join(path.read_text(encoding="utf-8") for path in (SRC / package).glob("*.py"))
+    code = "\n".join(path.read_text(encoding="utf-8") for path in _folder(package).glob("*.py"))
     unused = [name for name in names if f'"{name}"' not in code]
     assert names
     assert unused == []

@@ -20,25 +20,16 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from psycopg_pool import ConnectionPool
 
 from pin.db import Conn
-from pin.messaging.consumer.dead_letter import DeadLetters
-from pin.messaging.consumer.inbox import inbox_insert, inbox_insert_many, prune_inbox
+from pin.messaging.consumer.dead_letters.send import DeadLetterSender
+from pin.messaging.consumer.inbox import inbox_insert, prune_inbox
 from pin.messaging.consumer.lag import forget_lag, record_lag
 from pin.messaging.consumer.membership import Membership
 from pin.messaging.consumer.offsets import Offsets
-from pin.messaging.consumer.received import Received, header_map
-from pin.messaging.consumer.reporting import (
-    Decoded,
-    message_log,
-    message_span,
-    read,
-    report_batch,
-    report_message,
-    warn_if_unknown_contract,
-    with_envelope,
-)
+from pin.messaging.consumer.received import Received
+from pin.messaging.consumer.reporting import Decoded, message_log, message_span, read, report_run, with_envelope
 from pin.messaging.consumer.retry import Failure, Held, backoff_delay, classify
 from pin.messaging.consumer.routes import HandlingContext, Route
-from pin.messaging.envelope import UnreadableMessageError, decode_envelope
+from pin.messaging.envelope import UnreadableMessageError
 from pin.observability.tracing import spans_exported
 from pin.settings import Settings
 
@@ -117,7 +108,7 @@ class ConsumerRuntime:
         self._log = log.bind(group=group)
         # what was handled and not yet committed, per partition (committed per poll, and on revoke and stop)
         self.offsets = Offsets(self._log)
-        self._dead_letters = DeadLetters(
+        self._dead_letters = DeadLetterSender(
             group=group, pool=pool, log=self._log, max_message_bytes=max_message_bytes, dlq_timeout=dlq_timeout,
             attempts=dead_letter_attempts, db_timeout=db_timeout,
         )  # fmt: skip
@@ -288,47 +279,26 @@ class ConsumerRuntime:
         return None
 
     def _attempt(self, message: Received, attempts: int, poison_attempts: int) -> Failure | None:
-        """Handle once; None on success, else the failure and whether it goes to the DLQ now."""
-        topic = message.topic
-        headers = header_map(message.headers)
+        """Handle once, as a batch of one; None on success, else the failure and whether it goes to the DLQ now."""
         attempt_log = message_log(self._log, message)
-        with message_span(self.group, message, headers):
-            try:
-                route = self._routes.get(topic)
-                envelope = decode_envelope(message.value, headers, max_bytes=self._max_message_bytes)
-                attempt_log = with_envelope(attempt_log, envelope)
-                if route is None:
-                    attempt_log.warning("message of a topic this group does not handle skipped")
-                    return None
-                warn_if_unknown_contract(attempt_log, envelope)
-                event = route.parse_or_unreadable(envelope.payload)
-                context = HandlingContext(self.group, topic, envelope.message_id)
-                applied_at = self._apply(route, event, context, message, envelope.occurred_at)
-            except UnreadableMessageError as exc:
-                attempt_log.error("unreadable message", error=str(exc), attempts=attempts)
-                return Failure(exc, dead_letter=True)
-            except Exception as exc:  # noqa: BLE001 - every failure is classified, retried or dead-lettered
-                return classify(
-                    exc, self.group, topic, attempts=attempts, poison_attempts=poison_attempts,
-                    max_attempts=self._max_attempts, log=attempt_log,
-                )  # fmt: skip
-        applied = context if applied_at is not None else None
-        report_message(self.group, attempt_log, message, envelope, applied, attempts=attempts, at=applied_at)
-        if applied and self._after_effect is not None:
-            self._after_effect(message)
+        route = self._routes.get(message.topic)
+        if route is None:
+            attempt_log.warning("message of a topic this group does not handle skipped")
+            return None
+        try:
+            decoded = read(message, route, self._max_message_bytes)
+            attempt_log = with_envelope(attempt_log, decoded.envelope)
+            applied, at = self._transact([decoded])
+        except UnreadableMessageError as exc:
+            attempt_log.error("unreadable message", error=str(exc), attempts=attempts)
+            return Failure(exc, dead_letter=True)
+        except Exception as exc:  # noqa: BLE001 - every failure is classified, retried or dead-lettered
+            return classify(
+                exc, self.group, message.topic, attempts=attempts, poison_attempts=poison_attempts,
+                max_attempts=self._max_attempts, log=attempt_log,
+            )  # fmt: skip
+        self._after_run([decoded], applied, at, attempts=attempts)
         return None
-
-    def _apply(
-        self, route: Route[Any], event: Any, context: HandlingContext, message: Received, occurred_at: datetime | None
-    ) -> datetime | None:
-        """The inbox row and the effect in one transaction: its database time, or None if it was handled before."""
-        with self._pool.connection(timeout=self._db_timeout) as conn, conn.transaction():
-            at = inbox_insert(conn, self.group, message, context.message_id, occurred_at)
-            if at is None:
-                return None
-            route.apply(conn, event, context)
-            context.run_pending()
-        return at
 
     def _hold(self, message: Received, attempts: int, poison_attempts: int, *, behind: list[Received]) -> None:
         key = message.partition_key
@@ -365,37 +335,12 @@ class ConsumerRuntime:
         return messages[len(decoded) :], False
 
     def _apply_run(self, decoded: list[Decoded]) -> bool:
-        """Readable messages of one partition in one transaction: the inbox rows, then each new one's effect, in order.
-
-        False when anything fails: then nothing of them was kept.
-        """
-        first = decoded[0].message
-        # a span per message (all open around the batch's effect) only when spans leave the process (without a
-        # processor the SDK records and drops them)
-        spans = spans_exported()
+        """A fresh batch's readable messages in one transaction; False when anything fails: then nothing of them
+        was kept."""
         try:
-            with self._pool.connection(timeout=self._db_timeout) as conn, conn.transaction():
-                new, at = inbox_insert_many(
-                    conn, self.group, topic=first.topic, partition=first.partition,
-                    message_ids=[d.envelope.message_id for d in decoded], offsets=[d.message.offset for d in decoded],
-                    occurred_at=[d.envelope.occurred_at for d in decoded],
-                )  # fmt: skip
-                applied: list[tuple[Decoded, HandlingContext]] = []
-                for item in decoded:
-                    message_id = item.envelope.message_id
-                    if message_id in new:
-                        new.discard(message_id)  # a MessageId twice in one batch: the second is a duplicate
-                        applied.append((item, HandlingContext(self.group, first.topic, message_id)))
-                # the new messages' effect at once, its statements in one pipeline: one round trip for the batch
-                with contextlib.ExitStack() as spans_open, conn.pipeline():
-                    if spans:
-                        for item, _ in applied:
-                            spans_open.enter_context(message_span(self.group, item.message, item.headers))
-                    if applied:
-                        decoded[0].route.apply_many(conn, [(item.event, context) for item, context in applied])
-                for _, context in applied:
-                    context.run_pending()
+            applied, at = self._transact(decoded)
         except Exception as exc:  # noqa: BLE001 - the batch is handled again one message per transaction
+            first = decoded[0].message
             self._log.info(
                 "batch failed; handling its messages one by one",
                 topic=first.topic,
@@ -405,14 +350,50 @@ class ConsumerRuntime:
                 error_type=type(exc).__name__,
             )
             return False
-        self._after_batch(decoded, applied, at)
+        self._after_run(decoded, applied, at)
         return True
 
-    def _after_batch(
-        self, decoded: list[Decoded], applied: list[tuple[Decoded, HandlingContext]], at: datetime | None
+    def _transact(self, decoded: list[Decoded]) -> tuple[list[tuple[Decoded, HandlingContext]], datetime | None]:
+        """Readable messages of one partition (a batch, or one on its own) in one transaction: the inbox rows, then
+        each new one's effect, in order. The new ones with their contexts, and the transaction's database time."""
+        first = decoded[0].message
+        # a span per message (all open around the batch's effect) only when spans leave the process (without a
+        # processor the SDK records and drops them)
+        spans = spans_exported()
+        with self._pool.connection(timeout=self._db_timeout) as conn, conn.transaction():
+            new, at = inbox_insert(
+                conn, self.group, topic=first.topic, partition=first.partition,
+                message_ids=[d.envelope.message_id for d in decoded], offsets=[d.message.offset for d in decoded],
+                occurred_at=[d.envelope.occurred_at for d in decoded],
+            )  # fmt: skip
+            applied: list[tuple[Decoded, HandlingContext]] = []
+            for item in decoded:
+                message_id = item.envelope.message_id
+                if message_id in new:
+                    new.discard(message_id)  # a MessageId twice in one batch: the second is a duplicate
+                    applied.append((item, HandlingContext(self.group, first.topic, message_id)))
+            # the new messages' effect at once, its statements in one pipeline: one round trip for the batch
+            with contextlib.ExitStack() as spans_open, conn.pipeline():
+                if spans:
+                    for item, _ in applied:
+                        spans_open.enter_context(message_span(self.group, item.message, item.headers))
+                if applied:
+                    decoded[0].route.apply_many(conn, [(item.event, context) for item, context in applied])
+            for _, context in applied:
+                context.run_pending()
+        return applied, at
+
+    def _after_run(
+        self,
+        decoded: list[Decoded],
+        applied: list[tuple[Decoded, HandlingContext]],
+        at: datetime | None,
+        *,
+        attempts: int | None = None,
     ) -> None:
-        """Metrics and logs of a committed batch (``at``: its database time), the test hook, its offset to commit."""
-        report_batch(self.group, self._log, decoded, applied, debug=self._debug, at=at)
+        """Metrics and logs of a committed run (``at``: its database time; ``attempts`` of a message handled on its
+        own), the test hook, its offset to commit."""
+        report_run(self.group, self._log, decoded, applied, at=at, debug=self._debug, attempts=attempts)
         if self._after_effect is not None:
             for item, _ in applied:
                 self._after_effect(item.message)
