@@ -73,8 +73,9 @@ class DeadLetterSender:
 
     def forget(self, partitions: set[tuple[str, int]]) -> None:
         """Forget the failures of partitions this instance no longer owns."""
-        for where in [w for w in self._failures if (w[0], w[1]) in partitions]:
-            del self._failures[where]
+        # lanes write other messages' counts meanwhile: a copy of the keys (taken at once), then pop
+        for where in [w for w in list(self._failures) if (w[0], w[1]) in partitions]:
+            self._failures.pop(where, None)
 
     def send(self, message: Received, exc: BaseException, attempts: int) -> bool:
         """Keep a message that will never be handled; True once it is kept (its offset may be committed).
