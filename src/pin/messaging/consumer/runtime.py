@@ -233,15 +233,17 @@ class ConsumerRuntime:
         with lane.busy:
             self._retry_due(lane)
             for messages in lane.take().values():
-                fresh: list[Received] = []
-                for message in messages:
-                    held = lane.held.get((message.topic, message.partition, self._scope(message)))
-                    if held is not None:
-                        held.behind.append(message)
-                    else:
-                        fresh.append(message)
-                for start in range(0, len(fresh), self._batch_size):
-                    self._process(fresh[start : start + self._batch_size], attempts=1, lane=lane)
+                for start in range(0, len(messages), self._batch_size):
+                    # held as of now: a message of this batch size's run may have been held by the run before
+                    fresh: list[Received] = []
+                    for message in messages[start : start + self._batch_size]:
+                        held = lane.held.get((message.topic, message.partition, self._scope(message)))
+                        if held is not None:
+                            held.behind.append(message)
+                        else:
+                            fresh.append(message)
+                    if fresh:
+                        self._process(fresh, attempts=1, lane=lane)
 
     def _release_ahead(self, consumer: Consumer) -> None:
         """Resume the partitions paused at the ahead bound that are below it again."""
