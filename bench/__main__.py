@@ -195,6 +195,20 @@ class Run:
                 Figure(value, "messages_per_second", same, r, ">= 0.8", r is not None and r >= 0.8,
                        "baseline: the same statements for the same batches, a bare consumer and psycopg loop"),
             )  # fmt: skip
+        io = consumers.run_io_wait(self.env, self.factory, max(self.sizes["consumers"], 2_000))
+        self.results.details["consumers_io_wait"] = io
+        one, many = (io[f"lanes_{lanes}"]["messages_per_second"] for lanes in consumers.IO_LANES)
+        what = f"{io['count']:,} msgs, notifications whose delivery waits {io['wait_ms']:g} ms a message, 3 partitions"
+        self.results.add(
+            f"consumer_io_wait_{consumers.IO_LANES[0]}_lane",
+            Figure(one, "messages_per_second", None, None, None, None, what),
+        )
+        r = ratio(many, one)
+        self.results.add(
+            f"consumer_io_wait_{consumers.IO_LANES[1]}_lanes",
+            Figure(many, "messages_per_second", one, r, ">= 5", r is not None and r >= 5,
+                   f"{what}; baseline: the same at {consumers.IO_LANES[0]} lane, in the same run"),
+        )  # fmt: skip
         prof = consumers.profile(self.env, self.factory, "notifications", min(self.sizes["consumers"], 2_000))
         self.results.details["consumer_profile"] = prof
         self.results.sections.append(_profile_section("notifications consumer", prof, None))

@@ -1,9 +1,12 @@
 """Consumer processes of the consumer benchmark (`python -m bench.consume_proc ...`).
 
-``runtime GROUP KAFKA_GROUP_ID BENCH_TOPIC=REAL_TOPIC[,...]``: the group's real runtime (pin.messaging.consumer
-.ConsumerRuntime with the group's own handlers, built as pin.messaging.groups.build_runtime builds it, in a process
-started like `pin consume`), reading the bench topic with the handler of the real topic, under a consumer group
-id of the bench's own (a configured broker's real groups are never touched). Runs until SIGTERM.
+``runtime GROUP KAFKA_GROUP_ID BENCH_TOPIC=REAL_TOPIC[,...] [LANES [WAIT_MS]]``: the group's real runtime
+(pin.messaging.consumer.ConsumerRuntime with the group's own handlers, built as pin.messaging.groups.build_runtime
+builds it, in a process started like `pin consume`), reading the bench topic with the handler of the real topic,
+under a consumer group id of the bench's own (a configured broker's real groups are never touched), with LANES
+lanes (1 unless given) and its pool sized from them. WAIT_MS (notifications only, bench only): the delivery port
+waits that long per message before it stores the batch's notifications, as a provider's call would (I/O, no CPU).
+Runs until SIGTERM.
 
 ``bare KAFKA_GROUP_ID TOPIC COUNT each|batch OUT.json``: the baseline, a bare consume-and-commit loop with the
 same consumer configuration: ``each`` commits every message's offset synchronously (the runtime's discipline:
@@ -30,7 +33,7 @@ import inspect
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,22 +42,42 @@ from psycopg import sql
 
 from pin.db import Conn, create_pool
 from pin.messaging.consumer import ConsumerRuntime, HandlingContext, Route
-from pin.messaging.consumer.inbox import INBOX_INSERT_MANY
+from pin.messaging.consumer.inbox import INBOX_INSERT
 from pin.messaging.consumer.received import Received
 from pin.messaging.consumer.reporting import Decoded, read
+from pin.messaging.consumer.runtime import pool_size
 from pin.messaging.groups import routes_of
 from pin.messaging.kafka import consumer_config, producer_config
+from pin.notifications.delivery import DatabaseDelivery, Delivered, Notification
+from pin.notifications.handler import routes as notifications_routes
 from pin.roles import start_role
 from pin.settings import load_settings
 
 
-def runtime(group: str, kafka_group: str, mapping: str) -> int:
+class WaitingDelivery(DatabaseDelivery):
+    """The database delivery after waiting ``wait`` seconds per message of the call (bench only: a provider's I/O)."""
+
+    def __init__(self, wait: float) -> None:
+        self._wait = wait
+
+    def deliver(self, conn: Conn, notifications: Sequence[Notification]) -> Delivered:
+        """Wait for each message's notifications, then store them all."""
+        time.sleep(self._wait * len({notification.message_id for notification in notifications}))
+        return super().deliver(conn, notifications)
+
+
+def runtime(group: str, kafka_group: str, mapping: str, lanes: int = 1, wait_ms: float = 0.0) -> int:
     """The group's runtime on a bench topic."""
-    routes = routes_of(group)
+    if wait_ms:
+        if group != "notifications":
+            raise SystemExit("bench: WAIT_MS is the notifications delivery port's")
+        routes = notifications_routes(WaitingDelivery(wait_ms / 1000))
+    else:
+        routes = routes_of(group)
     pairs = [item.partition("=") for item in mapping.split(",")]
     context = start_role(f"consume-{group}", metrics=False)
     settings = context.settings
-    pool = create_pool(settings.require_database_url(), min_size=1, max_size=2, name=f"consume-{group}")
+    pool = create_pool(settings.require_database_url(), min_size=1, max_size=pool_size(lanes), name=f"consume-{group}")
     try:
         ConsumerRuntime(
             group=group,
@@ -62,6 +85,7 @@ def runtime(group: str, kafka_group: str, mapping: str) -> int:
             pool=pool,
             consumer_config=consumer_config(settings, kafka_group, **{"client.id": f"pin-consume-{group}"}),
             producer_config=producer_config(settings, **{"client.id": f"pin-consume-{group}-dlq", "linger.ms": 0}),
+            lanes=lanes,
         ).run(context.stop)
     finally:
         pool.close()
@@ -160,7 +184,7 @@ def send_batch(
     with conn.transaction():
         first = messages[0]
         conn.execute(
-            INBOX_INSERT_MANY, (group, first.topic, first.partition, ids, [m.offset for m in messages], occurred_at)
+            INBOX_INSERT, (group, first.topic, first.partition, ids, [m.offset for m in messages], occurred_at)
         ).fetchall()
         with conn.pipeline():
             for text, params, fetched in statements:
@@ -256,7 +280,8 @@ def same(group: str, kafka_group: str, mapping: str, count: int, out: Path) -> i
 def main(argv: list[str]) -> int:
     """Dispatch on the first argument."""
     if argv[0] == "runtime":
-        return runtime(argv[1], argv[2], argv[3])
+        extra = argv[4:]
+        return runtime(argv[1], argv[2], argv[3], *([int(extra[0])] if extra else []), *map(float, extra[1:2]))
     if argv[0] == "same":
         return same(argv[1], argv[2], argv[3], int(argv[4]), Path(argv[5]))
     return bare(argv[1], argv[2], int(argv[3]), argv[4], Path(argv[5]))

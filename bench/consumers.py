@@ -82,17 +82,26 @@ def run_group(env: BenchEnv, url: str, factory: MessageFactory, group: str, coun
     each = _bare_loop(env, url, group, topic, count=count, mode="each")
     batch = _bare_loop(env, url, group, topic, count=count, mode="batch")
     same = _same_statements(env, group, f"{topic}={source}", count)
+    measured = _runtime_rate(env, url, group, f"bench-{env.run_id}-{group}", mapping=f"{topic}={source}", count=count)
+    return {
+        "group": group,
+        "source_topic": source,
+        "count": count,
+        **measured,
+        "bare_each": each,
+        "bare_batch": batch,
+        "same_statements": same,
+    }
+
+
+def _runtime_rate(
+    env: BenchEnv, url: str, group: str, kafka_group: str, *, mapping: str, count: int, extra: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The group's runtime (``extra``: its lanes and wait, see bench.consume_proc) until ``count`` messages are in
+    its inbox; its rate from the inbox's times."""
     role = env.spawn(
-        f"consume-{group}",
-        [
-            sys.executable,
-            "-m",
-            "bench.consume_proc",
-            "runtime",
-            group,
-            f"bench-{env.run_id}-{group}",
-            f"{topic}={source}",
-        ],
+        f"consume-{group}-{kafka_group}",
+        [sys.executable, "-m", "bench.consume_proc", "runtime", group, kafka_group, mapping, *extra],
         env.role_env(url),
     )
     try:
@@ -124,16 +133,37 @@ def run_group(env: BenchEnv, url: str, factory: MessageFactory, group: str, coun
     assert tail is not None
     seconds = (row["last"] - row["first"]).total_seconds()
     rate = (row["n"] - tail["n"]) / seconds if seconds > 0 else 0.0
-    return {
-        "group": group,
-        "source_topic": source,
-        "count": count,
-        "seconds": seconds,
-        "messages_per_second": rate,
-        "bare_each": each,
-        "bare_batch": batch,
-        "same_statements": same,
-    }
+    return {"seconds": seconds, "messages_per_second": rate}
+
+
+# The I/O-bound group: notifications whose delivery port waits this long per message (bench only), at these lanes.
+IO_WAIT_MS = 5.0
+IO_LANES = (1, 8)
+
+
+def run_io_wait(env: BenchEnv, factory: MessageFactory, count: int) -> dict[str, Any]:
+    """notifications with a delivery port that waits :data:`IO_WAIT_MS` per message, at each of :data:`IO_LANES`
+    lanes in turn, on the same 3-partition topic (each run a fresh database and a consumer group id of its own)."""
+    topic = env.topic("consume-io-wait")
+    bare.create_topics(env.kafka_bootstrap, [topic])
+    source = SOURCE["notifications"]
+    messages = [factory.make(source, n, topic=topic) for n in range(count)]
+    bare.produce_all(
+        env.kafka_bootstrap,
+        [(topic, m["message_key"].encode(), factory.kafka_value(m), factory.kafka_headers(m)) for m in messages],
+    )
+    del messages
+    runs: dict[str, Any] = {"count": count, "wait_ms": IO_WAIT_MS}
+    for lanes in IO_LANES:
+        url = env.fresh_database(f"consumers_io_{lanes}")
+        try:
+            runs[f"lanes_{lanes}"] = _runtime_rate(
+                env, url, "notifications", f"bench-{env.run_id}-io-{lanes}", mapping=f"{topic}={source}",
+                count=count, extra=(str(lanes), str(IO_WAIT_MS)),
+            )  # fmt: skip
+        finally:
+            env.drop_database(url)
+    return runs
 
 
 def run(env: BenchEnv, factory: MessageFactory, count: int, groups: list[str]) -> dict[str, dict[str, Any]]:

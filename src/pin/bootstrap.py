@@ -194,6 +194,7 @@ def run_consumer(group: str) -> None:
     """`pin consume <group>`: one consumer instance of the group until SIGTERM/SIGINT (SPEC section 7)."""
     import time
 
+    from pin.messaging.consumer.runtime import pool_size
     from pin.messaging.groups import build_runtime, routes_of
     from pin.messaging.kafka import missing_topics
     from pin.messaging.topics import dead_letter_topic
@@ -228,7 +229,8 @@ def run_consumer(group: str) -> None:
                 time.sleep(1)
 
         options["after_effect"] = hang
-    pool = create_pool(database_url, min_size=1, max_size=2, name=f"consume-{group}", policy=policy)
+    size = pool_size(settings.consumer_lanes)
+    pool = create_pool(database_url, min_size=1, max_size=size, name=f"consume-{group}", policy=policy)
     try:
         build_runtime(group, settings, pool, **options).run(context.stop)
     finally:

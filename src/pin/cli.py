@@ -173,7 +173,7 @@ def dlq_list(
     idle_seconds: Annotated[float, typer.Option(help="Stop after this long without a new message.")] = 2.0,
 ) -> None:
     """Print one JSON line per dead letter (origin, error, attempts); reads from the beginning, commits nothing."""
-    from pin.messaging.dlq_command import DeadLetterError, check_group, read_dead_letters
+    from pin.messaging.consumer.dead_letters.command import DeadLetterError, check_group, read_dead_letters
     from pin.messaging.topics import CONSUMER_GROUPS
 
     settings = load_settings()
@@ -196,7 +196,7 @@ def dlq_replay(
     idle_seconds: Annotated[float, typer.Option(help="Stop reading after this long without a new message.")] = 2.0,
 ) -> None:
     """Publish dead letters back to their original topics (same key, value and headers, so the same MessageId)."""
-    from pin.messaging.dlq_command import DeadLetterError, check_group, replay
+    from pin.messaging.consumer.dead_letters.command import DeadLetterError, check_group, replay
 
     settings = load_settings()
     try:

@@ -107,6 +107,13 @@ class Settings(BaseSettings):
     # Consumers: how often each instance records its membership of its group (its row of messaging.consumer_member:
     # partitions held, heartbeat); a row 3 intervals old is not a member. One upsert per interval, never per message.
     consumer_membership_heartbeat_seconds: float = Field(default=5.0, ge=0.1, le=600)
+    # Consumers: lanes per partition. Messages are dealt to lanes by key (one key's in offset order in one lane) and
+    # the lanes apply their batches concurrently, each on its own connection; a message in retry holds back only the
+    # later messages of its key. 1: the partition is one lane, handled by the loop (a retry holds the partition).
+    consumer_lanes: int = Field(default=1, ge=1, le=64)
+    # Consumers: how many messages of a partition may be in hand past its committed offset (the lowest offset not
+    # yet applied) before the partition is paused until the lanes catch up; bounds a key held in retry's memory.
+    consumer_max_ahead: int = Field(default=10_000, ge=1, le=1_000_000)
     # `pin status`: a group whose live members have held no partition for longer than this is wedged (0: derived,
     # 2 x PIN_KAFKA_SESSION_TIMEOUT_MS + PIN_KAFKA_MAX_POLL_INTERVAL_MS, the longest a healthy rebalance waits).
     consumer_wedged_after_seconds: float = Field(default=0.0, ge=0, le=86_400)

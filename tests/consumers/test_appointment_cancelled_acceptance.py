@@ -20,7 +20,7 @@ from pin.bootstrap import build_app
 from pin.crm.queries import lead_feed
 from pin.db import Conn
 from pin.messaging import topics
-from pin.messaging.dlq_command import DeadLetter, read_dead_letters
+from pin.messaging.consumer.dead_letters.command import DeadLetter, read_dead_letters
 from pin.settings import Settings
 from tests.conftest import JWT_SECRET
 from tests.consumers.support import (

@@ -23,7 +23,7 @@ from opentelemetry.trace import SpanKind
 from structlog.testing import capture_logs
 
 from pin.messaging import topics
-from pin.messaging.dlq_command import read_dead_letters
+from pin.messaging.consumer.dead_letters.command import read_dead_letters
 from tests.consumers.conftest import FAST_SESSION_TIMEOUT_MS
 from tests.consumers.support import (
     EVENT_TYPES,

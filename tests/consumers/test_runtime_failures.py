@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from pin.cli import app
 from pin.db import Conn, create_pool
 from pin.messaging import topics
-from pin.messaging.dlq_command import read_dead_letters, replay
+from pin.messaging.consumer.dead_letters.command import read_dead_letters, replay
 from tests.consumers.conftest import FAST_SESSION_TIMEOUT_MS
 from tests.consumers.support import (
     cancelled,

@@ -17,9 +17,9 @@ from pin.crm.handler import routes as crm_routes
 from pin.messaging import topics
 from pin.messaging.appointment_events import AppointmentCancelReason as R
 from pin.messaging.consumer import ConsumerRuntime
+from pin.messaging.consumer.dead_letters.store import cut_letter, record_size
 from pin.messaging.consumer.lag import partition_lag
 from pin.messaging.consumer.retry import backoff_delay, classify, is_transient
-from pin.messaging.dead_letter_store import cut_letter, record_size
 from pin.messaging.envelope import UnreadableMessageError, decode_envelope
 from pin.notifications import domain as n
 from tests.consumers.support import cancelled

@@ -1,7 +1,7 @@
 """One SQL style: a context's statements are named in its ``queries.sql`` and loaded by ``pin.db.load_queries``.
 
-For the packages listed here no statement is written in Python any more (the outbox writer and the consumer
-runtime follow in their own changes), and every statement a query file names is used by its package.
+For the packages listed here no statement is written in Python any more (the outbox writer follows in its own
+change), and every statement a query file names is used by its package.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ CONVERTED = {
     "calendar": None,
     "promotion": ("repository.py", "service.py", "worker.py"),  # the worker's claim and batch write in expiry.sql
     "observability": ("database_health.py",),
+    "messaging.consumer": None,
+    "messaging.consumer.dead_letters": None,
 }
 
 # package -> its query files (queries.sql when not named)
@@ -39,9 +41,17 @@ QUERY_FILES = {"promotion": ("queries.sql", "expiry.sql"), "observability": ("da
 _STATEMENT = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|WITH|EXISTS|SET)\b")
 
 
+def _folder(package: str) -> Path:
+    return SRC.joinpath(*package.split("."))
+
+
+def _files(package: str) -> tuple[str, ...]:
+    return QUERY_FILES.get(package, ("queries.sql",))
+
+
 def _modules(package: str) -> list[Path]:
     names = CONVERTED[package]
-    return [SRC / package / n for n in names] if names else sorted((SRC / package).glob("*.py"))
+    return [_folder(package) / n for n in names] if names else sorted(_folder(package).glob("*.py"))
 
 
 def _strings(path: Path) -> list[tuple[int, str]]:
@@ -58,14 +68,13 @@ def test_no_statement_is_written_in_python(package):
         for line, text in _strings(path)
         if _STATEMENT.match(text)
     ]
-    assert inline == [], f"write these in src/pin/{package}/{QUERY_FILES.get(package, ('queries.sql',))[0]}: {inline}"
+    assert inline == [], f"write these in {_folder(package).relative_to(SRC.parent)}/{_files(package)[0]}: {inline}"
 
 
 @pytest.mark.parametrize("package", sorted(CONVERTED))
 def test_every_named_statement_is_used(package):
-    files = QUERY_FILES.get(package, ("queries.sql",))
-    names = [name for file in files for name in load_queries(f"pin.{package}", file)]
-    code = "\n".join(path.read_text(encoding="utf-8") for path in (SRC / package).glob("*.py"))
+    names = [name for file in _files(package) for name in load_queries(f"pin.{package}", file)]
+    code = "\n".join(path.read_text(encoding="utf-8") for path in _folder(package).glob("*.py"))
     unused = [name for name in names if f'"{name}"' not in code]
     assert names
     assert unused == []

@@ -25,7 +25,8 @@ from rich.console import Console
 
 from pin.db import Conn
 from pin.local.embedded.kafka import EmbeddedKafka
-from pin.messaging import dead_letter_store, topics
+from pin.messaging import topics
+from pin.messaging.consumer.dead_letters import store
 from pin.messaging.kafka import ensure_topics
 from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
 from pin.settings import Settings
@@ -108,9 +109,9 @@ def test_status_shows_poison_items_dead_letters_parked_letters_and_relay_leases(
             "UPDATE outbox.relay_lease SET owner = 'relay-a', expires_at = now() + interval '1 minute' WHERE vpart < 40"
         )
         for offset in (5, 6):  # two letters of notifications the dead-letter topic never took
-            origin = dead_letter_store.Origin("notifications", topics.APPOINTMENT_CANCELLED, 0, offset, 0,
+            origin = store.Origin("notifications", topics.APPOINTMENT_CANCELLED, 0, offset, 0,
                                               "UnreadableMessageError", "invalid payload", 1)  # fmt: skip
-            dead_letter_store.store(conn, origin, b"k", b"{}", [], disposition=dead_letter_store.PARKED)
+            store.store(conn, origin, b"k", b"{}", [], disposition=store.PARKED)
         for i in range(12):  # twelve restarts: twelve host:pid instances, the oldest long gone
             conn.execute(
                 "INSERT INTO jobs.cycle (job, instance, run_id, as_of, finished_at, duration_ms, counters, succeeded)"

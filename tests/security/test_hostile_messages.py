@@ -31,8 +31,8 @@ from pin.cli import app
 from pin.db import Conn
 from pin.messaging import topics
 from pin.messaging.consumer import ConsumerRuntime
-from pin.messaging.dead_letter_store import PREVIEW_BYTES
-from pin.messaging.dlq_command import DeadLetter, read_dead_letters
+from pin.messaging.consumer.dead_letters.command import DeadLetter, read_dead_letters
+from pin.messaging.consumer.dead_letters.store import PREVIEW_BYTES
 from pin.messaging.groups import routes_of
 from pin.messaging.kafka import consumer_config, producer_config
 from pin.settings import Settings

@@ -83,7 +83,7 @@ def required_acls(settings: Settings, table: Sequence[TopicAccess] | None = None
 
 def _operator(settings: Settings, table: Sequence[TopicAccess]) -> list[AclEntry]:
     """The operator's bindings besides its reads and writes: `pin topics`, `pin status`, `pin dlq`'s readers."""
-    from pin.messaging.dlq_command import DLQ_READER_GROUP_PREFIX
+    from pin.messaging.consumer.dead_letters.command import DLQ_READER_GROUP_PREFIX
     from pin.status.broker import STATUS_PROBE_GROUP
 
     operator = settings.kafka_principal(OPERATOR)

@@ -62,6 +62,8 @@ def build_runtime(group: str, settings: Settings, pool: ConnectionPool[Conn], **
         **{
             "max_message_bytes": settings.kafka_max_message_bytes,
             "membership_interval": settings.consumer_membership_heartbeat_seconds,
+            "lanes": settings.consumer_lanes,
+            "max_ahead": settings.consumer_max_ahead,
             **options,
         },
     )

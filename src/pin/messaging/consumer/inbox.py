@@ -1,4 +1,7 @@
-"""The group's inbox, ``messaging.inbox``: one row per handled MessageId, written with the effect (exactly once)."""
+"""The group's inbox, ``messaging.inbox``: one row per handled MessageId, written with the effect (exactly once).
+
+The statements are named in this package's ``queries.sql``.
+"""
 
 from __future__ import annotations
 
@@ -9,55 +12,17 @@ from typing import Any, cast
 
 from psycopg_pool import ConnectionPool
 
-from pin.db import Conn
-from pin.messaging.consumer.received import Received
+from pin.db import Conn, load_queries
 
-# inbox_insert: one message's row; zero rows inserted means the message was handled before. Returns the row's
-# processed_at: the transaction's time on the database clock, from which the event's age is measured.
-INBOX_INSERT = """
-INSERT INTO messaging.inbox (consumer_group, message_id, topic, "partition", "offset", occurred_at)
-VALUES (%s, %s, %s, %s, %s, %s)
-ON CONFLICT (consumer_group, message_id) DO NOTHING
-RETURNING message_id, processed_at
-"""
-
-# inbox_insert_many: the rows of one partition's messages from one poll; returns the ids not there before (and
-# the transaction's time, the same on every row).
-INBOX_INSERT_MANY = """
-INSERT INTO messaging.inbox (consumer_group, message_id, topic, "partition", "offset", occurred_at)
-SELECT %s, m.message_id, %s, %s, m."offset", m.occurred_at
-FROM unnest(%b::uuid[], %b::bigint[], %b::timestamptz[]) AS m(message_id, "offset", occurred_at)
-ON CONFLICT (consumer_group, message_id) DO NOTHING
-RETURNING message_id, processed_at
-"""
-
-# inbox_prune: bounded, oldest first, so the prune never holds long locks or scans the whole table.
-INBOX_PRUNE = """
-WITH old AS (
-    SELECT consumer_group, message_id FROM messaging.inbox
-    WHERE consumer_group = %s AND processed_at < now() - make_interval(secs => %s)
-    ORDER BY processed_at
-    LIMIT %s
-)
-DELETE FROM messaging.inbox AS i USING old
-WHERE i.consumer_group = old.consumer_group AND i.message_id = old.message_id
-"""
+_QUERIES = load_queries(__package__)
+INBOX_INSERT = _QUERIES["inbox_insert"]
+INBOX_PRUNE = _QUERIES["inbox_prune"]
 
 # Rows one prune deletes at the most.
 PRUNE_BATCH = 5_000
 
 
 def inbox_insert(
-    conn: Conn, group: str, message: Received, message_id: uuid.UUID, occurred_at: datetime | None
-) -> datetime | None:
-    """Record ``message`` as handled by ``group``: the transaction's database time, or None if it was handled before."""
-    row = conn.execute(
-        INBOX_INSERT, (group, message_id, message.topic, message.partition, message.offset, occurred_at)
-    ).fetchone()
-    return None if row is None else cast(datetime, row["processed_at"])
-
-
-def inbox_insert_many(
     conn: Conn,
     group: str,
     *,
@@ -67,10 +32,10 @@ def inbox_insert_many(
     offsets: Sequence[int],
     occurred_at: Sequence[datetime | None],
 ) -> tuple[set[uuid.UUID], datetime | None]:
-    """Record the messages of one partition as handled by ``group``: the ids that were not there before, and the
-    transaction's database time (None when every one was)."""
+    """Record messages of one partition (a lone message is a batch of one) as handled by ``group``: the ids that
+    were not there before, and the transaction's database time (None when every one was)."""
     params = (group, topic, partition, list(message_ids), list(offsets), list(occurred_at))
-    cursor = conn.execute(INBOX_INSERT_MANY, params)
+    cursor = conn.execute(INBOX_INSERT, params)
     if cursor.rowcount == len(message_ids):
         # all new (the usual case): one row gives the time, the ids need not be converted
         first = cursor.fetchone()

@@ -20,7 +20,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from pin.db import Conn, load_queries
 
-_QUERIES = load_queries(__package__, "membership.sql")
+_QUERIES = load_queries(__package__)
 MEMBER_BEAT = _QUERIES["member_beat"]
 MEMBER_LEAVE = _QUERIES["member_leave"]
 MEMBERS_PRUNE = _QUERIES["members_prune"]

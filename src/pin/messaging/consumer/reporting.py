@@ -1,4 +1,4 @@
-"""One way to trace and log a message, shared by the single-message path and the batch path of the runtime."""
+"""One way to read, trace and log a message, whether it is handled in a batch or on its own (a batch of one)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,9 @@ class Decoded:
 
 
 def read(message: Received, route: Route[Any], max_bytes: int) -> Decoded:
-    """A message decoded within the bounds and parsed by its route (else :class:`UnreadableMessageError`)."""
+    """A message decoded within the bounds and parsed by its route (else :class:`UnreadableMessageError`).
+
+    The runtime's one way to read a message, in a batch or on its own."""
     headers = header_map(message.headers)
     envelope = decode_envelope(message.value, headers, max_bytes=max_bytes)
     return Decoded(message, headers, envelope, route, route.parse_or_unreadable(envelope.payload))
@@ -76,47 +78,30 @@ def log_duplicate(log: Any, envelope: Envelope) -> None:
     log.info("duplicate message skipped", event_type=envelope.event_type)
 
 
-def report_message(
-    group: str,
-    log: Any,
-    message: Received,
-    envelope: Envelope,
-    applied: HandlingContext | None,
-    *,
-    attempts: int,
-    at: datetime | None,
-) -> None:
-    """Metrics and logs of one message handled on its own: ``applied`` is its context, None for a duplicate (or a
-    message of a topic the group does not handle); ``at`` the database time of its effect's transaction."""
-    if applied is None:
-        DUPLICATES.labels(group, message.topic).inc()
-        log_duplicate(log, envelope)
-        return
-    report_unknown_values(group, applied, log)
-    PROCESSED.labels(group, message.topic).inc()
-    if at is not None:
-        observe_event_ages(group, message.topic, at, (envelope.occurred_at,))
-    log.info("message handled", event_type=envelope.event_type, attempts=attempts)
-
-
-def report_batch(
+def report_run(
     group: str,
     log: Any,
     decoded: list[Decoded],
     applied: list[tuple[Decoded, HandlingContext]],
     *,
-    debug: bool,
     at: datetime | None,
+    debug: bool,
+    attempts: int | None = None,
 ) -> None:
-    """Metrics and logs of a committed batch (``at``: its transaction's database time): per message only what is
-    unusual (or on debug), then one summary."""
+    """Metrics and logs of a committed run of messages (``at``: its transaction's database time).
+
+    A batch logs per message only what is unusual (or on debug), then one summary. A message handled on its own
+    (``attempts``: a retry, or one of a failed batch; a batch of one) gets its own "message handled" line instead.
+    """
     first = decoded[0].message
     applied_ids = {id(item) for item, _ in applied}
     for item, context in applied:
-        if context.unknown or debug:
+        if context.unknown or debug or attempts is not None:
             item_log = message_log(log, item.message, item.envelope)
             report_unknown_values(group, context, item_log)
-            if debug:
+            if attempts is not None:
+                item_log.info("message handled", event_type=item.envelope.event_type, attempts=attempts)
+            elif debug:
                 item_log.debug("message handled", event_type=item.envelope.event_type, attempts=1)
     for item in decoded:
         # a message's log is bound only for a line it writes (binding costs more than the rest of this loop)
@@ -130,12 +115,13 @@ def report_batch(
             observe_event_ages(group, first.topic, at, (item.envelope.occurred_at for item, _ in applied))
     if len(decoded) > len(applied):
         DUPLICATES.labels(group, first.topic).inc(len(decoded) - len(applied))
-    log.info(
-        "messages handled",
-        topic=first.topic,
-        partition=first.partition,
-        first_offset=first.offset,
-        last_offset=decoded[-1].message.offset,
-        handled=len(applied),
-        duplicates=len(decoded) - len(applied),
-    )
+    if attempts is None:
+        log.info(
+            "messages handled",
+            topic=first.topic,
+            partition=first.partition,
+            first_offset=first.offset,
+            last_offset=decoded[-1].message.offset,
+            handled=len(applied),
+            duplicates=len(decoded) - len(applied),
+        )

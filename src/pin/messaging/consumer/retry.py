@@ -10,7 +10,7 @@ from typing import Any
 from pin.backoff import exponential_backoff
 from pin.faults import Fault
 from pin.faults import classify as classify_fault
-from pin.messaging.consumer.dead_letter import error_line
+from pin.messaging.consumer.dead_letters.send import error_line
 from pin.messaging.consumer.metrics import RETRIES
 from pin.messaging.consumer.received import Received
 

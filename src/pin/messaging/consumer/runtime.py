@@ -20,25 +20,17 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from psycopg_pool import ConnectionPool
 
 from pin.db import Conn
-from pin.messaging.consumer.dead_letter import DeadLetters
-from pin.messaging.consumer.inbox import inbox_insert, inbox_insert_many, prune_inbox
+from pin.messaging.consumer.dead_letters.send import DeadLetterSender
+from pin.messaging.consumer.inbox import inbox_insert, prune_inbox
 from pin.messaging.consumer.lag import forget_lag, record_lag
+from pin.messaging.consumer.lanes import WHOLE_PARTITION, Lane, Scope, lane_of
 from pin.messaging.consumer.membership import Membership
 from pin.messaging.consumer.offsets import Offsets
-from pin.messaging.consumer.received import Received, header_map
-from pin.messaging.consumer.reporting import (
-    Decoded,
-    message_log,
-    message_span,
-    read,
-    report_batch,
-    report_message,
-    warn_if_unknown_contract,
-    with_envelope,
-)
+from pin.messaging.consumer.received import Received
+from pin.messaging.consumer.reporting import Decoded, message_log, message_span, read, report_run, with_envelope
 from pin.messaging.consumer.retry import Failure, Held, backoff_delay, classify
 from pin.messaging.consumer.routes import HandlingContext, Route
-from pin.messaging.envelope import UnreadableMessageError, decode_envelope
+from pin.messaging.envelope import UnreadableMessageError
 from pin.observability.tracing import spans_exported
 from pin.settings import Settings
 
@@ -46,6 +38,14 @@ log = structlog.get_logger(__name__)
 
 # The dead-letter producer's message.max.bytes, and the largest value a consumer reads, unless told otherwise.
 DEFAULT_MAX_MESSAGE_BYTES: int = Settings.model_fields["kafka_max_message_bytes"].default
+# How many messages of a partition may be in hand past its committed offset before it is paused.
+DEFAULT_MAX_AHEAD: int = Settings.model_fields["consumer_max_ahead"].default
+
+
+def pool_size(lanes: int) -> int:
+    """The database connections an instance with ``lanes`` lanes uses at the most: one per lane (its transaction,
+    or storing a dead letter), and the loop's housekeeping (the inbox prune, its membership row)."""
+    return lanes + 1
 
 
 class AfterEffectHook(Protocol):
@@ -80,6 +80,8 @@ class ConsumerRuntime:
         statistics_interval_ms: int = 10_000,
         membership_interval: float = 5.0,
         after_effect: AfterEffectHook | None = None,
+        lanes: int = 1,
+        max_ahead: int = DEFAULT_MAX_AHEAD,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
@@ -87,6 +89,8 @@ class ConsumerRuntime:
             raise ValueError("batch_size must be at least 1")
         if dead_letter_attempts < 1:
             raise ValueError("dead_letter_attempts must be at least 1")
+        if lanes < 1 or max_ahead < 1:
+            raise ValueError("lanes and max_ahead must be at least 1")
         self.group = group
         self._routes = dict(routes)
         self._pool = pool
@@ -109,15 +113,21 @@ class ConsumerRuntime:
         self._inbox_retention = inbox_retention_seconds
         self._prune_interval = inbox_prune_interval
         self._after_effect = after_effect
-        self._held: dict[tuple[str, int], Held] = {}
+        # with one lane the loop handles it; with several each has its own thread (see lanes.py)
+        self._lanes = [Lane(index) for index in range(lanes)]
+        self._lane_threads: list[threading.Thread] = []
+        self._lane_failure: BaseException | None = None
+        self._max_ahead = max_ahead
+        # paused for a retry that holds every key (one lane), and paused at the ahead bound
         self._paused: set[tuple[str, int]] = set()
+        self._paused_ahead: set[tuple[str, int]] = set()
         self._assigned: frozenset[tuple[str, int]] = frozenset()
         self._revoked_in_poll: set[tuple[str, int]] = set()
         self._consumer: Consumer | None = None
         self._log = log.bind(group=group)
         # what was handled and not yet committed, per partition (committed per poll, and on revoke and stop)
         self.offsets = Offsets(self._log)
-        self._dead_letters = DeadLetters(
+        self._dead_letters = DeadLetterSender(
             group=group, pool=pool, log=self._log, max_message_bytes=max_message_bytes, dlq_timeout=dlq_timeout,
             attempts=dead_letter_attempts, db_timeout=db_timeout,
         )  # fmt: skip
@@ -146,18 +156,28 @@ class ConsumerRuntime:
         producer = self._dead_letters.producer = Producer(self._producer_config)
         self._debug = logging.getLogger(__name__).isEnabledFor(logging.DEBUG)
         consumer.subscribe(self.topics, on_assign=self.on_assign, on_revoke=self.on_revoke, on_lost=self.on_lost)
-        self._log.info("consumer started", topics=self.topics, batch_size=self._batch_size)
+        self._log.info("consumer started", topics=self.topics, batch_size=self._batch_size, lanes=len(self._lanes))
+        self._start_lanes()
         try:
             while not stop.is_set():
-                self._retry_due()
+                if self._lane_failure is not None:
+                    raise RuntimeError("a consumer lane failed") from self._lane_failure
+                if self._threaded:
+                    self._release_ahead(consumer)
+                else:
+                    self._work(self._lanes[0])  # its retries that are due
                 self._prune_inbox_if_due()
                 self._membership.beat(len(self._assigned))  # a statement only on its interval or a new assignment
                 self._on_batch(self.poll_batch(consumer))
                 self.offsets.commit_async(consumer)
                 producer.poll(0)  # the dead-letter producer's own log lines (librdkafka serves them on poll)
         finally:
-            self._held.clear()
+            self._stop_lanes()
+            for lane in self._lanes:
+                lane.held.clear()
+                lane.take()
             self._paused.clear()
+            self._paused_ahead.clear()
             with contextlib.suppress(Exception):  # a failed last commit only means a redelivery (deduplicated)
                 self.offsets.commit_sync(consumer, None)
             consumer.close()  # leaves the group, so the partitions move at once
@@ -167,13 +187,88 @@ class ConsumerRuntime:
             self._consumer = self._dead_letters.producer = None
             self._log.info("consumer stopped")
 
+    # -- lanes ---------------------------------------------------------------------------------------------------
+
+    @property
+    def _threaded(self) -> bool:
+        """Several lanes: each runs in its own thread; one lane is handled by the loop itself."""
+        return len(self._lanes) > 1
+
+    def _scope(self, message: Received) -> Scope:
+        """What a held message holds back: the later messages of its key (several lanes), else of its partition."""
+        return message.key if self._threaded else WHOLE_PARTITION
+
+    def _start_lanes(self) -> None:
+        if not self._threaded:
+            return
+        for lane in self._lanes:
+            lane.stopping = False
+            thread = threading.Thread(
+                target=self._lane_loop, args=(lane,), name=f"pin-consume-{self.group}-lane-{lane.index}", daemon=True
+            )
+            thread.start()
+            self._lane_threads.append(thread)
+
+    def _stop_lanes(self) -> None:
+        """Each lane finishes what it is handling; what it has not started is read again from the committed offset."""
+        for lane in self._lanes:
+            lane.stop()
+        for thread in self._lane_threads:
+            thread.join()
+        self._lane_threads.clear()
+
+    def _lane_loop(self, lane: Lane) -> None:
+        try:
+            while not lane.stopping:
+                lane.wait(self._poll_timeout)
+                if not lane.stopping:
+                    self._work(lane)
+        except BaseException as exc:  # noqa: BLE001 - the loop stops the consumer: a lane must never die silently
+            self._lane_failure = exc
+            self._log.exception("consumer lane failed", lane=lane.index)
+
+    def _work(self, lane: Lane) -> None:
+        """A lane's due retries, then the fresh messages dealt to it: those of a held scope go behind the held
+        message, the others are handled, each partition's in offset order and in batches of the batch size."""
+        with lane.busy:
+            self._retry_due(lane)
+            for messages in lane.take().values():
+                for start in range(0, len(messages), self._batch_size):
+                    # held as of now: a message of this batch size's run may have been held by the run before
+                    fresh: list[Received] = []
+                    for message in messages[start : start + self._batch_size]:
+                        held = lane.held.get((message.topic, message.partition, self._scope(message)))
+                        if held is not None:
+                            held.behind.append(message)
+                        else:
+                            fresh.append(message)
+                    if fresh:
+                        self._process(fresh, attempts=1, lane=lane)
+
+    def _release_ahead(self, consumer: Consumer) -> None:
+        """Resume the partitions paused at the ahead bound that are below it again."""
+        for key in [k for k in self._paused_ahead if self.offsets.ahead(k) < self._max_ahead]:
+            self._paused_ahead.discard(key)
+            consumer.resume([TopicPartition(key[0], key[1])])
+            self._log.info("partition resumed below the ahead bound", topic=key[0], partition=key[1])
+
+    def _pause_if_ahead(self, key: tuple[str, int]) -> None:
+        """At the ahead bound a partition is paused: never more than the bound in hand (and one fetch)."""
+        if key in self._paused_ahead or self.offsets.ahead(key) < self._max_ahead:
+            return
+        self._consumer_or_fail().pause([TopicPartition(key[0], key[1])])
+        self._paused_ahead.add(key)
+        self._log.warning(
+            "partition paused at the ahead bound", topic=key[0], partition=key[1], max_ahead=self._max_ahead
+        )
+
     # -- the loop ------------------------------------------------------------------------------------------------
 
     def _poll_wait(self) -> float:
-        """Poll no longer than until the next retry is due."""
-        if not self._held:
+        """Poll no longer than until the next retry the loop handles itself (one lane) is due."""
+        soonest = None if self._threaded else self._lanes[0].next_retry()
+        if soonest is None:
             return self._poll_timeout
-        soonest = min(held.retry_at for held in self._held.values())
         return max(0.0, min(self._poll_timeout, soonest - time.monotonic()))
 
     def poll_batch(self, consumer: Consumer) -> list[Message]:
@@ -213,7 +308,7 @@ class ConsumerRuntime:
             message = Received.of(item)
             by_partition.setdefault(message.partition_key, []).append(message)
         for key, messages in by_partition.items():
-            if key in self._held:
+            if key in self._paused:
                 # A paused partition delivers nothing; if buffered messages slip through, put them back for later.
                 self._log.warning("message of a paused partition put back", topic=key[0], partition=key[1])
                 try:
@@ -222,53 +317,59 @@ class ConsumerRuntime:
                     # cannot put it back: stop here rather than skip it; the next owner reads from the committed offset
                     raise RuntimeError(f"could not seek back {key[0]}[{key[1]}] to {messages[0].offset}") from exc
                 continue
-            self._process(messages, attempts=1)
+            self.offsets.dealt(key, (message.offset for message in messages))
+            if not self._threaded:
+                self._process(messages, attempts=1, lane=self._lanes[0])
+                continue
+            by_lane: dict[int, list[Received]] = {}
+            for message in messages:
+                by_lane.setdefault(lane_of(message.key, len(self._lanes)), []).append(message)
+            for index, dealt in by_lane.items():
+                self._lanes[index].deal(key, dealt)
+            self._pause_if_ahead(key)
 
-    def _retry_due(self) -> None:
+    def _retry_due(self, lane: Lane) -> None:
         now = time.monotonic()
-        for key, held in list(self._held.items()):
+        for key, held in list(lane.held.items()):
             if held.retry_at <= now:
-                del self._held[key]
+                del lane.held[key]
                 self._process(
-                    [held.message, *held.behind], attempts=held.attempts + 1, poison_attempts=held.poison_attempts
-                )
-                if key not in self._held and key in self._paused:
-                    self._paused.discard(key)
+                    [held.message, *held.behind], attempts=held.attempts + 1, poison_attempts=held.poison_attempts,
+                    lane=lane,
+                )  # fmt: skip
+                partition = (key[0], key[1])
+                if key not in lane.held and partition in self._paused:
+                    self._paused.discard(partition)
                     self._consumer_or_fail().resume([TopicPartition(key[0], key[1])])
 
-    def _process(self, messages: list[Received], *, attempts: int, poison_attempts: int = 0) -> None:
-        """Messages of one partition, in order (the first has failed ``attempts - 1`` times before, of which
-        ``poison_attempts`` for a reason about the message).
+    def _process(
+        self, messages: list[Received], *, attempts: int, poison_attempts: int = 0, lane: Lane | None = None
+    ) -> None:
+        """Messages of one partition and one lane, in order (the first has failed ``attempts - 1`` times before, of
+        which ``poison_attempts`` for a reason about the message).
 
         Fresh messages go in batches: the readable ones before an unreadable one in one transaction, then the
         unreadable one alone (to the DLQ at once), then batch mode again. When a batch's transaction fails, its
-        messages go one per transaction, as lone messages. A loop, not recursion: a batch of any size with any
-        number of unreadable messages in it takes constant stack.
+        messages go one per transaction, as lone messages. A message that fails is held for a retry with the later
+        messages of its scope (its key, or with one lane every key) behind it; the others go on. A loop, not
+        recursion: a batch of any size with any number of unreadable messages in it takes constant stack.
         """
-        queue, tries, poisoned, index = messages, attempts, poison_attempts, 0
+        lane = lane or self._lanes[0]
+        queue, tries, poisoned, index, batches = messages, attempts, poison_attempts, 0, True
         while index < len(queue):
-            if tries == 1 and len(queue) - index > 1:
+            if batches and tries == 1 and len(queue) - index > 1:
                 rest, isolated = self._apply_batch(queue[index:])
                 queue, index = rest, 0
-                if isolated:
-                    self._one_by_one(queue)
-                    return
+                batches = not isolated  # a failed batch's messages go one per transaction
                 if not queue:
                     return
             message = queue[index]
             failure = self._handle(message, attempts=tries, poison_attempts=poisoned)
             if failure is not None:
-                self._hold(message, tries, failure.poison_attempts, behind=queue[index + 1 :])
-                return
-            index, tries, poisoned = index + 1, 1, 0
-
-    def _one_by_one(self, messages: list[Received]) -> None:
-        """Fresh messages of a failed batch, one per transaction: the failing one is found, held and retried alone."""
-        for index, message in enumerate(messages):
-            failure = self._handle(message, attempts=1, poison_attempts=0)
-            if failure is not None:
-                self._hold(message, 1, failure.poison_attempts, behind=messages[index + 1 :])
-                return
+                queue, index = self._hold(lane, message, tries, failure.poison_attempts, later=queue[index + 1 :]), 0
+            else:
+                index += 1
+            tries, poisoned = 1, 0
 
     def _done(self, message: Received) -> None:
         """``message`` is handled (effect committed, skipped, or dead-lettered): its partition may commit past it."""
@@ -288,56 +389,48 @@ class ConsumerRuntime:
         return None
 
     def _attempt(self, message: Received, attempts: int, poison_attempts: int) -> Failure | None:
-        """Handle once; None on success, else the failure and whether it goes to the DLQ now."""
-        topic = message.topic
-        headers = header_map(message.headers)
+        """Handle once, as a batch of one; None on success, else the failure and whether it goes to the DLQ now."""
         attempt_log = message_log(self._log, message)
-        with message_span(self.group, message, headers):
-            try:
-                route = self._routes.get(topic)
-                envelope = decode_envelope(message.value, headers, max_bytes=self._max_message_bytes)
-                attempt_log = with_envelope(attempt_log, envelope)
-                if route is None:
-                    attempt_log.warning("message of a topic this group does not handle skipped")
-                    return None
-                warn_if_unknown_contract(attempt_log, envelope)
-                event = route.parse_or_unreadable(envelope.payload)
-                context = HandlingContext(self.group, topic, envelope.message_id)
-                applied_at = self._apply(route, event, context, message, envelope.occurred_at)
-            except UnreadableMessageError as exc:
-                attempt_log.error("unreadable message", error=str(exc), attempts=attempts)
-                return Failure(exc, dead_letter=True)
-            except Exception as exc:  # noqa: BLE001 - every failure is classified, retried or dead-lettered
-                return classify(
-                    exc, self.group, topic, attempts=attempts, poison_attempts=poison_attempts,
-                    max_attempts=self._max_attempts, log=attempt_log,
-                )  # fmt: skip
-        applied = context if applied_at is not None else None
-        report_message(self.group, attempt_log, message, envelope, applied, attempts=attempts, at=applied_at)
-        if applied and self._after_effect is not None:
-            self._after_effect(message)
+        route = self._routes.get(message.topic)
+        if route is None:
+            attempt_log.warning("message of a topic this group does not handle skipped")
+            return None
+        try:
+            decoded = read(message, route, self._max_message_bytes)
+            attempt_log = with_envelope(attempt_log, decoded.envelope)
+            applied, at = self._transact([decoded])
+        except UnreadableMessageError as exc:
+            attempt_log.error("unreadable message", error=str(exc), attempts=attempts)
+            return Failure(exc, dead_letter=True)
+        except Exception as exc:  # noqa: BLE001 - every failure is classified, retried or dead-lettered
+            return classify(
+                exc, self.group, message.topic, attempts=attempts, poison_attempts=poison_attempts,
+                max_attempts=self._max_attempts, log=attempt_log,
+            )  # fmt: skip
+        self._after_run([decoded], applied, at, attempts=attempts)
         return None
 
-    def _apply(
-        self, route: Route[Any], event: Any, context: HandlingContext, message: Received, occurred_at: datetime | None
-    ) -> datetime | None:
-        """The inbox row and the effect in one transaction: its database time, or None if it was handled before."""
-        with self._pool.connection(timeout=self._db_timeout) as conn, conn.transaction():
-            at = inbox_insert(conn, self.group, message, context.message_id, occurred_at)
-            if at is None:
-                return None
-            route.apply(conn, event, context)
-            context.run_pending()
-        return at
-
-    def _hold(self, message: Received, attempts: int, poison_attempts: int, *, behind: list[Received]) -> None:
-        key = message.partition_key
+    def _hold(
+        self, lane: Lane, message: Received, attempts: int, poison_attempts: int, *, later: list[Received]
+    ) -> list[Received]:
+        """Keep ``message`` for a retry with the later messages of its scope behind it; the others, to go on."""
+        scope = self._scope(message)
+        behind = [m for m in later if self._scope(m) == scope]
+        others = [m for m in later if self._scope(m) != scope]
         delay = backoff_delay(attempts, base=self._backoff_base, cap=self._backoff_cap)
-        if key not in self._paused:
-            self._consumer_or_fail().pause([TopicPartition(key[0], key[1])])
-            self._paused.add(key)
-        self._held[key] = Held(message, attempts, time.monotonic() + delay, behind, poison_attempts)
-        self._log.info("partition paused for a retry", topic=key[0], partition=key[1], retry_in_s=round(delay, 3))
+        key = message.partition_key
+        lane.held[(key[0], key[1], scope)] = Held(message, attempts, time.monotonic() + delay, behind, poison_attempts)
+        if scope == WHOLE_PARTITION:
+            if key not in self._paused:
+                self._consumer_or_fail().pause([TopicPartition(key[0], key[1])])
+                self._paused.add(key)
+            self._log.info("partition paused for a retry", topic=key[0], partition=key[1], retry_in_s=round(delay, 3))
+        else:
+            self._log.info(
+                "key held for a retry", topic=key[0], partition=key[1], offset=message.offset,
+                retry_in_s=round(delay, 3), behind=len(behind),
+            )  # fmt: skip
+        return others
 
     # -- a batch of one partition ---------------------------------------------------------------------------------
 
@@ -365,37 +458,12 @@ class ConsumerRuntime:
         return messages[len(decoded) :], False
 
     def _apply_run(self, decoded: list[Decoded]) -> bool:
-        """Readable messages of one partition in one transaction: the inbox rows, then each new one's effect, in order.
-
-        False when anything fails: then nothing of them was kept.
-        """
-        first = decoded[0].message
-        # a span per message (all open around the batch's effect) only when spans leave the process (without a
-        # processor the SDK records and drops them)
-        spans = spans_exported()
+        """A fresh batch's readable messages in one transaction; False when anything fails: then nothing of them
+        was kept."""
         try:
-            with self._pool.connection(timeout=self._db_timeout) as conn, conn.transaction():
-                new, at = inbox_insert_many(
-                    conn, self.group, topic=first.topic, partition=first.partition,
-                    message_ids=[d.envelope.message_id for d in decoded], offsets=[d.message.offset for d in decoded],
-                    occurred_at=[d.envelope.occurred_at for d in decoded],
-                )  # fmt: skip
-                applied: list[tuple[Decoded, HandlingContext]] = []
-                for item in decoded:
-                    message_id = item.envelope.message_id
-                    if message_id in new:
-                        new.discard(message_id)  # a MessageId twice in one batch: the second is a duplicate
-                        applied.append((item, HandlingContext(self.group, first.topic, message_id)))
-                # the new messages' effect at once, its statements in one pipeline: one round trip for the batch
-                with contextlib.ExitStack() as spans_open, conn.pipeline():
-                    if spans:
-                        for item, _ in applied:
-                            spans_open.enter_context(message_span(self.group, item.message, item.headers))
-                    if applied:
-                        decoded[0].route.apply_many(conn, [(item.event, context) for item, context in applied])
-                for _, context in applied:
-                    context.run_pending()
+            applied, at = self._transact(decoded)
         except Exception as exc:  # noqa: BLE001 - the batch is handled again one message per transaction
+            first = decoded[0].message
             self._log.info(
                 "batch failed; handling its messages one by one",
                 topic=first.topic,
@@ -405,18 +473,55 @@ class ConsumerRuntime:
                 error_type=type(exc).__name__,
             )
             return False
-        self._after_batch(decoded, applied, at)
+        self._after_run(decoded, applied, at)
         return True
 
-    def _after_batch(
-        self, decoded: list[Decoded], applied: list[tuple[Decoded, HandlingContext]], at: datetime | None
+    def _transact(self, decoded: list[Decoded]) -> tuple[list[tuple[Decoded, HandlingContext]], datetime | None]:
+        """Readable messages of one partition (a batch, or one on its own) in one transaction: the inbox rows, then
+        each new one's effect, in order. The new ones with their contexts, and the transaction's database time."""
+        first = decoded[0].message
+        # a span per message (all open around the batch's effect) only when spans leave the process (without a
+        # processor the SDK records and drops them)
+        spans = spans_exported()
+        with self._pool.connection(timeout=self._db_timeout) as conn, conn.transaction():
+            new, at = inbox_insert(
+                conn, self.group, topic=first.topic, partition=first.partition,
+                message_ids=[d.envelope.message_id for d in decoded], offsets=[d.message.offset for d in decoded],
+                occurred_at=[d.envelope.occurred_at for d in decoded],
+            )  # fmt: skip
+            applied: list[tuple[Decoded, HandlingContext]] = []
+            for item in decoded:
+                message_id = item.envelope.message_id
+                if message_id in new:
+                    new.discard(message_id)  # a MessageId twice in one batch: the second is a duplicate
+                    applied.append((item, HandlingContext(self.group, first.topic, message_id)))
+            # the new messages' effect at once, its statements in one pipeline: one round trip for the batch
+            with contextlib.ExitStack() as spans_open, conn.pipeline():
+                if spans:
+                    for item, _ in applied:
+                        spans_open.enter_context(message_span(self.group, item.message, item.headers))
+                if applied:
+                    decoded[0].route.apply_many(conn, [(item.event, context) for item, context in applied])
+            for _, context in applied:
+                context.run_pending()
+        return applied, at
+
+    def _after_run(
+        self,
+        decoded: list[Decoded],
+        applied: list[tuple[Decoded, HandlingContext]],
+        at: datetime | None,
+        *,
+        attempts: int | None = None,
     ) -> None:
-        """Metrics and logs of a committed batch (``at``: its database time), the test hook, its offset to commit."""
-        report_batch(self.group, self._log, decoded, applied, debug=self._debug, at=at)
+        """Metrics and logs of a committed run (``at``: its database time; ``attempts`` of a message handled on its
+        own), the test hook, its offset to commit."""
+        report_run(self.group, self._log, decoded, applied, at=at, debug=self._debug, attempts=attempts)
         if self._after_effect is not None:
             for item, _ in applied:
                 self._after_effect(item.message)
-        self._done(decoded[-1].message)
+        self.offsets.done_many(decoded[0].message.partition_key, [item.message.offset for item in decoded])
+        self._dead_letters.settled(decoded[-1].message)
 
     # -- rebalance, statistics, housekeeping ------------------------------------------------------------------
 
@@ -442,17 +547,23 @@ class ConsumerRuntime:
         self._log.info("partitions lost", partitions=[f"{p.topic}[{p.partition}]" for p in partitions])
 
     def _revoke(self, consumer: Consumer, keys: list[tuple[str, int]], *, lost: bool) -> None:
+        """The lanes finish what they are handling and drop what they hold of ``keys``; what is done is committed
+        (unless lost), the rest is the next owner's from the committed offset."""
         gone = set(keys)
+        for lane in self._lanes:
+            with lane.busy:  # a lane thread's batch in hand is finished first (the loop's own is, between polls)
+                lane.forget(gone)
         if lost:
             self.offsets.drop(gone)
         else:
             self.offsets.commit_sync(consumer, gone)
+            self.offsets.forget(gone)
         self._assigned = self._assigned - gone
         self._revoked_in_poll |= gone
         self._dead_letters.forget(gone)
         for topic, partition in keys:
-            self._held.pop((topic, partition), None)
             self._paused.discard((topic, partition))
+            self._paused_ahead.discard((topic, partition))
             forget_lag(self.group, topic, partition)
 
     def _on_stats(self, stats_json: str) -> None:

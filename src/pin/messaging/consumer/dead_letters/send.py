@@ -1,7 +1,7 @@
 """Dead-lettering a message the group will never handle: into ``pin.dlq.<group>.v1``, else kept in the database.
 
 The rules (provenance headers, truncation, the bounded publish attempts, parking) are in docs/design/consumers.md
-and docs/runbooks/consumers.md; the rows are :mod:`pin.messaging.dead_letter_store`'s.
+and docs/runbooks/consumers.md; the rows are :mod:`pin.messaging.consumer.dead_letters.store`'s.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from psycopg_pool import ConnectionPool
 
 from pin.db import Conn
-from pin.messaging import dead_letter_store
+from pin.messaging.consumer.dead_letters import store
+from pin.messaging.consumer.dead_letters.store import DLT_ORIGINAL_SHA256, DLT_ORIGINAL_SIZE, DLT_STORED_ID, Origin
 from pin.messaging.consumer.metrics import (
     DEAD_LETTER_FAILURES,
     DEAD_LETTERED,
@@ -24,7 +25,6 @@ from pin.messaging.consumer.metrics import (
 )
 from pin.messaging.consumer.received import Received
 from pin.messaging.contracts import utc_iso
-from pin.messaging.dead_letter_store import DLT_ORIGINAL_SHA256, DLT_ORIGINAL_SIZE, DLT_STORED_ID, Origin
 from pin.messaging.topics import dead_letter_topic
 
 # Provenance headers added to a dead-lettered message (the names follow Spring Kafka's kafka_dlt-* convention).
@@ -47,7 +47,7 @@ _Where = tuple[str, int, int]
 
 
 @dataclass
-class DeadLetters:
+class DeadLetterSender:
     """A group's dead-letter sender: publishes, cuts, counts the failed publishes, parks."""
 
     group: str
@@ -73,8 +73,9 @@ class DeadLetters:
 
     def forget(self, partitions: set[tuple[str, int]]) -> None:
         """Forget the failures of partitions this instance no longer owns."""
-        for where in [w for w in self._failures if (w[0], w[1]) in partitions]:
-            del self._failures[where]
+        # lanes write other messages' counts meanwhile: a copy of the keys (taken at once), then pop
+        for where in [w for w in list(self._failures) if (w[0], w[1]) in partitions]:
+            self._failures.pop(where, None)
 
     def send(self, message: Received, exc: BaseException, attempts: int) -> bool:
         """Keep a message that will never be handled; True once it is kept (its offset may be committed).
@@ -91,7 +92,7 @@ class DeadLetters:
         original = [(name, value) for name, value in message.headers if not name.startswith(DLT_PREFIX)]
         provenance = provenance_headers(origin, datetime.now(UTC))
         whole = [*original, *provenance]
-        if dead_letter_store.record_size(message.key, message.value, whole) <= self.max_message_bytes:
+        if store.record_size(message.key, message.value, whole) <= self.max_message_bytes:
             error = self._publish(message.key, message.value, whole)
             if error is None:
                 return self._sent(message, origin, stored_id=None)
@@ -104,15 +105,15 @@ class DeadLetters:
     ) -> bool:
         """The full bytes into the database, a copy cut to the bound (naming the row) into the dead-letter topic."""
         try:
-            stored_id = self._store(message, origin, dead_letter_store.TRUNCATED)
+            stored_id = self._store(message, origin, store.TRUNCATED)
         except Exception as exc:  # noqa: BLE001 - counted as a failed attempt to keep it; parked later if possible
             return self._failed(message, origin, f"storing its bytes: {type(exc).__name__}")
         truncation = [
             (DLT_ORIGINAL_SIZE, str(len(message.value or b"")).encode()),
-            (DLT_ORIGINAL_SHA256, dead_letter_store.sha256_hex(message.value).encode()),
+            (DLT_ORIGINAL_SHA256, store.sha256_hex(message.value).encode()),
             (DLT_STORED_ID, str(stored_id).encode()),
         ]
-        key, value, headers = dead_letter_store.cut_letter(
+        key, value, headers = store.cut_letter(
             message.key, message.value, original, [*provenance, *truncation], self.max_message_bytes
         )
         error = self._publish(key, value, headers)
@@ -179,7 +180,7 @@ class DeadLetters:
         if failures < self.attempts:
             return False
         try:
-            stored_id = self._store(message, origin, dead_letter_store.PARKED)
+            stored_id = self._store(message, origin, store.PARKED)
         except Exception as exc:  # noqa: BLE001 - held and retried: the database is the last place to keep it
             failure_log.error("dead letter could not be parked in the database; held", error_type=type(exc).__name__)
             return False
@@ -190,9 +191,7 @@ class DeadLetters:
 
     def _store(self, message: Received, origin: Origin, disposition: str) -> uuid.UUID:
         with self.pool.connection(timeout=self.db_timeout) as conn:
-            return dead_letter_store.store(
-                conn, origin, message.key, message.value, message.headers, disposition=disposition
-            )
+            return store.store(conn, origin, message.key, message.value, message.headers, disposition=disposition)
 
 
 def provenance_headers(origin: Origin, failed_at: datetime) -> list[tuple[str, bytes]]:

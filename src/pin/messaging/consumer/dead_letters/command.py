@@ -15,10 +15,15 @@ import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from pin.db import ConnectionPolicy, connect
-from pin.messaging import dead_letter_store
-from pin.messaging.consumer.dead_letter import DLT_PREFIX, provenance_headers
+from pin.messaging.consumer.dead_letters import store
+from pin.messaging.consumer.dead_letters.send import DLT_PREFIX, provenance_headers
+from pin.messaging.consumer.dead_letters.store import (
+    DLT_ORIGINAL_SHA256,
+    DLT_ORIGINAL_SIZE,
+    DLT_STORED_ID,
+    StoredLetter,
+)
 from pin.messaging.consumer.received import Received
-from pin.messaging.dead_letter_store import DLT_ORIGINAL_SHA256, DLT_ORIGINAL_SIZE, DLT_STORED_ID, StoredLetter
 from pin.messaging.envelope import UnreadableMessageError, decode_envelope
 from pin.messaging.kafka import client_config, producer_config, silent_client_logger
 from pin.messaging.topics import CONSUMER_GROUPS, dead_letter_topic
@@ -107,7 +112,7 @@ class DeadLetter:
             "parked": self.parked is not None,
             "originalSize": self.parked.value_size if self.parked else _int_or_none(origin.get(DLT_ORIGINAL_SIZE)),
             "sha256": self.parked.value_sha256 if self.parked else origin.get(DLT_ORIGINAL_SHA256),
-            "fullBytesAt": f"{dead_letter_store.STORED_TABLE} id={stored_id}" if stored_id is not None else None,
+            "fullBytesAt": f"{store.STORED_TABLE} id={stored_id}" if stored_id is not None else None,
         }
 
 
@@ -141,9 +146,9 @@ def read_parked(settings: Settings, groups: Sequence[str]) -> list[DeadLetter]:
     """The letters of ``groups`` parked in the database (the dead-letter topic refused them)."""
     try:
         with _database(settings) as conn:
-            return [DeadLetter(row.origin.group, None, row) for row in dead_letter_store.parked(conn, groups)]
+            return [DeadLetter(row.origin.group, None, row) for row in store.parked(conn, groups)]
     except psycopg.Error as exc:
-        raise DeadLetterError(f"reading {dead_letter_store.STORED_TABLE}: {error_text(exc)}") from exc
+        raise DeadLetterError(f"reading {store.STORED_TABLE}: {error_text(exc)}") from exc
 
 
 def _database(settings: Settings) -> psycopg.Connection[dict[str, object]]:
@@ -152,7 +157,7 @@ def _database(settings: Settings) -> psycopg.Connection[dict[str, object]]:
         url = settings.require_database_url()
         return connect(url, policy=ConnectionPolicy.from_settings(settings, "command"))
     except (psycopg.Error, ConfigurationError) as exc:
-        raise DeadLetterError(f"reading {dead_letter_store.STORED_TABLE}: {error_text(exc)}") from exc
+        raise DeadLetterError(f"reading {store.STORED_TABLE}: {error_text(exc)}") from exc
 
 
 def _read_topic(settings: Settings, group: str, *, idle_seconds: float, timeout: float) -> list[DeadLetter]:
@@ -211,7 +216,7 @@ def replay(
         if (message_id is None or letter.message_id == message_id) and letter.provenance.get("dlt-original-topic")
     ]  # a letter without an origin was not written by the runtime: nowhere to send it back
     originals = _originals(settings, letters)
-    largest = max((dead_letter_store.record_size(k, v, h) for _, k, v, h in originals), default=0)
+    largest = max((store.record_size(k, v, h) for _, k, v, h in originals), default=0)
     # the producer must carry the largest original whole (the broker took it once); never below librdkafka's default
     producer = Producer(producer_config(settings, **{"client.id": f"pin-dlq-replay-{group}", "linger.ms": 0,
                                                      "message.max.bytes": max(1_000_000, largest)}))  # fmt: skip
@@ -241,12 +246,12 @@ def _originals(settings: Settings, letters: list[DeadLetter]) -> list[Original]:
     try:
         if wanted:
             with _database(settings) as conn:
-                stored = {i: row for i in wanted if (row := dead_letter_store.load(conn, i)) is not None}
+                stored = {i: row for i in wanted if (row := store.load(conn, i)) is not None}
     except psycopg.Error as exc:
-        raise DeadLetterError(f"reading {dead_letter_store.STORED_TABLE}: {error_text(exc)}") from exc
+        raise DeadLetterError(f"reading {store.STORED_TABLE}: {error_text(exc)}") from exc
     missing = [i for i in wanted if i not in stored]
     if missing:
-        raise DeadLetterError(f"{dead_letter_store.STORED_TABLE} id={missing[0]}: no such row (the full bytes)")
+        raise DeadLetterError(f"{store.STORED_TABLE} id={missing[0]}: no such row (the full bytes)")
     originals: list[Original] = []
     for letter in letters:
         topic = letter.provenance["dlt-original-topic"]

@@ -1,6 +1,6 @@
 """Dead letters the dead-letter topic cannot carry whole (*truncated* or *parked*), kept with their original bytes in
 ``messaging.dead_letter``, one row per origin (group, topic, partition, offset); see docs/design/consumers.md,
-"Dead letters".
+"Dead letters". The statements are named in this package's ``queries.sql``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from pin.db import Conn
+from pin.db import Conn, load_queries
 
 DLT_ORIGINAL_SIZE = "dlt-original-size"
 DLT_ORIGINAL_SHA256 = "dlt-original-sha256"
@@ -27,27 +27,9 @@ PREVIEW_BYTES = 64 * 1024
 
 Headers = Sequence[tuple[str, bytes]]
 
-_STORE = """
-INSERT INTO messaging.dead_letter AS d
-    (consumer_group, topic, "partition", "offset", original_timestamp_ms, message_key, message_value,
-     header_names, header_values, value_size, value_sha256, disposition, error_type, error, attempts)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (consumer_group, topic, "partition", "offset") DO UPDATE
-SET disposition = EXCLUDED.disposition, error_type = EXCLUDED.error_type, error = EXCLUDED.error,
-    attempts = EXCLUDED.attempts, failed_at = now()
-RETURNING d.id
-"""
-
-_COLUMNS = """
-id, consumer_group, topic, "partition", "offset", original_timestamp_ms, message_key, message_value, header_names,
-header_values, value_size, value_sha256, disposition, error_type, error, attempts, failed_at
-"""
-_LOAD = f"SELECT {_COLUMNS} FROM messaging.dead_letter WHERE id = %s"
-_PARKED = f"""
-SELECT {_COLUMNS} FROM messaging.dead_letter
-WHERE consumer_group = ANY(%s) AND disposition = 'parked'
-ORDER BY failed_at, id
-"""
+_QUERIES = load_queries(__package__)
+_STORE = _QUERIES["dead_letter_store"]
+_READ = _QUERIES["dead_letters_read"]
 
 
 @dataclass(frozen=True)
@@ -130,13 +112,13 @@ def store(
 
 def load(conn: Conn, stored_id: uuid.UUID) -> StoredLetter | None:
     """The stored letter with this id, or None."""
-    row = conn.execute(_LOAD, (stored_id,)).fetchone()
+    row = conn.execute(_READ, {"ids": [stored_id], "groups": []}).fetchone()
     return _letter(row) if row is not None else None
 
 
 def parked(conn: Conn, groups: Sequence[str]) -> list[StoredLetter]:
     """The parked letters of ``groups`` (those the dead-letter topic never took), oldest first."""
-    return [_letter(row) for row in conn.execute(_PARKED, (list(groups),)).fetchall()]
+    return [_letter(row) for row in conn.execute(_READ, {"ids": [], "groups": list(groups)}).fetchall()]
 
 
 def _letter(row: dict[str, object]) -> StoredLetter:
