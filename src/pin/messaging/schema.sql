@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS messaging.inbox (
 CREATE INDEX IF NOT EXISTS inbox_processed_at ON messaging.inbox (consumer_group, processed_at);
 
 -- Dead letters the dead-letter topic cannot carry whole: the original key, value and headers of a message
--- (messaging/dead_letter_store.py). 'truncated': the topic holds a copy cut to the dead-letter producer's bound,
+-- (messaging/consumer/dead_letters/store.py). 'truncated': the topic holds a copy cut to the dead-letter producer's bound,
 -- whose dlt-stored-id header names this row; 'parked': the topic refused it on every attempt, this row is the
 -- dead letter. One row per origin: storing the same message again updates it.
 CREATE TABLE IF NOT EXISTS messaging.dead_letter (
