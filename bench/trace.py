@@ -197,13 +197,17 @@ _ARRAY_TYPES: tuple[tuple[type, str], ...] = (
 
 
 def _typed_array(values: Sequence[Any]) -> tuple[str, str] | None:
-    """A non-empty array of one scalar type other than uuid: its PostgreSQL literal and array type."""
+    """A non-empty array of one scalar type other than uuid (NULLs allowed: an outbox row without a traceparent):
+    its PostgreSQL literal and array type."""
     if not values:
         return None
+    present = [v for v in values if v is not None]
+    if not present:
+        return "{" + ",".join(["NULL"] * len(values)) + "}", "text[]"
     for kind, cast in _ARRAY_TYPES:
-        if all(isinstance(v, kind) and (kind is bool or not isinstance(v, bool)) for v in values):
-            texts = [v.isoformat() if isinstance(v, datetime) else str(v) for v in values]
-            quoted = ['"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"' for t in texts]
+        if all(isinstance(v, kind) and (kind is bool or not isinstance(v, bool)) for v in present):
+            texts = [None if v is None else v.isoformat() if isinstance(v, datetime) else str(v) for v in values]
+            quoted = ["NULL" if t is None else '"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"' for t in texts]
             return "{" + ",".join(quoted) + "}", cast
     return None
 

@@ -45,6 +45,11 @@ class Contract(BaseModel):
         """The Kafka key: the value of the contract's KEY_FIELD."""
         return str(getattr(self, self.KEY_FIELD))
 
+    def recorded(self) -> tuple[type[Contract], str, dict[str, Any]]:
+        """The event as the unit of work records it: its contract, Kafka key and payload (``uow.record(*e.recorded(),
+        occurred_at)``), the form a payload builder gives without the model."""
+        return type(self), self.message_key(), self.to_payload()
+
     def to_payload(self) -> dict[str, Any]:
         """The contract's fields as JSON-ready values under their contract names."""
         payload: dict[str, Any] = self.model_dump(mode="json", by_alias=True)

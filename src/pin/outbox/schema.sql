@@ -19,7 +19,7 @@ CREATE TABLE outbox.message (
     value            text,
     headers          jsonb       NOT NULL DEFAULT '{}',       -- correlation-id, traceparent, ...
     -- the consumer headers of ``headers`` as plain columns, for Debezium's outbox router (it places a column, not
-    -- a jsonb member, as a Kafka header); written from the same mapping (outbox/writer.py: insert_params)
+    -- a jsonb member, as a Kafka header); written from the same mapping (outbox/writer.py: insert_values_params)
     correlation_id   text,
     traceparent      text,
     occurred_at      timestamptz NOT NULL,

@@ -118,7 +118,7 @@ def cancel_purchase(
 def record_events(uow: UnitOfWork, purchase: PromotionPurchase) -> None:
     """Hand the aggregate's recorded events to the unit of work; they become outbox rows at its commit."""
     for event in purchase.events:
-        uow.record(PromotionPurchaseChangedKafkaEvent.of(event.purchase), event.occurred_at)
+        uow.record(*PromotionPurchaseChangedKafkaEvent.of(event.purchase).recorded(), event.occurred_at)
     purchase.events.clear()
 
 

@@ -11,6 +11,7 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from opentelemetry.trace import StatusCode, Tracer
 from psycopg_pool import ConnectionPool
@@ -20,10 +21,10 @@ from pin.db import Conn, database_now
 from pin.jobs import bookkeeping
 from pin.jobs.cycle import Cycle, JobCycles, JobDefinition
 from pin.observability.tracing import current_traceparent, spans_exported, tracer
-from pin.outbox.writer import MessageContext, OutboxRow, build_payload_row
+from pin.outbox.writer import MessageContext
 from pin.promotion import metrics, repository
 from pin.promotion.contracts import PromotionPurchaseChangedKafkaEvent
-from pin.promotion.domain import PromotionPurchase, PurchaseChanged, PurchaseStatus
+from pin.promotion.domain import PromotionPurchase, PurchaseStatus
 from pin.settings import JOB_BATCH_SIZE
 from pin.unit_of_work import UnitOfWork
 
@@ -137,7 +138,7 @@ class ExpirePromotionsJob:
             )  # fmt: skip
             left_alone: list[PromotionPurchase] = []
             deferred: list[PromotionPurchase] = []  # claimed, not written: the budget ran out first
-            expired = self._expire_all(uow, context, claimed, cycle=cycle, left_alone=left_alone, deferred=deferred)
+            expired = self._expire_all(uow, claimed, cycle=cycle, left_alone=left_alone, deferred=deferred)
             bookkeeping.item_failure_clear(uow.conn, JOB_NAME, (p.id for p in expired))
             uow.commit()  # one change per batch: every transition and its outbox row, or nothing
         result = ExpireResult(
@@ -170,7 +171,6 @@ class ExpirePromotionsJob:
     def _expire_all(
         self,
         uow: UnitOfWork,
-        context: MessageContext,
         purchases: list[PromotionPurchase],
         *,
         cycle: Cycle,
@@ -189,14 +189,10 @@ class ExpirePromotionsJob:
         The events of those written are recorded in the unit of work, whose commit writes them. Either way all of
         it commits with the batch.
         """
-        # the envelope the unit of work would give the events: the run id, and the trace of the cycle span
-        context = MessageContext(
-            context.correlation_id, current_traceparent() or context.traceparent, context.extra_headers
-        )
         decided: list[_Transition] = []
         item_tracer = tracer() if spans_exported() else None  # no item spans when no span leaves the process
         for purchase in purchases:
-            transition = self._decide(uow, purchase, item_tracer=item_tracer, context=context, cycle=cycle)
+            transition = self._decide(uow, purchase, item_tracer=item_tracer, cycle=cycle)
             if transition is not None:
                 decided.append(transition)
         return [t.purchase for t in self._write_all(uow, decided, cycle, left_alone, deferred)]
@@ -207,10 +203,10 @@ class ExpirePromotionsJob:
         purchase: PromotionPurchase,
         *,
         item_tracer: Tracer | None,
-        context: MessageContext,
         cycle: Cycle,
     ) -> _Transition | None:
-        """The domain's transition of one purchase and its outbox row; None (recorded as poison) when it fails."""
+        """The domain's transition of one purchase and its events' payloads; None (recorded as poison) when it
+        fails."""
         span = None
         if item_tracer is not None:  # a child of the cycle span; not made current (nothing below reads it)
             attributes = {
@@ -223,8 +219,9 @@ class ExpirePromotionsJob:
             expected_version = purchase.version
             assert cycle.as_of is not None
             purchase.expire(cycle.as_of)
-            # built here, so that a purchase whose event cannot be built is a poison item too
-            rows = [_outbox_row(e, context) for e in purchase.events]
+            # built here, so that a purchase whose event cannot be built is a poison item too (the payload straight
+            # from the aggregate, without building and dumping the model: 200 per cycle)
+            events = [(_CONTRACT.payload_of(e.purchase), e.occurred_at) for e in purchase.events]
         except Exception as exc:  # noqa: BLE001 - any failure of one purchase's domain work makes it poison (A2)
             if span is not None:
                 span.record_exception(exc)
@@ -234,7 +231,7 @@ class ExpirePromotionsJob:
         finally:
             if span is not None:
                 span.end()
-        return _Transition(purchase, expected_version, rows)
+        return _Transition(purchase, expected_version, events)
 
     def _write_all(
         self,
@@ -248,12 +245,13 @@ class ExpirePromotionsJob:
         if it fails (until the cycle's budget is spent: the rest are ``deferred`` to the next cycle)."""
         if not decided:
             return []
-        outbox_rows = [(t.purchase.id, row) for t in decided for row in t.rows]
-        uow.inserting(row for _, row in outbox_rows)  # the statement inserts them; the commit captures them (cdc)
+        for transition in decided:
+            _record(uow, transition)
         try:
             with uow.conn.transaction():  # SAVEPOINT: the outer batch transaction is already open
+                # the statement inserts the recorded events' rows of the purchases it changed
                 changed = repository.purchase_expire_many(
-                    uow.conn, [(t.purchase, t.expected_version) for t in decided], outbox_rows
+                    uow.conn, [(t.purchase, t.expected_version) for t in decided], uow.take_outbox_rows()
                 )
         except Exception as exc:
             if faults.classify(exc, uow.conn).transient:
@@ -270,7 +268,6 @@ class ExpirePromotionsJob:
                     break
                 if self._write_one(uow, transition, cycle, left_alone):
                     written.append(transition)
-            uow.add_outbox_rows(row for t in written for row in t.rows)  # written at the batch's commit
             return written
         written = []
         for transition in decided:
@@ -283,12 +280,14 @@ class ExpirePromotionsJob:
     def _write_one(
         self, uow: UnitOfWork, transition: _Transition, cycle: Cycle, left_alone: list[PromotionPurchase]
     ) -> bool:
-        """The fallback: one purchase's guarded UPDATE in its own savepoint; a poison one is rolled back alone."""
+        """The fallback: one purchase's guarded UPDATE and its events in its own savepoint; a poison one is rolled back
+        alone. The events become outbox rows at the batch's commit."""
         try:
             with uow.conn.transaction():
                 repository.purchase_update_status(
                     uow.conn, transition.purchase, expected_version=transition.expected_version
                 )
+                _record(uow, transition)
         except repository.VersionConflictError as exc:
             self._conflicted(uow, transition.purchase, exc, cycle, left_alone)
             return False
@@ -323,18 +322,19 @@ class ExpirePromotionsJob:
         )  # fmt: skip
 
 
-def _outbox_row(event: PurchaseChanged, context: MessageContext) -> OutboxRow:
-    """The event's outbox row, its payload built straight from the aggregate (the model's dump, field for field,
-    without building and dumping the model: 200 per cycle)."""
-    kind = PromotionPurchaseChangedKafkaEvent
-    payload = kind.payload_of(event.purchase)
-    return build_payload_row(kind, payload["PurchaseId"], payload, occurred_at=event.occurred_at, context=context)
+_CONTRACT = PromotionPurchaseChangedKafkaEvent
+
+
+def _record(uow: UnitOfWork, transition: _Transition) -> None:
+    """Record a transition's events in the unit of work (keyed by the PurchaseId, as the statement's guard reads)."""
+    for payload, occurred_at in transition.events:
+        uow.record(_CONTRACT, payload["PurchaseId"], payload, occurred_at)
 
 
 @dataclass(frozen=True)
 class _Transition:
-    """A purchase the domain expired (not written yet), the version it was read at, and its outbox rows."""
+    """A purchase the domain expired (not written yet), the version it was read at, and its events' payloads."""
 
     purchase: PromotionPurchase
     expected_version: int
-    rows: list[OutboxRow]
+    events: list[tuple[dict[str, Any], datetime]]
