@@ -6,7 +6,9 @@ CREATE SCHEMA IF NOT EXISTS outbox;
 
 CREATE TABLE outbox.message (
     id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    message_id       uuid        NOT NULL UNIQUE,             -- MessageId: header and consumer dedup key
+    -- MessageId: header and consumer dedup key; unique with the topic (migration 0002, outbox/migrations.sql: a
+    -- contract migration writes one event as two rows, its v1 and its v2, on two topics)
+    message_id       uuid        NOT NULL UNIQUE,
     vpart            smallint    NOT NULL CHECK (vpart >= 0), -- stable hash of message_key; the relay's unit of ownership
     topic            text        NOT NULL,
     message_key      text        NOT NULL,                    -- Kafka key: the contract's aggregate id
@@ -43,7 +45,7 @@ CREATE INDEX ix_outbox_message_key_id ON outbox.message (message_key, id);
 -- Rows the broker will never accept, moved aside with their error; their key's later rows wait behind them.
 CREATE TABLE outbox.dead_letter (
     id               bigint      PRIMARY KEY,                 -- the outbox id it had
-    message_id       uuid        NOT NULL UNIQUE,
+    message_id       uuid        NOT NULL UNIQUE,             -- unique with the topic (migration 0002)
     vpart            smallint    NOT NULL,
     topic            text        NOT NULL,
     message_key      text        NOT NULL,

@@ -30,7 +30,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from pin.db import load_queries
-from pin.messaging.contracts import Contract, utc_iso
+from pin.messaging.contracts import Contract, successor_of, utc_iso
 
 
 class OutboxMode(enum.StrEnum):
@@ -57,6 +57,26 @@ def set_outbox_mode(mode: OutboxMode) -> OutboxMode:
 def outbox_mode() -> OutboxMode:
     """The process's outbox mode."""
     return _mode
+
+
+class Publish(enum.StrEnum):
+    """The rows of an event type in migration (PIN_CONTRACT_MIGRATIONS, docs/runbooks/contract-migration.md)."""
+
+    DUAL = "dual"  # the v1 row and the v2 row of each event, with the same MessageId
+    V2 = "v2"  # the sunset: the v2 row only
+
+
+# The process's contract migrations (event type -> Publish), set once at start by the composition root
+# (pin.messaging.migrations.start_migrations) from PIN_CONTRACT_MIGRATIONS; an event type not named writes v1 rows.
+_publish: dict[str, Publish] = {}
+
+
+def set_contract_migrations(publish: Mapping[str, str]) -> dict[str, Publish]:
+    """Set what the rows of each event type in migration are; returns the previous setting."""
+    global _publish
+    with _mode_lock:
+        previous, _publish = _publish, {event_type: Publish(value) for event_type, value in publish.items()}
+    return previous
 
 
 # Virtual partitions of the key space; the relay's unit of ownership. Changing it re-homes keys: never
@@ -101,8 +121,32 @@ def build_rows(
 ) -> list[OutboxRow]:
     """The outbox rows of one event: the envelope of SPEC section 6 (MessageId, ContractVersion, OccurredAt,
     headers) around its payload (the contract's fields under their contract names, as ``kind.to_payload()`` or a
-    payload builder gives them). The one row builder: the unit of work calls it for every recorded event."""
+    payload builder gives them). The one row builder: the unit of work calls it for every recorded event.
+
+    While the event type is in migration to its successor (:func:`set_contract_migrations`), the event is also the
+    successor's row on its own topic (``kind.from_predecessor`` of the payload) under the same MessageId, so a
+    group that moves from one topic to the other applies it once (its inbox); after the sunset, only that row.
+    Both come from here, so every producer path writes both in its one transaction.
+    """
     message_id = uuid.uuid4()
+    publish = _publish.get(kind.EVENT_TYPE) if _publish else None
+    successor = successor_of(kind) if publish is not None else None
+    if successor is None:
+        return [_row(kind, key, payload, message_id, occurred_at, context)]
+    second = _row(successor, key, successor.from_predecessor(payload), message_id, occurred_at, context)
+    if publish is Publish.V2:
+        return [second]
+    return [_row(kind, key, payload, message_id, occurred_at, context), second]
+
+
+def _row(  # noqa: PLR0917 - the private builder of build_rows, called with its arguments in order
+    kind: type[Contract],
+    key: str,
+    payload: Mapping[str, object],
+    message_id: uuid.UUID,
+    occurred_at: datetime,
+    context: MessageContext,
+) -> OutboxRow:
     full = {
         **payload,
         "MessageId": str(message_id),
@@ -112,7 +156,7 @@ def build_rows(
     headers = {"correlation-id": context.correlation_id, **context.extra_headers}
     if context.traceparent:
         headers["traceparent"] = context.traceparent
-    row = OutboxRow(
+    return OutboxRow(
         message_id=message_id,
         topic=kind.TOPIC,
         key=key,
@@ -122,7 +166,6 @@ def build_rows(
         headers=headers,
         occurred_at=occurred_at,
     )
-    return [row]
 
 
 # The outbox row's columns, in the order of the inserts' parameters, and the array type of each in a batch insert.
