@@ -3,9 +3,12 @@ with its reason, and never stops the rest."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from pin.db import Conn
 from pin.messaging import topics
-from pin.settings import Settings
+from pin.messaging.migrations import migration_states
+from pin.settings import ConfigurationError, Settings
 from pin.status import database
 from pin.status.broker import consumer_offsets
 from pin.status.snapshot import (
@@ -13,6 +16,7 @@ from pin.status.snapshot import (
     ConsumerView,
     Cycles,
     JobView,
+    MigrationView,
     OutboxView,
     Poison,
     Snapshot,
@@ -45,7 +49,29 @@ def collect_status(settings: Settings, *, kafka: bool = True, kafka_timeout: flo
         )
         for group in topics.CONSUMER_GROUPS
     )
-    return Snapshot(clock=clock, jobs=jobs, outbox=outbox, consumers=consumers)
+    return Snapshot(clock=clock, jobs=jobs, outbox=outbox, consumers=consumers, migrations=_migrations(settings, clock))
+
+
+def _migrations(settings: Settings, clock: datetime | Unavailable) -> tuple[MigrationView, ...] | Unavailable:
+    """The event types in migration, with the groups still reading v1 (the routing table) and the deadline."""
+    now = datetime.now(UTC) if isinstance(clock, Unavailable) else clock
+    try:
+        states = migration_states(settings.contract_migrations)
+    except ConfigurationError as exc:
+        return Unavailable(str(exc))
+    return tuple(
+        MigrationView(
+            event_type=state.event_type,
+            v1_topic=state.v1_topic,
+            v2_topic=state.v2_topic,
+            publish=state.publish,
+            deadline=state.deadline,
+            overdue=state.overdue(now),
+            v1_groups=state.v1_groups,
+            v2_groups=state.v2_groups,
+        )
+        for state in states
+    )
 
 
 def _jobs(conn: Conn | Unavailable) -> tuple[JobView, ...]:
