@@ -5,6 +5,7 @@ the sunset is refused while a group still reads v1. docs/runbooks/contract-migra
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
@@ -13,10 +14,12 @@ from typing import Any
 import pytest
 from psycopg_pool import ConnectionPool
 from pydantic import ValidationError
+from rich.console import Console
 
 from pin.contract_check import uncommitted_successors
 from pin.db import Conn
 from pin.embedded.kafka import EmbeddedKafka
+from pin.messaging import migrations
 from pin.messaging.consumer import ConsumerRuntime, Items, Route
 from pin.messaging.contract_compat import compare
 from pin.messaging.groups import select_routes
@@ -26,6 +29,8 @@ from pin.outbox.dead_letters import AmbiguousMessageIdError, dead_letter_discard
 from pin.outbox.relay import OutboxRelay
 from pin.outbox.writer import MOVED_COLUMNS_SQL, MessageContext, build_rows, set_contract_migrations
 from pin.settings import ConfigurationError, Settings
+from pin.status import render
+from pin.status.collect import collect_status
 from pin.unit_of_work import UnitOfWork
 from tests.consumers.support import metric, running_runtimes
 from tests.outbox.migration_contracts import (
@@ -365,3 +370,45 @@ def test_the_dead_letter_commands_name_a_letter_by_message_id_and_topic(pool: Co
         assert dead_letter_discard(conn, uuid.uuid4()) is False
         assert dead_letter_discard(conn, message_id) is True  # the one left (v1): no topic needed
     assert [row["topic"] for row in _outbox(pool)] == [SAMPLE_V2_TOPIC]
+
+
+# --- pin status ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_pin_status_lists_the_groups_still_on_v1_and_the_deadline(
+    make_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the routing table of the real groups does not read the tests' pair: say who reads it, as a route table would
+    monkeypatch.setattr(migrations, "readers_by_event_type", lambda: {SAMPLE_EVENT_TYPE: ("crm", "news")})
+    deadline = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)  # passed an hour ago
+    window = {"since": (deadline - timedelta(days=7)).isoformat(), "deadline": deadline.isoformat()}
+    settings = make_settings(contract_migrations={SAMPLE_EVENT_TYPE: _migration(v2_groups=["crm"], **window)})
+
+    snapshot = collect_status(settings, kafka=False)
+
+    (shown,) = json.loads(json.dumps(snapshot.document(), default=str))["contractMigrations"]
+    assert shown == {
+        "eventType": SAMPLE_EVENT_TYPE,
+        "v1Topic": SAMPLE_V1_TOPIC,
+        "v2Topic": SAMPLE_V2_TOPIC,
+        "publish": "dual",
+        "deadline": str(deadline),
+        "overdue": True,
+        "v1Groups": ["news"],
+        "v2Groups": ["crm"],
+    }
+    console = Console(record=True, width=220, color_system=None)
+    console.print(render(snapshot))
+    text = console.export_text()
+    assert "Contract migrations" in text
+    row = next(line for line in text.splitlines() if SAMPLE_EVENT_TYPE in line)
+    assert f"{SAMPLE_V1_TOPIC} + {SAMPLE_V2_TOPIC}" in row
+    assert f"{deadline:%Y-%m-%d %H:%M:%S}Z overdue" in row
+    assert "news" in row
+
+
+@pytest.mark.integration
+def test_pin_status_without_a_migration_shows_none(make_settings: Callable[..., Settings]) -> None:
+    snapshot = collect_status(make_settings(), kafka=False)
+    assert "contractMigrations" not in snapshot.document()

@@ -86,18 +86,10 @@ def migration_states(
             )
         old, new = pair
         reading = readers.get(event_type, ())
-        states.append(
-            MigrationState(
-                event_type=event_type,
-                v1_topic=old.TOPIC,
-                v2_topic=new.TOPIC,
-                publish=migration.publish,
-                since=migration.since,
-                deadline=migration.deadline,
-                v1_groups=tuple(g for g in reading if g not in migration.v2_groups),
-                v2_groups=tuple(g for g in reading if g in migration.v2_groups),
-            )
-        )
+        on_v1 = tuple(g for g in reading if g not in migration.v2_groups)
+        on_v2 = tuple(g for g in reading if g in migration.v2_groups)
+        window = (migration.publish, migration.since, migration.deadline)
+        states.append(MigrationState(event_type, old.TOPIC, new.TOPIC, *window, on_v1, on_v2))
     return tuple(states)
 
 
