@@ -6,9 +6,13 @@ the sunset is refused while a group still reads v1. docs/runbooks/contract-migra
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -412,3 +416,19 @@ def test_pin_status_lists_the_groups_still_on_v1_and_the_deadline(
 def test_pin_status_without_a_migration_shows_none(make_settings: Callable[..., Settings]) -> None:
     snapshot = collect_status(make_settings(), kafka=False)
     assert "contractMigrations" not in snapshot.document()
+
+
+@pytest.mark.integration
+def test_a_role_refuses_to_start_on_a_migration_it_cannot_carry_out(tmp_path: Path) -> None:
+    env = {
+        "PATH": os.environ["PATH"],
+        "PIN_HOME": str(tmp_path),  # no `pin up` state to borrow from
+        "PIN_CONTRACT_MIGRATIONS": json.dumps({"pin.calendar.appointment-cancelled": _migration()}),
+    }
+    command = [sys.executable, "-m", "pin", "relay", "--once"]
+    started = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert started.returncode == 2
+    assert started.stderr.strip().splitlines() == [
+        "pin: configuration error: PIN_CONTRACT_MIGRATIONS: 'pin.calendar.appointment-cancelled' has no successor"
+        " contract (a v2 naming its PREDECESSOR)"
+    ]
