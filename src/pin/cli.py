@@ -247,10 +247,11 @@ def dead_letters_list_command(
 def dead_letters_replay_command(
     message_id: Annotated[uuid.UUID | None, typer.Argument(help="The MessageId to replay.")] = None,
     replay_all: Annotated[bool, typer.Option("--all", help="Replay every dead letter.")] = False,
+    topic: Annotated[str | None, typer.Option(help="The letter's topic (a MessageId with letters on two).")] = None,
 ) -> None:
     """Put a dead letter back at the head of its key in the outbox (after fixing its cause)."""
     from pin.db import ConnectionPolicy, connect
-    from pin.outbox.dead_letters import dead_letter_replay
+    from pin.outbox.dead_letters import AmbiguousMessageIdError, dead_letter_replay
 
     if (message_id is None) == (not replay_all):
         raise ConfigurationError("give a MESSAGE_ID or --all")
@@ -259,7 +260,10 @@ def dead_letters_replay_command(
     settings = load_settings()
     set_outbox_mode(OutboxMode(settings.outbox_mode))  # in cdc mode the replayed rows are captured too
     with connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
-        replayed = dead_letter_replay(conn, message_id)
+        try:
+            replayed = dead_letter_replay(conn, message_id, topic)
+        except AmbiguousMessageIdError as exc:
+            raise ConfigurationError(str(exc)) from None
     if message_id is not None and not replayed:
         print(f"pin: no dead letter {message_id}", file=sys.stderr)
         raise typer.Exit(1)
@@ -269,14 +273,19 @@ def dead_letters_replay_command(
 @dead_letters_app.command("discard")
 def dead_letters_discard_command(
     message_id: Annotated[uuid.UUID, typer.Argument(help="The MessageId to drop for good.")],
+    topic: Annotated[str | None, typer.Option(help="The letter's topic (a MessageId with letters on two).")] = None,
 ) -> None:
     """Drop a dead letter for good; the later rows of its key are then published."""
     from pin.db import ConnectionPolicy, connect
-    from pin.outbox.dead_letters import dead_letter_discard
+    from pin.outbox.dead_letters import AmbiguousMessageIdError, dead_letter_discard
 
     settings = load_settings()
     with connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
-        if not dead_letter_discard(conn, message_id):
+        try:
+            discarded = dead_letter_discard(conn, message_id, topic)
+        except AmbiguousMessageIdError as exc:
+            raise ConfigurationError(str(exc)) from None
+        if not discarded:
             print(f"pin: no dead letter {message_id}", file=sys.stderr)
             raise typer.Exit(1)
     print_json({"discarded": str(message_id)})

@@ -2,7 +2,9 @@
 
 Generates the JSON Schema of every published contract from its model and compares it with the committed schema
 of the same name in DIR (default ``docs/contracts``, the golden files). Prints one line per breaking change
-(contract, field, kind of break) and exits 1; 0 when every change is additive; 2 on bad usage.
+(contract, field, kind of break) and exits 1; 0 when every change is additive; 2 on bad usage. A successor
+contract (a v2, docs/runbooks/contract-migration.md) has its own schema file, which must be committed with it:
+from then on it is checked as every other, and the v1's stays frozen.
 """
 
 from __future__ import annotations
@@ -32,6 +34,19 @@ def current_schemas() -> dict[str, dict[str, Any]]:
     return {name: schema for documents in CONTRACT_SETS for name, schema in documents.message_schemas().items()}
 
 
+def uncommitted_successors(committed: dict[str, dict[str, Any]], sets: tuple[ContractSet, ...]) -> list[str]:
+    """One line per successor contract whose schema is not committed (a v2 is gated from its first commit)."""
+    return [
+        f"{name.removesuffix('.schema.json')}: (contract): a successor of {contract.PREDECESSOR.__name__} without its"
+        " committed schema (generate it and commit it with the v2)"
+        for documents in sets
+        for contract in documents.contracts
+        if contract.PREDECESSOR is not None
+        for name in documents.message_schemas_of((contract,))
+        if name not in committed
+    ]
+
+
 def main(argv: list[str]) -> int:
     """Run the gate; the exit code is the verdict (0 compatible, 1 breaking, 2 usage)."""
     parser = _Parser(prog="python -m pin.contract_check", description=__doc__.splitlines()[0] if __doc__ else None)
@@ -40,7 +55,7 @@ def main(argv: list[str]) -> int:
     committed = schema_files(args.committed) if args.committed.is_dir() else {}
     if not committed:
         parser.error(f"no committed contract schemas (*.schema.json) in {args.committed}")
-    breaks = compare(committed, current_schemas())
+    breaks = compare(committed, current_schemas()) + uncommitted_successors(committed, CONTRACT_SETS)
     for line in breaks:
         sys.stdout.write(f"{line}\n")
     if breaks:

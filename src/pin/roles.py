@@ -15,6 +15,7 @@ from types import FrameType
 import structlog
 
 from pin.backoff import exponential_backoff
+from pin.messaging.migrations import start_migrations
 from pin.observability.logging import configure_logging, error_text
 from pin.observability.metrics import serve_metrics
 from pin.observability.tracing import configure_tracing_from_env
@@ -46,6 +47,7 @@ def start_role(role: str, *, metrics: bool = True) -> RoleContext:
     settings = load_settings()
     set_outbox_mode(OutboxMode(settings.outbox_mode))  # every producer path of this process writes in this mode
     configure_logging(settings.log_level, settings.log_format, role=role)
+    start_migrations(settings)  # a bad one is a configuration error; an overdue one a warning
     configure_tracing_from_env(role)
     _tune_collector()
     if metrics:

@@ -16,10 +16,20 @@ from typing import Any, Literal
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
-from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pin.messaging.topics import PARTITIONS
+from pin.messaging.topics import CONSUMER_GROUPS, PARTITIONS
 
 # Defaults stated once: the settings below and the components' own configurations (the runner, the jobs, the
 # calendar's policy) take them from here.
@@ -31,6 +41,33 @@ CANCEL_CUTOFF_MINUTES = 60  # INV-APT-3: an investor cancels or reschedules unti
 
 class ConfigurationError(Exception):
     """The environment holds a bad configuration value."""
+
+
+class ContractMigration(BaseModel):
+    """One event type's move to its successor contract (PIN_CONTRACT_MIGRATIONS, docs/runbooks/contract-migration.md)"""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # "dual": every producer path writes the v1 and the v2 row of each event, with the same MessageId, in the same
+    # transaction; "v2": the sunset, v1 rows stop (refused while a group still reads v1, unless force_sunset).
+    publish: Literal["dual", "v2"] = "dual"
+    # When dual-publish was turned on, and by when every group reads v2: the window, at most the inbox's dedup
+    # window (a group moved to v2 reads the v2 topic from its start; its inbox absorbs what it applied from v1).
+    since: AwareDatetime
+    deadline: AwareDatetime
+    # The consumer groups that read v2 of this event type (the others read v1): moving one is this setting.
+    v2_groups: tuple[str, ...] = ()
+    # Sunset although a group still reads v1 (it then reads nothing new of this event type).
+    force_sunset: bool = False
+
+    @model_validator(mode="after")
+    def _window_and_groups(self) -> ContractMigration:
+        if self.deadline <= self.since:
+            raise ValueError("deadline must be after since")
+        unknown = sorted(set(self.v2_groups) - set(CONSUMER_GROUPS))
+        if unknown:
+            raise ValueError(f"v2_groups: unknown consumer group(s) {', '.join(unknown)}")
+        return self
 
 
 class Settings(BaseSettings):
@@ -117,6 +154,9 @@ class Settings(BaseSettings):
     # `pin status`: a group whose live members have held no partition for longer than this is wedged (0: derived,
     # 2 x PIN_KAFKA_SESSION_TIMEOUT_MS + PIN_KAFKA_MAX_POLL_INTERVAL_MS, the longest a healthy rebalance waits).
     consumer_wedged_after_seconds: float = Field(default=0.0, ge=0, le=86_400)
+    # Consumers: how long a group's inbox keeps a MessageId (its dedup window): a redelivery or a copy on another
+    # topic (a contract migration's v2 row) within it is skipped; the runtime prunes older rows.
+    consumer_inbox_retention_seconds: float = Field(default=14 * 86_400, ge=3_600, le=366 * 86_400)
     # Partitions of each topic the system creates (`pin topics`, `pin up`, a role creating a missing topic): the
     # most busy consumers of a group per topic. Never changes an existing topic (docs/operations.md: changing it).
     kafka_topic_partitions: int = Field(default=PARTITIONS, ge=1, le=10_000)
@@ -232,6 +272,10 @@ class Settings(BaseSettings):
     relay_gauge_refresh_seconds: float = 5.0
     # Cap of the outbox backlog count (a bounded count, never a scan of a huge table per refresh).
     relay_backlog_count_cap: int = 100_000
+    # Contract migrations in progress, by event type (JSON: {"<event type>": {"since": ..., "deadline": ...,
+    # "publish": "dual"|"v2", "v2_groups": [...], "force_sunset": false}}): see ContractMigration and
+    # docs/runbooks/contract-migration.md. Checked at every role's start (pin.messaging.migrations).
+    contract_migrations: dict[str, ContractMigration] = Field(default_factory=dict)
 
     # Test only, never set in production: `pin relay` freezes at ``after-produce|after-ack[:N]`` (of batch N).
     relay_test_fault: str = ""
@@ -301,6 +345,18 @@ class Settings(BaseSettings):
         """The Kafka principal of ``role`` (relay, a consumer group, operator)."""
         principal: str = getattr(self, f"kafka_principal_{role}")
         return principal
+
+    @model_validator(mode="after")
+    def _migration_window_within_the_inbox_dedup_window(self) -> Settings:
+        for event_type, migration in self.contract_migrations.items():
+            window = (migration.deadline - migration.since).total_seconds()
+            if window > self.consumer_inbox_retention_seconds:
+                dedup = self.consumer_inbox_retention_seconds
+                raise ValueError(
+                    f"contract_migrations[{event_type}]: the window since..deadline ({window:.0f} s) exceeds the"
+                    f" inbox dedup window PIN_CONSUMER_INBOX_RETENTION_SECONDS ({dedup:.0f} s)"
+                )
+        return self
 
     @model_validator(mode="after")
     def _relay_lease_outlives_heartbeats(self) -> Settings:

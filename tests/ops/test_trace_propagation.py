@@ -86,7 +86,7 @@ def test_a_use_case_span_continues_in_the_consumer_through_outbox_relay_and_brok
         tracer().start_as_current_span("cancel appointment") as use_case,
         UnitOfWork(pool, MessageContext("req-trace-1"), traceparent_provider=current_traceparent) as uow,
     ):
-        uow.record(event, database_now(uow.conn))
+        uow.record(*event.recorded(), database_now(uow.conn))
         uow.commit()
     origin = use_case.get_span_context()
     trace_id = f"{origin.trace_id:032x}"

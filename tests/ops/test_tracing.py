@@ -70,7 +70,7 @@ def test_the_outbox_row_carries_the_traceparent_of_the_span_that_wrote_it(pool: 
 
     with tracer.start_as_current_span("appointment-timeout cycle", attributes={"pin.run_id": run_id}) as span:
         with UnitOfWork(pool, MessageContext(run_id), traceparent_provider=current_traceparent) as uow:
-            uow.record(probe, database_now(uow.conn))
+            uow.record(*probe.recorded(), database_now(uow.conn))
             uow.commit()
         span_context = span.get_span_context()
 
@@ -103,7 +103,7 @@ def test_the_outbox_row_carries_the_traceparent_of_the_span_that_wrote_it(pool: 
 def test_outside_a_span_the_row_has_no_traceparent(pool: ConnectionPool[Conn]) -> None:
     probe = ProbeEvent(probe_id=uuid.uuid4())
     with UnitOfWork(pool, MessageContext("req-1"), traceparent_provider=current_traceparent) as uow:
-        uow.record(probe, database_now(uow.conn))
+        uow.record(*probe.recorded(), database_now(uow.conn))
         uow.commit()
     with pool.connection() as conn:
         row = conn.execute("SELECT headers FROM outbox.message").fetchone()

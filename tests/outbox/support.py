@@ -17,7 +17,7 @@ from pin.messaging.kafka import ensure_topics, producer_config
 from pin.outbox.relay import OutboxRelay, RelayConfig, RelayHooks
 from pin.outbox.relay.batch import PendingRow
 from pin.outbox.relay.errors import SendError
-from pin.outbox.writer import MessageContext, OutboxRow, build_row, outbox_insert
+from pin.outbox.writer import MessageContext, OutboxRow, build_rows, outbox_insert
 from pin.settings import Settings
 from tests.support.kafka import Record
 
@@ -51,7 +51,9 @@ class ThingHappened(Contract):
 def event_row(key: str, seq: int, *, blob: str = "", correlation_id: str = "test-run") -> OutboxRow:
     """One outbox row of ThingHappened."""
     context = MessageContext(correlation_id, traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
-    return build_row(ThingHappened(thing_id=key, seq=seq, blob=blob), occurred_at=datetime.now(UTC), context=context)
+    event = ThingHappened(thing_id=key, seq=seq, blob=blob)
+    (row,) = build_rows(*event.recorded(), occurred_at=datetime.now(UTC), context=context)
+    return row
 
 
 def insert_rows(database_url: str, rows: Iterable[OutboxRow]) -> list[OutboxRow]:

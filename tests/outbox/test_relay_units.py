@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import pytest
@@ -12,7 +11,7 @@ from pin.db import parse_queries
 from pin.outbox import metrics
 from pin.outbox.relay import RelayConfig, RelayHooks, hooks_for_fault
 from pin.outbox.relay.batch import PendingRow, waves
-from pin.outbox.relay.encoding import encode_value, kafka_headers
+from pin.outbox.relay.encoding import kafka_headers
 from pin.outbox.relay.errors import send_error_of
 from pin.outbox.relay.hooks import PauseAt
 from pin.settings import ConfigurationError, Settings
@@ -66,25 +65,6 @@ def test_envelope_headers_win_over_row_headers() -> None:
     assert headers["contract-version"] == "1"
     assert headers["event-type"] == "e"
     assert headers["correlation-id"] == "c"
-
-
-@pytest.mark.parametrize(
-    "payload",
-    [
-        {},
-        {"AppointmentId": str(uuid.uuid4()), "ContractVersion": 1, "OccurredAt": "2026-11-30T03:00:00.123456Z"},
-        {"Text": 'quote " backslash \\ newline \n tab \t ctl \u0001 comma, colon: ", "', "Name": "Zoë ✓ 𝄞"},
-        {"Nested": {"List": [1, -2, 3.5, 1e-07, 10000000000000000, True, False, None, [], {}]}, "Empty": ""},
-    ],
-)
-def test_the_value_is_the_compact_json_the_relay_always_sent(payload: dict[str, object]) -> None:
-    # the relay reads the jsonb column as PostgreSQL prints it (", " and ": " separators) and sends what
-    # json.dumps(separators=(",", ":"), ensure_ascii=False) gives for the decoded payload: byte for byte
-    as_postgres_prints_it = json.dumps(payload, ensure_ascii=False)
-
-    value = encode_value(as_postgres_prints_it)
-
-    assert value == json.dumps(json.loads(as_postgres_prints_it), separators=(",", ":"), ensure_ascii=False).encode()
 
 
 @pytest.mark.parametrize(

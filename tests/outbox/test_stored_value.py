@@ -1,8 +1,10 @@
-"""The row's stored value: written once by every insert path of the writer, sent by the relay as is, and byte for
-byte what the relay sent when it re-encoded the jsonb payload."""
+"""The row's stored value: written once by the writer's one insert (the unit of work's, and the fragment a set-based
+statement embeds), sent by the relay as is, and byte for byte what the relay sent when it re-encoded the jsonb
+payload; a row without one (written before the column existed) gets the same bytes from the same encoder."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -11,11 +13,10 @@ import pytest
 from pin.db import connect
 from pin.local.embedded.kafka import EmbeddedKafka
 from pin.outbox.relay import OutboxRelay
-from pin.outbox.relay.encoding import encode_value
 from pin.outbox.writer import (
     MessageContext,
     OutboxRow,
-    build_payload_row,
+    build_rows,
     insert_unnest_params,
     insert_unnest_sql,
     insert_values_params,
@@ -42,9 +43,10 @@ _PAYLOAD: dict[str, object] = {
 
 def _row(key: str) -> OutboxRow:
     context = MessageContext("test-run")
-    return build_payload_row(
+    (row,) = build_rows(
         ThingHappened, key, {**_PAYLOAD, "ThingId": key}, occurred_at=datetime.now(UTC), context=context
     )
+    return row
 
 
 def test_the_stored_value_of_every_insert_path_is_what_reaches_the_broker_and_what_the_relay_always_sent(
@@ -53,13 +55,14 @@ def test_the_stored_value_of_every_insert_path_is_what_reaches_the_broker_and_wh
     kafka: EmbeddedKafka,
     make_settings: Callable[..., Settings],
 ) -> None:
-    single, values_row, unnest_row, replayed = _row("one"), _row("two"), _row("three"), _row("four")
+    single, values_row, kept, dropped, replayed = _row("one"), _row("two"), _row("three"), _row("five"), _row("four")
     with connect(database_url) as conn:
         outbox_insert(conn, [single, replayed])
         conn.execute(insert_values_sql(1), insert_values_params([values_row]))  # type: ignore[arg-type]
+        # the fragment of a set-based statement, keeping the rows of the keys it changed
         conn.execute(
-            insert_unnest_sql(owner_type="int", where="m.owner > 0"),  # type: ignore[arg-type]
-            insert_unnest_params([(1, unnest_row)]),
+            insert_unnest_sql(where="m.message_key = 'three'"),  # type: ignore[arg-type]
+            insert_unnest_params([kept, dropped]),
         )
         # a row put back from the dead letters has no stored value: the relay encodes its payload
         conn.execute("UPDATE outbox.message SET value = NULL WHERE message_id = %s", (replayed.message_id,))
@@ -75,10 +78,11 @@ def test_the_stored_value_of_every_insert_path_is_what_reaches_the_broker_and_wh
 
     assert (cycle.read, cycle.published) == (4, 4)
     records = {r.headers["message-id"]: r for r in read_topic(kafka.bootstrap_servers, TOPIC, expected=4)}
-    assert set(records) == set(stored) == {str(r.message_id) for r in (single, values_row, unnest_row, replayed)}
+    assert set(records) == set(stored) == {str(r.message_id) for r in (single, values_row, kept, replayed)}
     for message_id, row in stored.items():
         # what the relay sent before the value was stored: the jsonb column decoded and re-encoded
-        assert records[message_id].value == encode_value(str(row["payload"]))
+        reencoded = json.dumps(json.loads(str(row["payload"])), separators=(",", ":"), ensure_ascii=False)
+        assert records[message_id].value == reencoded.encode()
         if message_id != str(replayed.message_id):
             assert records[message_id].value == str(row["value"]).encode()
     assert stored[str(replayed.message_id)]["value"] is None

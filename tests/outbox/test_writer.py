@@ -16,7 +16,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.calendar import repository as calendar_repository
 from pin.db import Conn
-from pin.outbox.writer import MessageContext, build_row, kafka_value, outbox_insert
+from pin.outbox.writer import MessageContext, build_rows, kafka_value, outbox_insert
 from pin.promotion import repository as promotion_repository
 from pin.unit_of_work import UnitOfWork
 from tests.calendar.worker.factory import seed_appointments
@@ -28,7 +28,7 @@ from tests.support.deep import examples
 _READ_BACK = """
 SELECT message_id::text, vpart, topic, message_key, event_type, contract_version, payload::text, headers::text,
        occurred_at
-  FROM outbox.message WHERE message_key = %s
+  FROM outbox.message WHERE message_key = %s AND event_type = 'pin.test.thing-happened'
 """
 _CONTEXT = MessageContext(
     "run-\u00e9",
@@ -38,9 +38,9 @@ _CONTEXT = MessageContext(
 _OCCURRED_AT = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 
 
-def _event() -> ThingHappened:
+def _event(key: str) -> ThingHappened:
     """An event with what JSON encoders disagree on: non-ASCII, escapes, a line separator, a big number."""
-    return ThingHappened(thing_id=f"key-{uuid.uuid4()}", seq=2**53 + 1, blob="caf\u00e9 \u2028 \u00fc\n\t</script>")
+    return ThingHappened(thing_id=key, seq=2**53 + 1, blob="caf\u00e9 \u2028 \u00fc\n\t</script>")
 
 
 def _stored(conn: Conn, key: str) -> dict[str, Any]:
@@ -64,11 +64,12 @@ def _rolled_back(pool: ConnectionPool[Conn], key: str, write: Callable[[Conn], N
 def test_the_unit_of_work_the_calendar_write_and_the_promotion_batch_write_store_the_same_bytes(
     pool: ConnectionPool[Conn],
 ) -> None:
-    event = _event()
-    row = build_row(event, occurred_at=_OCCURRED_AT, context=_CONTEXT)
-    key = row.key
     (appointment,) = seed_appointments(pool, 1)
     (purchase,) = seed_purchases(pool, ends_at=db_now(pool) - timedelta(minutes=1))
+    # keyed by the purchase: the promotion statement inserts the rows of the purchases it changed, by their key
+    event = _event(str(purchase.id))
+    (row,) = build_rows(*event.recorded(), occurred_at=_OCCURRED_AT, context=_CONTEXT)
+    key = row.key
 
     def by_calendar_cluster_write(conn: Conn) -> None:
         cluster = calendar_repository.appointment_cluster_lock(conn, appointment.appointment_id)
@@ -80,17 +81,17 @@ def test_the_unit_of_work_the_calendar_write_and_the_promotion_batch_write_store
         assert current is not None
         expected_version = current.version
         current.expire(db_now(pool))
-        changed = promotion_repository.purchase_expire_many(conn, [(current, expected_version)], [(current.id, row)])
+        changed = promotion_repository.purchase_expire_many(conn, [(current, expected_version)], [row])
         assert changed == {current.id}
 
     reference = _rolled_back(pool, key, lambda conn: outbox_insert(conn, [row]))
     assert "caf\u00e9" in reference["payload"]
     with UnitOfWork(pool, _CONTEXT) as uow:
-        uow.record(event, _OCCURRED_AT)
+        uow.record(*event.recorded(), _OCCURRED_AT)
         uow.commit()
     with pool.connection() as conn:
         by_unit_of_work = _stored(conn, key)
-        conn.execute("DELETE FROM outbox.message WHERE message_key = %s", (key,))
+        conn.execute("DELETE FROM outbox.message WHERE message_key = %s AND topic = %s", (key, row.topic))
     assert by_unit_of_work == reference
     assert _rolled_back(pool, key, by_calendar_cluster_write) == reference
     assert _rolled_back(pool, key, by_promotion_batch_write) == reference

@@ -386,7 +386,7 @@ def _record_events(uow: UnitOfWork, cluster: AppointmentCluster, *, level: int =
     enabled = level > logging.DEBUG or _stdlib_log.isEnabledFor(level)
     for event in cluster.pull_events():
         contract, key, payload = payload_of(event)
-        uow.record_payload(contract, key, payload, event.occurred_at)
+        uow.record(contract, key, payload, event.occurred_at)
         if not enabled:
             continue
         # identifiers and enums only: no names, no free-text reasons (SPEC section 6)

@@ -41,7 +41,11 @@ class ContractSet:
 
     def message_schemas(self) -> dict[str, dict[str, Any]]:
         """File name (``<event type>.v<version>.schema.json``) -> the JSON Schema of each contract's message."""
-        return {f"{c.EVENT_TYPE}.v{c.CONTRACT_VERSION}.schema.json": self.message_schema(c) for c in self.contracts}
+        return self.message_schemas_of(self.contracts)
+
+    def message_schemas_of(self, contracts: tuple[type[Contract], ...]) -> dict[str, dict[str, Any]]:
+        """:meth:`message_schemas` of some of the set's contracts (a v1 and its v2 have a file each)."""
+        return {f"{c.EVENT_TYPE}.v{c.CONTRACT_VERSION}.schema.json": self.message_schema(c) for c in contracts}
 
     def message_schema(self, contract: type[Contract]) -> dict[str, Any]:
         """The JSON Schema of a message value: the contract's fields plus the envelope, nothing else."""

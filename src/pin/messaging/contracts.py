@@ -40,10 +40,33 @@ class Contract(BaseModel):
     CONTRACT_VERSION: ClassVar[int] = 1
     # the field whose value is the Kafka key: the aggregate id the contract names (its per-aggregate order)
     KEY_FIELD: ClassVar[str]
+    # A successor (a breaking change: docs/runbooks/contract-migration.md) names the contract it replaces: the same
+    # EVENT_TYPE and KEY_FIELD, CONTRACT_VERSION one more, its own topic ending in ".v<CONTRACT_VERSION>", its own
+    # committed schema. During the event type's migration window the outbox writes both rows of each event.
+    PREDECESSOR: ClassVar[type[Contract] | None] = None
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        """Register a successor with its predecessor (checked: a successor that breaks the rules is refused)."""
+        super().__pydantic_init_subclass__(**kwargs)
+        predecessor = cls.__dict__.get("PREDECESSOR")
+        if predecessor is not None:
+            _register_successor(predecessor, cls)
+
+    @classmethod
+    def from_predecessor(cls, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """A successor's payload of the event its predecessor's ``payload`` describes (contract names, no envelope):
+        the dual write's second row. Every successor defines it."""
+        raise NotImplementedError(f"{cls.__name__} defines no from_predecessor")
 
     def message_key(self) -> str:
         """The Kafka key: the value of the contract's KEY_FIELD."""
         return str(getattr(self, self.KEY_FIELD))
+
+    def recorded(self) -> tuple[type[Contract], str, dict[str, Any]]:
+        """The event as the unit of work records it: its contract, Kafka key and payload (``uow.record(*e.recorded(),
+        occurred_at)``), the form a payload builder gives without the model."""
+        return type(self), self.message_key(), self.to_payload()
 
     def to_payload(self) -> dict[str, Any]:
         """The contract's fields as JSON-ready values under their contract names."""
@@ -74,6 +97,40 @@ class Contract(BaseModel):
                 return cls(**{key: v for key, v in fields.items() if key in cls.model_fields}).to_payload()
             payload[alias] = value
         return payload
+
+
+# predecessor -> its successor (registered when the successor's class is defined)
+_SUCCESSORS: dict[type[Contract], type[Contract]] = {}
+
+
+def _register_successor(predecessor: type[Contract], successor: type[Contract]) -> None:
+    version = successor.CONTRACT_VERSION
+    problems = [
+        text
+        for broken, text in (
+            (successor.EVENT_TYPE != predecessor.EVENT_TYPE, "keeps its predecessor's EVENT_TYPE"),
+            (successor.KEY_FIELD != predecessor.KEY_FIELD, "keeps its predecessor's KEY_FIELD"),
+            (version != predecessor.CONTRACT_VERSION + 1, "has CONTRACT_VERSION one more than its predecessor's"),
+            (not successor.TOPIC.endswith(f".v{version}"), f"has its own topic ending in .v{version}"),
+            (successor.TOPIC == predecessor.TOPIC, "has its own topic"),
+            ("from_predecessor" not in successor.__dict__, "defines from_predecessor"),
+            (_SUCCESSORS.get(predecessor, successor) is not successor, "is the only successor of its predecessor"),
+        )
+        if broken
+    ]
+    if problems:
+        raise TypeError(f"{successor.__name__} is not a successor of {predecessor.__name__}: it " + "; ".join(problems))
+    _SUCCESSORS[predecessor] = successor
+
+
+def successor_of(contract: type[Contract]) -> type[Contract] | None:
+    """The contract that replaces ``contract`` (its v2), or None."""
+    return _SUCCESSORS.get(contract)
+
+
+def successions() -> dict[str, tuple[type[Contract], type[Contract]]]:
+    """Every event type with a successor: its contract and the successor, by event type."""
+    return {old.EVENT_TYPE: (old, new) for old, new in _SUCCESSORS.items()}
 
 
 # values a contract's JSON payload holds as they are

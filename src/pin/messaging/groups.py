@@ -7,6 +7,7 @@ modules are imported lazily so that one group's process does not load the others
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,9 +16,10 @@ from psycopg_pool import ConnectionPool
 from pin.db import Conn
 from pin.messaging.consumer import ConsumerRuntime, Route
 from pin.messaging.consumer.metrics import SLA
+from pin.messaging.contracts import successions
 from pin.messaging.kafka import consumer_config, producer_config
 from pin.messaging.topics import CONSUMER_GROUPS, dead_letter_topic
-from pin.settings import ConfigurationError, Settings
+from pin.settings import ConfigurationError, ContractMigration, Settings
 
 # group -> the module whose routes() says what the group reads
 _HANDLERS = {
@@ -38,12 +40,37 @@ assert set(SLA_SECONDS) == set(CONSUMER_GROUPS)
 SLA_WINDOW_SECONDS = 300
 
 
-def routes_of(group: str) -> dict[str, Route[Any]]:
-    """The topics ``group`` reads and its handler for each."""
+def routes_of(group: str, settings: Settings | None = None) -> dict[str, Route[Any]]:
+    """The topics ``group``'s code reads and its handler for each; with ``settings``, those it reads now (of an
+    event type it reads in both versions, the one PIN_CONTRACT_MIGRATIONS gives it: :func:`select_routes`)."""
     if group not in _HANDLERS:
         raise ConfigurationError(f"unknown consumer group {group!r} (one of {', '.join(CONSUMER_GROUPS)})")
     routes: dict[str, Route[Any]] = importlib.import_module(_HANDLERS[group]).routes()
-    return routes
+    return routes if settings is None else select_routes(group, routes, settings.contract_migrations)
+
+
+def select_routes(
+    group: str, routes: Mapping[str, Route[Any]], migrations: Mapping[str, ContractMigration]
+) -> dict[str, Route[Any]]:
+    """The routes ``group`` reads now: of an event type whose v1 and v2 it both handles, v2 when the event type's
+    migration lists the group among its ``v2_groups``, else v1 (operators move a group by that setting, without a
+    release). A group moved to a v2 it has no route for is a configuration error.
+
+    A group moved to v2 has no position on the v2 topic yet: it reads it from its start (auto.offset.reset
+    earliest), which is at most the migration window ago, and its inbox (whose dedup window the window may not
+    exceed: pin.settings) skips every event it already applied from v1 under the same MessageId.
+    """
+    chosen = dict(routes)
+    for event_type, (old, new) in successions().items():
+        migration = migrations.get(event_type)
+        on_v2 = migration is not None and group in migration.v2_groups
+        if on_v2 and new.TOPIC not in routes:
+            raise ConfigurationError(
+                f"PIN_CONTRACT_MIGRATIONS: {group} is moved to {new.TOPIC} but handles no such topic"
+            )
+        if old.TOPIC in routes and new.TOPIC in routes:
+            del chosen[old.TOPIC if on_v2 else new.TOPIC]
+    return chosen
 
 
 def topics_of(group: str) -> tuple[str, ...]:
@@ -55,7 +82,7 @@ def build_runtime(group: str, settings: Settings, pool: ConnectionPool[Conn], **
     """A consumer instance of ``group`` on ``pool``; ``options`` go to :class:`ConsumerRuntime` (retry, hooks)."""
     runtime = ConsumerRuntime(
         group=group,
-        routes=routes_of(group),
+        routes=routes_of(group, settings),
         pool=pool,
         consumer_config=consumer_config(settings, group, **{"client.id": f"pin-consume-{group}"}),
         producer_config=producer_config(settings, **{"client.id": f"pin-consume-{group}-dlq", "linger.ms": 0}),
@@ -64,6 +91,7 @@ def build_runtime(group: str, settings: Settings, pool: ConnectionPool[Conn], **
             "membership_interval": settings.consumer_membership_heartbeat_seconds,
             "lanes": settings.consumer_lanes,
             "max_ahead": settings.consumer_max_ahead,
+            "inbox_retention_seconds": settings.consumer_inbox_retention_seconds,
             **options,
         },
     )

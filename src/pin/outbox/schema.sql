@@ -6,7 +6,9 @@ CREATE SCHEMA IF NOT EXISTS outbox;
 
 CREATE TABLE outbox.message (
     id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    message_id       uuid        NOT NULL UNIQUE,             -- MessageId: header and consumer dedup key
+    -- MessageId: header and consumer dedup key; unique with the topic (migration 0002, outbox/migrations.sql: a
+    -- contract migration writes one event as two rows, its v1 and its v2, on two topics)
+    message_id       uuid        NOT NULL UNIQUE,
     vpart            smallint    NOT NULL CHECK (vpart >= 0), -- stable hash of message_key; the relay's unit of ownership
     topic            text        NOT NULL,
     message_key      text        NOT NULL,                    -- Kafka key: the contract's aggregate id
@@ -19,7 +21,7 @@ CREATE TABLE outbox.message (
     value            text,
     headers          jsonb       NOT NULL DEFAULT '{}',       -- correlation-id, traceparent, ...
     -- the consumer headers of ``headers`` as plain columns, for Debezium's outbox router (it places a column, not
-    -- a jsonb member, as a Kafka header); written from the same mapping (outbox/writer.py: insert_params)
+    -- a jsonb member, as a Kafka header); written from the same mapping (outbox/writer.py: insert_values_params)
     correlation_id   text,
     traceparent      text,
     occurred_at      timestamptz NOT NULL,
@@ -43,7 +45,7 @@ CREATE INDEX ix_outbox_message_key_id ON outbox.message (message_key, id);
 -- Rows the broker will never accept, moved aside with their error; their key's later rows wait behind them.
 CREATE TABLE outbox.dead_letter (
     id               bigint      PRIMARY KEY,                 -- the outbox id it had
-    message_id       uuid        NOT NULL UNIQUE,
+    message_id       uuid        NOT NULL UNIQUE,             -- unique with the topic (migration 0002)
     vpart            smallint    NOT NULL,
     topic            text        NOT NULL,
     message_key      text        NOT NULL,

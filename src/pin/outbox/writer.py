@@ -1,8 +1,11 @@
-"""The outbox row: its envelope, headers, columns and JSON encoding, and every way a row is inserted.
+"""The outbox row: its envelope, headers, columns and JSON encoding (the one encoder of every Kafka value), and the
+one insert every row goes through.
 
-Events become rows only here: :func:`outbox_insert` (the unit of work), and the fragments a set-based statement
-embeds (:func:`insert_values_sql`, :func:`insert_unnest_sql`). Why a key's rows are in commit order:
-docs/design/relay.md; the set-based writes: docs/design/one-statement-writes.md.
+Events become rows only through the unit of work (:meth:`pin.unit_of_work.UnitOfWork.record`), which builds them with
+:func:`build_rows` and inserts them with :func:`outbox_insert`, or hands them to a set-based statement that embeds
+the same insert (:func:`insert_values_sql` for a few rows, :func:`insert_unnest_sql` for a batch). The statements
+are in ``queries.sql``; their column lists are generated here from the one column tuple. Why a key's rows are in
+commit order: docs/design/relay.md; the set-based writes: docs/design/one-statement-writes.md.
 
 In cdc mode (:class:`OutboxMode`) the unit of work ends every transaction that inserted rows with
 :func:`outbox_capture`, which deletes them again: the WAL keeps the inserts, in commit order, for Debezium's outbox
@@ -17,15 +20,17 @@ import json
 import threading
 import uuid
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import LiteralString
 
 import orjson
 import psycopg
 from psycopg.types.json import Jsonb
 
-from pin.messaging.contracts import Contract, utc_iso
+from pin.db import load_queries
+from pin.messaging.contracts import Contract, successor_of, utc_iso
 
 
 class OutboxMode(enum.StrEnum):
@@ -52,6 +57,26 @@ def set_outbox_mode(mode: OutboxMode) -> OutboxMode:
 def outbox_mode() -> OutboxMode:
     """The process's outbox mode."""
     return _mode
+
+
+class Publish(enum.StrEnum):
+    """The rows of an event type in migration (PIN_CONTRACT_MIGRATIONS, docs/runbooks/contract-migration.md)."""
+
+    DUAL = "dual"  # the v1 row and the v2 row of each event, with the same MessageId
+    V2 = "v2"  # the sunset: the v2 row only
+
+
+# The process's contract migrations (event type -> Publish), set once at start by the composition root
+# (pin.messaging.migrations.start_migrations) from PIN_CONTRACT_MIGRATIONS; an event type not named writes v1 rows.
+_publish: dict[str, Publish] = {}
+
+
+def set_contract_migrations(publish: Mapping[str, str]) -> dict[str, Publish]:
+    """Set what the rows of each event type in migration are; returns the previous setting."""
+    global _publish
+    with _mode_lock:
+        previous, _publish = _publish, {event_type: Publish(value) for event_type, value in publish.items()}
+    return previous
 
 
 # Virtual partitions of the key space; the relay's unit of ownership. Changing it re-homes keys: never
@@ -87,23 +112,41 @@ class MessageContext:
     extra_headers: dict[str, str] = field(default_factory=dict)
 
 
-def build_row(contract: Contract, *, occurred_at: datetime, context: MessageContext) -> OutboxRow:
-    """The envelope of SPEC section 6 around a contract: MessageId, ContractVersion, OccurredAt, headers."""
-    return build_payload_row(
-        type(contract), contract.message_key(), contract.to_payload(), occurred_at=occurred_at, context=context
-    )
-
-
 # the rows of one unit of work or batch share their OccurredAt (the cycle's AsOf): written once
 _occurred_iso = functools.lru_cache(maxsize=16)(utc_iso)
 
 
-def build_payload_row(
+def build_rows(
     kind: type[Contract], key: str, payload: Mapping[str, object], *, occurred_at: datetime, context: MessageContext
-) -> OutboxRow:
-    """The envelope of :func:`build_row` around a payload the caller built already (the contract's fields under
-    their contract names, as ``kind.to_payload()`` would give them), for a hot path that skips the model."""
+) -> list[OutboxRow]:
+    """The outbox rows of one event: the envelope of SPEC section 6 (MessageId, ContractVersion, OccurredAt,
+    headers) around its payload (the contract's fields under their contract names, as ``kind.to_payload()`` or a
+    payload builder gives them). The one row builder: the unit of work calls it for every recorded event.
+
+    While the event type is in migration to its successor (:func:`set_contract_migrations`), the event is also the
+    successor's row on its own topic (``kind.from_predecessor`` of the payload) under the same MessageId, so a
+    group that moves from one topic to the other applies it once (its inbox); after the sunset, only that row.
+    Both come from here, so every producer path writes both in its one transaction.
+    """
     message_id = uuid.uuid4()
+    publish = _publish.get(kind.EVENT_TYPE) if _publish else None
+    successor = successor_of(kind) if publish is not None else None
+    if successor is None:
+        return [_row(kind, key, payload, message_id, occurred_at, context)]
+    second = _row(successor, key, successor.from_predecessor(payload), message_id, occurred_at, context)
+    if publish is Publish.V2:
+        return [second]
+    return [_row(kind, key, payload, message_id, occurred_at, context), second]
+
+
+def _row(  # noqa: PLR0917 - the private builder of build_rows, called with its arguments in order
+    kind: type[Contract],
+    key: str,
+    payload: Mapping[str, object],
+    message_id: uuid.UUID,
+    occurred_at: datetime,
+    context: MessageContext,
+) -> OutboxRow:
     full = {
         **payload,
         "MessageId": str(message_id),
@@ -125,7 +168,7 @@ def build_payload_row(
     )
 
 
-# The outbox row's columns, in the order of :func:`insert_params`, and the array type of each in a set-based insert.
+# The outbox row's columns, in the order of the inserts' parameters, and the array type of each in a batch insert.
 _COLUMNS: tuple[tuple[str, str], ...] = (
     ("message_id", "uuid"),
     ("vpart", "smallint"),
@@ -152,8 +195,6 @@ HEADER_COLUMNS = {
     "correlation-id": "correlation_id",
     "traceparent": "traceparent",
 }
-_INTO = f"INSERT INTO outbox.message ({', '.join(INSERT_COLUMNS)})"
-_INSERT = f"{_INTO} VALUES ({', '.join(['%s'] * len(INSERT_COLUMNS))})"
 
 
 def encode_json(value: Mapping[str, object]) -> str:
@@ -221,90 +262,44 @@ def _jsonb_form(value: object, float_form: Callable[[float], object]) -> object:
     return value
 
 
-def insert_params(row: OutboxRow) -> tuple[object, ...]:
-    """The values of one row's insert, in the order of INSERT_COLUMNS."""
-    value = kafka_value(row.payload)
-    return (
-        row.message_id,
-        vpart_of(row.key),
-        row.topic,
-        row.key,
-        row.event_type,
-        row.contract_version,
-        Jsonb(value, dumps=_as_is),
-        value,
-        Jsonb(dict(row.headers), dumps=encode_json),
-        row.headers.get("correlation-id"),
-        row.headers.get("traceparent"),
-        row.occurred_at,
-    )
+def stored_value(payload: str) -> str:
+    """The Kafka value of a payload given as its jsonb text (a row or a dead letter written before the ``value``
+    column existed): :func:`kafka_value` of the decoded payload, the one encoder of every path."""
+    decoded = json.loads(payload)
+    if not isinstance(decoded, dict):
+        raise TypeError("an outbox payload is a JSON object")
+    return kafka_value(decoded)
 
 
-# outbox_delete_captured: cdc mode, the rows this transaction inserted, by their MessageId (unique index).
-_CAPTURE_DELETE = "DELETE FROM outbox.message WHERE message_id = ANY(%s::uuid[])"
+_QUERIES = load_queries(__package__)
 
 
-def outbox_capture(conn: psycopg.Connection[dict[str, object]], message_ids: Sequence[uuid.UUID]) -> int:
-    """The end of a transaction that inserted outbox rows: in cdc mode delete them (Debezium reads the inserts from
-    the WAL; its publication publishes inserts only), in relay mode nothing (the relay deletes them once
-    published). Returns the rows deleted."""
-    if _mode is not OutboxMode.CDC or not message_ids:
-        return 0
-    with conn.cursor() as cur:
-        cur.execute(_CAPTURE_DELETE, ("{" + ",".join(map(str, message_ids)) + "}",))
-        return cur.rowcount
-
-
-_PUT_BACK = (
-    f"INSERT INTO outbox.message ({MOVED_COLUMNS_SQL}) OVERRIDING SYSTEM VALUE "
-    f"VALUES ({', '.join(['%s'] * len(MOVED_COLUMNS))})"
-)
-
-
-def outbox_put_back(conn: psycopg.Connection[dict[str, object]], moved: Sequence[Mapping[str, object]]) -> int:
-    """Insert rows taken out of outbox.dead_letter (their MOVED_COLUMNS, ``payload`` as its jsonb text) under their
-    own ids, then :func:`outbox_capture` them. A letter written before the value and header columns existed gets
-    them here, exactly as the relay would have encoded them, so that every row has its value."""
-    params = []
-    for letter in moved:
-        row = dict(letter)
-        headers = row["headers"] if isinstance(row["headers"], Mapping) else json.loads(str(row["headers"]))
-        payload = str(row["payload"])
-        row["value"] = row["value"] if row["value"] is not None else _compact(json.loads(payload))
-        row["correlation_id"] = row["correlation_id"] or headers.get("correlation-id")
-        row["traceparent"] = row["traceparent"] or headers.get("traceparent")
-        row["payload"] = Jsonb(payload, dumps=_as_is)
-        row["headers"] = Jsonb(dict(headers), dumps=encode_json)
-        params.append(tuple(row[name] for name in MOVED_COLUMNS))
-    if params:
-        with conn.cursor() as cur:
-            cur.executemany(_PUT_BACK, params)
-        at = MOVED_COLUMNS.index("message_id")
-        outbox_capture(conn, [uuid.UUID(str(row[at])) for row in params])
-    return len(params)
-
-
-def outbox_insert(conn: psycopg.Connection[dict[str, object]], rows: Iterable[OutboxRow]) -> int:
-    """Insert rows in the caller's transaction; returns how many."""
-    params = [insert_params(row) for row in rows]
-    if params:
-        with conn.cursor() as cur:
-            cur.executemany(_INSERT, params)
-    return len(params)
+# The two shapes of the one insert (queries.sql), their column lists generated here from _COLUMNS, and nowhere else:
+# a few rows as a VALUES list (the unit of work's insert at commit, and the calendar cluster's one-statement write),
+# or a batch as one binary array per column, filtered by a condition (the expire-promotions batch: only the rows of
+# the purchases its UPDATE changed). For two rows the VALUES list is the cheaper (docs/design/one-statement-writes.md).
+_COLUMN_LIST = ", ".join(INSERT_COLUMNS)
 
 
 @functools.cache
-def insert_values_sql(count: int) -> str:
-    """An INSERT of ``count`` rows for a caller's statement (a data-modifying CTE); see :func:`insert_values_params`."""
-    rows = ",\n       ".join("(" + ", ".join(f"%(m{k}_{name})s" for name in INSERT_COLUMNS) + ")" for k in range(count))
-    return f"{_INTO}\nVALUES {rows}"
+def insert_values_sql(count: int) -> LiteralString:
+    """The insert of ``count`` rows (queries.sql: outbox_insert_values), for the unit of work or for a caller's
+    statement (a data-modifying CTE); see :func:`insert_values_params`."""
+    rows = ",\n       ".join("(" + ", ".join(f"%({name})s" for name in _value_names(k)) + ")" for k in range(count))
+    return _QUERIES["outbox_insert_values"].format(columns=_COLUMN_LIST, rows=rows)
 
 
 def insert_values_params(rows: Sequence[OutboxRow]) -> dict[str, object]:
     """The parameters of :func:`insert_values_sql` for ``rows``."""
     params: dict[str, object] = {}
     for k, row in enumerate(rows):
-        params.update(zip(_value_names(k), insert_params(row), strict=True))
+        value = kafka_value(row.payload)
+        row_values = (
+            row.message_id, vpart_of(row.key), row.topic, row.key, row.event_type, row.contract_version,
+            Jsonb(value, dumps=_as_is), value, Jsonb(dict(row.headers), dumps=encode_json),
+            row.headers.get("correlation-id"), row.headers.get("traceparent"), row.occurred_at,
+        )  # fmt: skip
+        params.update(zip(_value_names(k), row_values, strict=True))
     return params
 
 
@@ -313,25 +308,19 @@ def _value_names(k: int) -> tuple[str, ...]:
     return tuple(f"m{k}_{name}" for name in INSERT_COLUMNS)
 
 
-def insert_unnest_sql(*, owner_type: str, where: str) -> str:
-    """An INSERT ... SELECT of the rows given as arrays (binary), each with an owner id, kept when ``where`` (over
-    ``m.owner``) holds, in the order given; for a caller's statement, see :func:`insert_unnest_params`."""
+def insert_unnest_sql(*, where: str) -> LiteralString:
+    """The insert of a batch given as arrays (queries.sql: outbox_insert_unnest), keeping the rows for which
+    ``where`` (over ``m.message_key`` and the row's other columns) holds, in the order given; for a caller's
+    set-based statement, see :func:`insert_unnest_params`."""
     arrays = ", ".join(f"%(outbox_{name})b::{kind}[]" for name, kind in _COLUMNS)
     values = ", ".join(f"m.{name}::jsonb" if name in {"payload", "headers"} else f"m.{name}" for name in INSERT_COLUMNS)
-    return f"""{_INTO}
-    SELECT {values}
-      FROM unnest(%(outbox_owner)b::{owner_type}[], {arrays}) WITH ORDINALITY
-           AS m(owner, {", ".join(INSERT_COLUMNS)}, n)
-     WHERE {where}
-     ORDER BY m.n"""
+    return _QUERIES["outbox_insert_unnest"].format(columns=_COLUMN_LIST, values=values, arrays=arrays, where=where)
 
 
-def insert_unnest_params(owned: Sequence[tuple[object, OutboxRow]]) -> dict[str, object]:
-    """The parameters of :func:`insert_unnest_sql`: ``(owner id, row)`` pairs as one array per column."""
-    rows = [row for _, row in owned]
+def insert_unnest_params(rows: Sequence[OutboxRow]) -> dict[str, object]:
+    """The parameters of :func:`insert_unnest_sql` for ``rows``: one array per column."""
     values = [kafka_value(row.payload) for row in rows]
     return {
-        "outbox_owner": [owner for owner, _ in owned],
         "outbox_message_id": [row.message_id for row in rows],
         "outbox_vpart": [vpart_of(row.key) for row in rows],
         "outbox_topic": [row.topic for row in rows],
@@ -358,3 +347,52 @@ def _encode_all(values: Sequence[Mapping[str, str]]) -> list[str]:
             text = encoded[key] = encode_json(value)
         texts.append(text)
     return texts
+
+
+def outbox_insert(conn: psycopg.Connection[dict[str, object]], rows: Sequence[OutboxRow]) -> int:
+    """Insert rows in the caller's transaction, in the order given, with one statement; returns how many."""
+    if rows:
+        conn.execute(insert_values_sql(len(rows)), insert_values_params(rows))
+    return len(rows)
+
+
+_CAPTURE_DELETE = _QUERIES["outbox_delete_captured"]
+
+
+def outbox_capture(conn: psycopg.Connection[dict[str, object]], message_ids: Sequence[uuid.UUID]) -> int:
+    """The end of a transaction that inserted outbox rows: in cdc mode delete them (Debezium reads the inserts from
+    the WAL; its publication publishes inserts only), in relay mode nothing (the relay deletes them once
+    published). Returns the rows deleted."""
+    if _mode is not OutboxMode.CDC or not message_ids:
+        return 0
+    with conn.cursor() as cur:
+        cur.execute(_CAPTURE_DELETE, ("{" + ",".join(map(str, set(message_ids))) + "}",))
+        return cur.rowcount
+
+
+_PUT_BACK = _QUERIES["outbox_put_back"].format(
+    moved_columns=MOVED_COLUMNS_SQL, placeholders=", ".join(["%s"] * len(MOVED_COLUMNS))
+)
+
+
+def outbox_put_back(conn: psycopg.Connection[dict[str, object]], moved: Sequence[Mapping[str, object]]) -> int:
+    """Insert rows taken out of outbox.dead_letter (their MOVED_COLUMNS, ``payload`` as its jsonb text) under their
+    own ids, then :func:`outbox_capture` them. A letter written before the value and header columns existed gets
+    them here, exactly as the relay would have encoded them, so that every row has its value."""
+    params = []
+    for letter in moved:
+        row = dict(letter)
+        headers = row["headers"] if isinstance(row["headers"], Mapping) else json.loads(str(row["headers"]))
+        payload = str(row["payload"])
+        row["value"] = row["value"] if row["value"] is not None else stored_value(payload)
+        row["correlation_id"] = row["correlation_id"] or headers.get("correlation-id")
+        row["traceparent"] = row["traceparent"] or headers.get("traceparent")
+        row["payload"] = Jsonb(payload, dumps=_as_is)
+        row["headers"] = Jsonb(dict(headers), dumps=encode_json)
+        params.append(tuple(row[name] for name in MOVED_COLUMNS))
+    if params:
+        with conn.cursor() as cur:
+            cur.executemany(_PUT_BACK, params)
+        at = MOVED_COLUMNS.index("message_id")
+        outbox_capture(conn, [uuid.UUID(str(row[at])) for row in params])
+    return len(params)

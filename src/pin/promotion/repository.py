@@ -147,17 +147,18 @@ def purchase_update_status(conn: Conn, purchase: PromotionPurchase, *, expected_
 # arrays go in binary format (%b): psycopg's text format escapes every element with a regular expression, which
 # for 200 JSON payloads costs more than the whole statement on the server.
 _EXPIRE_MANY = _EXPIRY["purchase_expire_many"].format(
-    outbox_insert=insert_unnest_sql(owner_type="uuid", where="m.owner IN (SELECT c.id FROM changed AS c)")
+    outbox_insert=insert_unnest_sql(where="m.message_key IN (SELECT c.id::text FROM changed AS c)")
 )
 
 
 def purchase_expire_many(
     conn: Conn,
     transitions: Sequence[tuple[PromotionPurchase, int]],
-    outbox_rows: Sequence[tuple[uuid.UUID, OutboxRow]],
+    outbox_rows: Sequence[OutboxRow],
 ) -> set[uuid.UUID]:
-    """Write many transitions (``(purchase, expected_version)``) and the outbox rows of each (``(purchase id,
-    row)``) in one statement; returns the ids it changed. A purchase missing from the result changed since it was
+    """Write many transitions (``(purchase, expected_version)``) and the outbox rows of their events (from
+    :meth:`~pin.unit_of_work.UnitOfWork.take_outbox_rows`; a row's key is its PurchaseId) in one statement; returns
+    the ids it changed. A purchase missing from the result changed since it was
     read (the conflict of the one-row form), and its outbox rows were not written. One failing row fails the
     whole statement: the caller isolates it (a savepoint, then one purchase at a time)."""
     if not transitions:

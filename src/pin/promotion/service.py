@@ -115,7 +115,7 @@ def record_events(uow: UnitOfWork, purchase: PromotionPurchase) -> None:
     kind = PromotionPurchaseChangedKafkaEvent
     for event in purchase.events:
         payload = kind.payload_of(event.purchase)
-        uow.record_payload(kind, payload["PurchaseId"], payload, event.occurred_at)
+        uow.record(kind, payload["PurchaseId"], payload, event.occurred_at)
     purchase.events.clear()
 
 

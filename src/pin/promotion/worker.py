@@ -11,6 +11,7 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from psycopg_pool import ConnectionPool
 
@@ -19,10 +20,10 @@ from pin.db import Conn, database_now
 from pin.jobs import bookkeeping
 from pin.jobs.cycle import Cycle, CycleCounts, CycleHarness, JobDefinition
 from pin.observability.tracing import current_traceparent, tracer
-from pin.outbox.writer import MessageContext, OutboxRow, build_payload_row
+from pin.outbox.writer import MessageContext
 from pin.promotion import metrics, repository
 from pin.promotion.contracts import PromotionPurchaseChangedKafkaEvent
-from pin.promotion.domain import PromotionPurchase, PurchaseChanged, PurchaseStatus, VersionConflictError
+from pin.promotion.domain import PromotionPurchase, PurchaseStatus, VersionConflictError
 from pin.settings import JOB_BATCH_SIZE
 from pin.unit_of_work import UnitOfWork
 
@@ -125,7 +126,7 @@ class ExpirePromotionsJob:
                 PoisonCount=cycle.retried_count,
             )  # fmt: skip
             deferred: list[PromotionPurchase] = []  # claimed, not written: the budget ran out first
-            expired = self._expire_all(uow, context, claimed, cycle=cycle, deferred=deferred)
+            expired = self._expire_all(uow, claimed, cycle=cycle, deferred=deferred)
             bookkeeping.item_failure_clear(uow.conn, JOB_NAME, (p.id for p in expired))
             uow.commit()  # one change per batch: every transition and its outbox row, or nothing
         cycle.budget_exhausted = cycle.budget_exhausted or bool(deferred)
@@ -149,7 +150,6 @@ class ExpirePromotionsJob:
     def _expire_all(
         self,
         uow: UnitOfWork,
-        context: MessageContext,
         purchases: list[PromotionPurchase],
         *,
         cycle: Cycle,
@@ -167,32 +167,28 @@ class ExpirePromotionsJob:
         The events of those written are recorded in the unit of work, whose commit writes them. Either way all of
         it commits with the batch.
         """
-        # the envelope the unit of work would give the events: the run id, and the trace of the cycle span
-        context = MessageContext(
-            context.correlation_id, current_traceparent() or context.traceparent, context.extra_headers
-        )
         decided: list[_Transition] = []
         for purchase in purchases:
-            transition = self._decide(uow, purchase, context=context, cycle=cycle)
+            transition = self._decide(uow, purchase, cycle=cycle)
             if transition is not None:
                 decided.append(transition)
         return [t.purchase for t in self._write_all(uow, decided, cycle, deferred)]
 
-    def _decide(
-        self, uow: UnitOfWork, purchase: PromotionPurchase, *, context: MessageContext, cycle: Cycle
-    ) -> _Transition | None:
-        """The domain's transition of one purchase and its outbox row; None (recorded as poison) when it fails."""
+    def _decide(self, uow: UnitOfWork, purchase: PromotionPurchase, *, cycle: Cycle) -> _Transition | None:
+        """The domain's transition of one purchase and its events' payloads; None (recorded as poison) when it
+        fails."""
         with cycle.item_span(purchase.id, purchase.tenant_id) as span:
             try:
                 expected_version = purchase.version
                 assert cycle.as_of is not None
                 purchase.expire(cycle.as_of)
-                # built here, so that a purchase whose event cannot be built is a poison item too
-                rows = [_outbox_row(e, context) for e in purchase.events]
+                # built here, so that a purchase whose event cannot be built is a poison item too (the payload
+                # straight from the aggregate, without building and dumping the model: 200 per cycle)
+                events = [(_CONTRACT.payload_of(e.purchase), e.occurred_at) for e in purchase.events]
             except Exception as exc:  # noqa: BLE001 - any failure of one purchase's domain work makes it poison (A2)
                 cycle.item_failed(uow.conn, purchase.id, exc, span=span)
                 return None
-        return _Transition(purchase, expected_version, rows)
+        return _Transition(purchase, expected_version, events)
 
     def _write_all(
         self,
@@ -205,12 +201,13 @@ class ExpirePromotionsJob:
         if it fails (until the cycle's budget is spent: the rest are ``deferred`` to the next cycle)."""
         if not decided:
             return []
-        outbox_rows = [(t.purchase.id, row) for t in decided for row in t.rows]
-        uow.inserting(row for _, row in outbox_rows)  # the statement inserts them; the commit captures them (cdc)
+        for transition in decided:
+            _record(uow, transition)
         try:
             with uow.conn.transaction():  # SAVEPOINT: the outer batch transaction is already open
+                # the statement inserts the recorded events' rows of the purchases it changed
                 changed = repository.purchase_expire_many(
-                    uow.conn, [(t.purchase, t.expected_version) for t in decided], outbox_rows
+                    uow.conn, [(t.purchase, t.expected_version) for t in decided], uow.take_outbox_rows()
                 )
         except Exception as exc:
             if faults.classify(exc, uow.conn).transient:
@@ -227,7 +224,6 @@ class ExpirePromotionsJob:
                     break
                 if self._write_one(uow, transition, cycle):
                     written.append(transition)
-            uow.add_outbox_rows(row for t in written for row in t.rows)  # written at the batch's commit
             return written
         written = []
         for transition in decided:
@@ -238,12 +234,14 @@ class ExpirePromotionsJob:
         return written
 
     def _write_one(self, uow: UnitOfWork, transition: _Transition, cycle: Cycle) -> bool:
-        """The fallback: one purchase's guarded UPDATE in its own savepoint; a poison one is rolled back alone."""
+        """The fallback: one purchase's guarded UPDATE and its events in its own savepoint; a poison one is rolled back
+        alone. The events become outbox rows at the batch's commit."""
         try:
             with uow.conn.transaction():
                 repository.purchase_update_status(
                     uow.conn, transition.purchase, expected_version=transition.expected_version
                 )
+                _record(uow, transition)
         except VersionConflictError as exc:
             self._conflicted(uow, transition.purchase, exc, cycle)
             return False
@@ -268,18 +266,19 @@ class ExpirePromotionsJob:
         cycle.item_skipped(purchase.id, Status=None if current is None else current.status.value)
 
 
-def _outbox_row(event: PurchaseChanged, context: MessageContext) -> OutboxRow:
-    """The event's outbox row, its payload built straight from the aggregate (the model's dump, field for field,
-    without building and dumping the model: 200 per cycle)."""
-    kind = PromotionPurchaseChangedKafkaEvent
-    payload = kind.payload_of(event.purchase)
-    return build_payload_row(kind, payload["PurchaseId"], payload, occurred_at=event.occurred_at, context=context)
+_CONTRACT = PromotionPurchaseChangedKafkaEvent
+
+
+def _record(uow: UnitOfWork, transition: _Transition) -> None:
+    """Record a transition's events in the unit of work (keyed by the PurchaseId, as the statement's guard reads)."""
+    for payload, occurred_at in transition.events:
+        uow.record(_CONTRACT, payload["PurchaseId"], payload, occurred_at)
 
 
 @dataclass(frozen=True)
 class _Transition:
-    """A purchase the domain expired (not written yet), the version it was read at, and its outbox rows."""
+    """A purchase the domain expired (not written yet), the version it was read at, and its events' payloads."""
 
     purchase: PromotionPurchase
     expected_version: int
-    rows: list[OutboxRow]
+    events: list[tuple[dict[str, Any], datetime]]

@@ -3,10 +3,14 @@ with its reason, and never stops the rest."""
 
 from __future__ import annotations
 
+from dataclasses import fields
+from datetime import UTC, datetime
+
 from pin.db import Conn
 from pin.messaging import topics
-from pin.settings import Settings
-from pin.status import database
+from pin.messaging.migrations import migration_states
+from pin.settings import ConfigurationError, Settings
+from pin.status import database, snapshot
 from pin.status.broker import consumer_offsets
 from pin.status.snapshot import (
     BrokerUnavailable,
@@ -45,7 +49,21 @@ def collect_status(settings: Settings, *, kafka: bool = True, kafka_timeout: flo
         )
         for group in topics.CONSUMER_GROUPS
     )
-    return Snapshot(clock=clock, jobs=jobs, outbox=outbox, consumers=consumers)
+    return Snapshot(clock=clock, jobs=jobs, outbox=outbox, consumers=consumers, migrations=_migrations(settings, clock))
+
+
+def _migrations(settings: Settings, clock: datetime | Unavailable) -> tuple[snapshot.MigrationView, ...] | Unavailable:
+    """The event types in migration, with the groups still reading v1 (the routing table) and the deadline."""
+    now = datetime.now(UTC) if isinstance(clock, Unavailable) else clock
+    try:
+        states = migration_states(settings.contract_migrations)
+    except ConfigurationError as exc:
+        return Unavailable(str(exc))
+    shown = [f.name for f in fields(snapshot.MigrationView) if f.name != "overdue"]  # the state's, by name
+    return tuple(
+        snapshot.MigrationView(overdue=state.overdue(now), **{name: getattr(state, name) for name in shown})
+        for state in states
+    )
 
 
 def _jobs(conn: Conn | Unavailable) -> tuple[JobView, ...]:

@@ -20,6 +20,7 @@ from pin.status.snapshot import (
     GroupOffsets,
     InboxActivity,
     JobView,
+    MigrationView,
     OutboxView,
     Poison,
     Snapshot,
@@ -44,6 +45,8 @@ def render(snapshot: Snapshot) -> RenderableType:
     if cycles is not None:
         parts.append(cycles)
     parts += [_outbox_table(snapshot.outbox), _consumers_table(snapshot.consumers)]
+    if snapshot.migrations:
+        parts.append(_migrations_table(snapshot.migrations))
     return Group(*parts)
 
 
@@ -288,3 +291,19 @@ def _members_cell(members: GroupMembers | Unavailable | None) -> Cell:
     if members.wedged:
         return Text(f"{cell}: WEDGED (docs/operations.md)", style="red bold")
     return cell
+
+
+# --- contract migrations ---------------------------------------------------------------------------------
+
+
+def _migrations_table(migrations: tuple[MigrationView, ...] | Unavailable) -> RenderableType:
+    if isinstance(migrations, Unavailable):
+        return Text("Contract migrations: ").append_text(_unavailable(migrations))
+    table = _table("Contract migrations", "event type", "publishing", "deadline", "still on v1", "on v2")
+    for m in migrations:
+        deadline = Text(_time(m.deadline), style="red" if m.overdue else "")
+        if m.overdue:
+            deadline.append(" overdue")
+        publishing = f"{m.v1_topic} + {m.v2_topic}" if m.publish == "dual" else f"{m.v2_topic} (v1 sunset)"
+        table.add_row(m.event_type, publishing, deadline, ", ".join(m.v1_groups) or "-", ", ".join(m.v2_groups) or "-")
+    return table

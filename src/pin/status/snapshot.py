@@ -319,6 +319,23 @@ class ConsumerView(Part):
     members: GroupMembers | Unavailable | None = None  # None: not read
 
 
+# --- contract migrations --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MigrationView(Part):
+    """One event type in migration to its successor contract (PIN_CONTRACT_MIGRATIONS): who still reads v1, by when."""
+
+    event_type: str
+    v1_topic: str
+    v2_topic: str
+    publish: str  # "dual" (v1 and v2 rows) or "v2" (sunset)
+    deadline: datetime
+    overdue: bool  # past the deadline and v1 still published
+    v1_groups: tuple[str, ...]  # the groups still reading v1 (from the routing table and the setting)
+    v2_groups: tuple[str, ...]
+
+
 # --- the whole -------------------------------------------------------------------------------------------
 
 
@@ -330,16 +347,21 @@ class Snapshot(Mapping[str, Any]):
     jobs: tuple[JobView, ...]
     outbox: OutboxView
     consumers: tuple[ConsumerView, ...]
+    # the event types in migration (none: the key is left out of the document), or why they could not be read
+    migrations: tuple[MigrationView, ...] | Unavailable = ()
 
     @cached_property
     def _document(self) -> Document:
         clock = self.clock
-        return {
+        document: Document = {
             "database": clock.document() if isinstance(clock, Unavailable) else {"now": clock},
             "workers": [job.document() for job in self.jobs],
             "outbox": self.outbox.document(),
             "consumers": [consumer.document() for consumer in self.consumers],
         }
+        if self.migrations:
+            document["contractMigrations"] = _json_value(self.migrations)
+        return document
 
     def document(self) -> Document:
         """The snapshot as plain data: what `pin status --json` prints."""

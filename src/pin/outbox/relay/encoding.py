@@ -1,4 +1,5 @@
-"""A row's Kafka value and headers: the payload as compact UTF-8 JSON, the row's headers plus the envelope."""
+"""A row's Kafka headers: the row's headers plus the envelope. Its value is the one the writer stored, or, for a row
+written before the value column existed, the writer's encoding of its payload (``pin.outbox.writer.stored_value``)."""
 
 from __future__ import annotations
 
@@ -8,26 +9,10 @@ from typing import Any
 
 from pin.outbox.relay.batch import PendingRow
 
-# json.loads / json.dumps(..., separators=(",", ":"), ensure_ascii=False) without their per-call set-up (the
-# encoding detection of bytes, a new C encoder per call): the same C scanner and encoder, so the same bytes.
+# json.loads without its per-call set-up (the encoding detection of bytes): the same C scanner.
 _scan_json: Any = getattr(json.JSONDecoder(), "scan_once")  # noqa: B009 - not in the type stubs
-_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
-_compact_json: Any = (
-    None
-    if _c_make_encoder is None
-    else _c_make_encoder(None, None, json.encoder.encode_basestring, None, ":", ",", False, False, True)
-)
 
 _ENVELOPE_HEADERS = frozenset({"message-id", "contract-version", "event-type"})
-
-
-def encode_value(payload: str) -> bytes:
-    """The message value: the payload (the jsonb column's text) as compact UTF-8 JSON, exactly the bytes of
-    ``json.dumps(payload, separators=(",", ":"), ensure_ascii=False)`` on the decoded payload."""
-    value = _scan_json(payload, 0)[0]
-    if _compact_json is None:  # no C accelerator (not CPython): the same output, slower
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    return "".join(_compact_json(value, 0)).encode("utf-8")
 
 
 @lru_cache(maxsize=1024)

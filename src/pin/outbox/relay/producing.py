@@ -10,9 +10,10 @@ import structlog
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from pin.outbox.relay.batch import Batch, PendingRow
-from pin.outbox.relay.encoding import encode_value, kafka_headers
+from pin.outbox.relay.encoding import kafka_headers
 from pin.outbox.relay.errors import SendError, send_error_of
 from pin.outbox.relay.hooks import RelayHooks
+from pin.outbox.writer import stored_value
 
 log = structlog.get_logger(__name__)
 
@@ -26,7 +27,7 @@ def _produce_row(producer: Producer, row: PendingRow, outcomes: dict[int, SendEr
     """Hand one row to the producer; its delivery report lands in ``outcomes``. Raises as ``produce`` does."""
     producer.produce(
         row.topic,
-        row.value if row.value is not None else encode_value(row.payload or "{}"),
+        row.value if row.value is not None else stored_value(row.payload or "{}"),
         row.key,
         on_delivery=partial(_deliver, outcomes, row.id),
         headers=kafka_headers(row),
