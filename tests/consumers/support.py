@@ -78,6 +78,11 @@ def cancelled(
     )
 
 
+def expired_cancellation() -> dict[str, Any]:
+    """An appointment-cancelled event with Reason Expired, for new parties."""
+    return cancelled(tenant=uuid.uuid4(), agent=uuid.uuid4(), investor=uuid.uuid4(), reason="Expired")
+
+
 def created(
     *,
     tenant: uuid.UUID,

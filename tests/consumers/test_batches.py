@@ -27,7 +27,7 @@ from pin.messaging.consumer.dead_letters.command import read_dead_letters
 from tests.consumers.conftest import FAST_SESSION_TIMEOUT_MS
 from tests.consumers.support import (
     EVENT_TYPES,
-    cancelled,
+    expired_cancellation,
     feed_entries,
     metric,
     refuse_feed_entries,
@@ -40,10 +40,6 @@ from tests.ops.test_trace_propagation import spans  # noqa: F401 - the fixture
 pytestmark = pytest.mark.integration
 
 TOPIC = topics.APPOINTMENT_CANCELLED
-
-
-def _event() -> dict[str, Any]:
-    return cancelled(tenant=uuid.uuid4(), agent=uuid.uuid4(), investor=uuid.uuid4(), reason="Expired")
 
 
 def _committed(bootstrap: str, group: str, partition: int) -> int:
@@ -79,10 +75,10 @@ def _batch_transactions(logs: list[dict[str, Any]]) -> list[tuple[int, bool]]:
 
 
 def test_a_poison_message_in_the_middle_of_a_batch_is_isolated(settings, kafka, pool, producer):
-    before = [_event(), _event()]
-    bad = _event()
+    before = [expired_cancellation(), expired_cancellation()]
+    bad = expired_cancellation()
     refuse_feed_entries(pool, bad["AppointmentId"])  # readable, but its effect fails on every attempt
-    after = [_event(), _event()]
+    after = [expired_cancellation(), expired_cancellation()]
     # a fresh broker: on partition 0 the offsets are 0, 1 (before), 2 (bad), 3, 4 (after); all there before the
     # consumer starts, so its first polls return them together
     for event in [*before, bad, *after]:
@@ -131,7 +127,7 @@ def test_kill_9_in_the_middle_of_a_backlog_then_restart_gives_every_effect_exact
         "PIN_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
         "PIN_KAFKA_SESSION_TIMEOUT_MS": str(FAST_SESSION_TIMEOUT_MS),
     }
-    events = [_event() for _ in range(3000)]
+    events = [expired_cancellation() for _ in range(3000)]
     ids = [e["MessageId"] for e in events]
     _produce_many(kafka.bootstrap_servers, events)
 
@@ -167,7 +163,7 @@ def test_kill_9_in_the_middle_of_a_backlog_then_restart_gives_every_effect_exact
 def test_a_graceful_stop_commits_what_was_handled(settings, kafka, pool):
     """Offsets go asynchronously while running; the stop commits them synchronously, so a restart redelivers
     nothing that was handled."""
-    events = [_event() for _ in range(300)]
+    events = [expired_cancellation() for _ in range(300)]
     _produce_many(kafka.bootstrap_servers, events)
     duplicates_before = metric("pin_consumer_duplicates_total", group="crm", topic=TOPIC)
     with running("crm", settings, pool):
@@ -190,7 +186,7 @@ def test_each_message_of_a_batch_gets_its_span_in_the_producers_trace(
     producer,
     spans: InMemorySpanExporter,  # noqa: F811 - the fixture imported above
 ):
-    events = [_event() for _ in range(5)]
+    events = [expired_cancellation() for _ in range(5)]
     parents = {}
     for event in events:
         trace_id, span_id = f"{uuid.uuid4().int:032x}", f"{uuid.uuid4().int & (2**64 - 1):016x}"

@@ -31,7 +31,7 @@ from pin.messaging.groups import build_runtime
 from tests.consumers.conftest import FAST_SESSION_TIMEOUT_MS
 from tests.consumers.support import (
     EVENT_TYPES,
-    cancelled,
+    expired_cancellation,
     key_of,
     refuse_feed_entries,
     rows,
@@ -44,10 +44,6 @@ from tests.consumers.test_batch_equivalence_random import SNAPSHOTS, TABLES, Wor
 pytestmark = pytest.mark.integration
 
 TOPIC = topics.APPOINTMENT_CANCELLED
-
-
-def _event() -> dict[str, Any]:
-    return cancelled(tenant=uuid.uuid4(), agent=uuid.uuid4(), investor=uuid.uuid4(), reason="Expired")
 
 
 def _produce(bootstrap: str, topic: str, events: list[dict[str, Any]], *, partition: int | None = None) -> None:
@@ -119,10 +115,10 @@ def test_with_lanes_a_failing_message_holds_only_its_own_key(make_settings, pool
     message (in a later run) waits behind it, every other key is applied."""
     settings = make_settings(kafka_bootstrap_servers="127.0.0.1:9")
     runtime = build_runtime("crm", settings, pool, lanes=4, max_attempts=100, batch_size=4)
-    bad = _event()
+    bad = expired_cancellation()
     refuse_feed_entries(pool, bad["AppointmentId"])
-    bad_again = {**_event(), "AppointmentId": bad["AppointmentId"]}
-    others = [_event() for _ in range(20)]
+    bad_again = {**expired_cancellation(), "AppointmentId": bad["AppointmentId"]}
+    others = [expired_cancellation() for _ in range(20)]
     values = [others[0], bad, *others[1:10], bad_again, *others[10:]]
     messages = [
         Received(TOPIC, 0, n, key_of(TOPIC, v).encode(), json.dumps(v).encode(), [], 0) for n, v in enumerate(values)
@@ -187,7 +183,7 @@ def test_kill_9_while_lanes_are_busy_then_restart_gives_every_effect_exactly_onc
         "PIN_KAFKA_SESSION_TIMEOUT_MS": str(FAST_SESSION_TIMEOUT_MS),
         "PIN_CONSUMER_LANES": "8",
     }
-    events = [_event() for _ in range(3000)]
+    events = [expired_cancellation() for _ in range(3000)]
     _produce(kafka.bootstrap_servers, TOPIC, events)
     doomed = spawn_role("consume", "crm", env=env)
     wait_for(lambda: _handled(pool, "crm") > 0, timeout=60, what="the first batches committed")
@@ -202,9 +198,9 @@ def test_kill_9_while_lanes_are_busy_then_restart_gives_every_effect_exactly_onc
 
 
 def test_one_poison_key_in_retry_holds_only_itself_while_1000_other_keys_apply(settings, kafka, pool):
-    bad = _event()
+    bad = expired_cancellation()
     refuse_feed_entries(pool, bad["AppointmentId"])  # its effect fails on every attempt: retried, never applied
-    others = [_event() for _ in range(1000)]
+    others = [expired_cancellation() for _ in range(1000)]
     _produce(kafka.bootstrap_servers, TOPIC, [bad, *others], partition=0)  # bad at offset 0, all on one partition
     options = {"lanes": 8, "max_attempts": 10_000, "backoff_cap": 0.2}
     with capture_logs() as logs, running("crm", settings, pool, **options) as runtime:
@@ -219,9 +215,9 @@ def test_one_poison_key_in_retry_holds_only_itself_while_1000_other_keys_apply(s
 
 
 def test_the_ahead_bound_pauses_the_partition_and_releases_it(settings, kafka, pool):
-    bad = _event()
+    bad = expired_cancellation()
     refuse_feed_entries(pool, bad["AppointmentId"])
-    others = [_event() for _ in range(400)]
+    others = [expired_cancellation() for _ in range(400)]
     _produce(kafka.bootstrap_servers, TOPIC, [bad, *others], partition=0)
     bound, batch = 100, 10
     options = {"lanes": 4, "max_ahead": bound, "batch_size": batch, "max_attempts": 10_000, "backoff_cap": 0.2}
@@ -244,7 +240,7 @@ def test_the_ahead_bound_pauses_the_partition_and_releases_it(settings, kafka, p
 def test_a_rebalance_in_the_middle_of_the_lanes_applies_every_effect_exactly_once(settings, kafka, pool):
     """A second instance joins while the first one's lanes are busy on a backlog; partitions move (revoked with
     lanes in flight), and every message's effect is there once."""
-    events = [_event() for _ in range(3000)]
+    events = [expired_cancellation() for _ in range(3000)]
     _produce(kafka.bootstrap_servers, TOPIC, events)
     assert pool.max_size >= 2 * pool_size(4)
     # the first instance's lanes are slow (20 ms a message after its effect), so that the backlog outlasts the join
