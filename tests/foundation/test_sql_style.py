@@ -1,7 +1,8 @@
 """One SQL style: a context's statements are named in its ``queries.sql`` and loaded by ``pin.db.load_queries``.
 
-For the packages listed here no statement is written in Python any more (the outbox writer follows in its own
-change), and every statement a query file names is used by its package.
+For the packages listed here no statement is written in Python, and every statement a query file names is used by
+its package. What is left outside them is plumbing: the pool's check and session settings (``pin.db``,
+``pin.lock_waits``), the health probe's ``SELECT 1`` and the migrations' advisory lock.
 """
 
 from __future__ import annotations
@@ -30,12 +31,18 @@ CONVERTED = {
     "calendar": None,
     "promotion": ("repository.py", "service.py", "worker.py"),  # the worker's claim and batch write in expiry.sql
     "observability": ("database_health.py",),
+    "outbox": ("writer.py", "dead_letters.py", "gauges.py"),
+    "outbox.relay": None,
     "messaging.consumer": None,
     "messaging.consumer.dead_letters": None,
 }
 
 # package -> its query files (queries.sql when not named)
-QUERY_FILES = {"promotion": ("queries.sql", "expiry.sql"), "observability": ("database_health.sql",)}
+QUERY_FILES = {
+    "promotion": ("queries.sql", "expiry.sql"),
+    "observability": ("database_health.sql",),
+    "outbox": ("queries.sql", "gauges.sql"),
+}
 
 # what a statement written in Python starts with (a query file's statement is read from the file, never written here)
 _STATEMENT = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|WITH|EXISTS|SET)\b")

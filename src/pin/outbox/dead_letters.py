@@ -12,42 +12,16 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from pin.db import Conn
+from pin.db import Conn, load_queries
 from pin.outbox.writer import MOVED_COLUMNS, outbox_put_back
 
-# dead_letter_list: the oldest dead letters, each with how many rows of its key wait behind it.
-_DEAD_LETTER_LIST = """
-SELECT d.id, d.message_id, d.topic, d.message_key, d.event_type, d.attempts, d.permanent, d.error,
-       d.created_at, d.dead_lettered_at,
-       (SELECT count(*) FROM outbox.message m WHERE m.message_key = d.message_key) AS held_back
-FROM outbox.dead_letter d
-ORDER BY d.id
-LIMIT %(limit)s
-"""
-
-# dead_letter_replay: take one dead letter (or all) out, oldest first, with what the outbox row needs back; the
-# writer puts each back under its original id, which (smaller than every later row of its key) puts it back at the
-# head of its key.
-_DEAD_LETTER_TAKE = f"""
-WITH moved AS (
-    DELETE FROM outbox.dead_letter
-     WHERE (%(message_id)s::uuid IS NULL OR message_id = %(message_id)s)
-       AND (%(topic)s::text IS NULL OR topic = %(topic)s)
-    RETURNING *
+_QUERIES = load_queries(__package__)
+_DEAD_LETTER_LIST = _QUERIES["dead_letter_list"]
+_DEAD_LETTER_TAKE = _QUERIES["dead_letter_take"].format(
+    moved_columns=", ".join(c + "::text" if c == "payload" else c for c in MOVED_COLUMNS)
 )
-SELECT {", ".join(c + "::text" if c == "payload" else c for c in MOVED_COLUMNS)}
-FROM moved
-ORDER BY id
-"""
-
-# dead_letter_discard: drop one dead letter for good.
-_DEAD_LETTER_DISCARD = """
-DELETE FROM outbox.dead_letter WHERE message_id = %(message_id)s AND (%(topic)s::text IS NULL OR topic = %(topic)s)
-RETURNING message_id
-"""
-
-# dead_letter_topics: the topics of a MessageId's dead letters.
-_DEAD_LETTER_TOPICS = "SELECT topic FROM outbox.dead_letter WHERE message_id = %(message_id)s ORDER BY topic"
+_DEAD_LETTER_DISCARD = _QUERIES["dead_letter_discard"]
+_DEAD_LETTER_TOPICS = _QUERIES["dead_letter_topics"]
 
 
 class AmbiguousMessageIdError(ValueError):

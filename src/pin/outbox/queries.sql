@@ -23,3 +23,35 @@ DELETE FROM outbox.message WHERE message_id = ANY(%s::uuid[])
 -- outbox_put_back --
 -- A dead letter back into the outbox under its own id (smaller than every later row of its key: first again).
 INSERT INTO outbox.message ({moved_columns}) OVERRIDING SYSTEM VALUE VALUES ({placeholders})
+
+-- dead_letter_list --
+-- The oldest dead letters, each with how many rows of its key wait behind it.
+SELECT d.id, d.message_id, d.topic, d.message_key, d.event_type, d.attempts, d.permanent, d.error,
+       d.created_at, d.dead_lettered_at,
+       (SELECT count(*) FROM outbox.message m WHERE m.message_key = d.message_key) AS held_back
+FROM outbox.dead_letter d
+ORDER BY d.id
+LIMIT %(limit)s
+
+-- dead_letter_take --
+-- Take one dead letter (or all, or all of a topic) out, oldest first, with what the outbox row needs back (the
+-- writer's moved columns, the payload as text); the writer puts each back under its original id, which (smaller
+-- than every later row of its key) puts it back at the head of its key.
+WITH moved AS (
+    DELETE FROM outbox.dead_letter
+     WHERE (%(message_id)s::uuid IS NULL OR message_id = %(message_id)s)
+       AND (%(topic)s::text IS NULL OR topic = %(topic)s)
+    RETURNING *
+)
+SELECT {moved_columns}
+FROM moved
+ORDER BY id
+
+-- dead_letter_discard --
+-- Drop one dead letter for good.
+DELETE FROM outbox.dead_letter WHERE message_id = %(message_id)s AND (%(topic)s::text IS NULL OR topic = %(topic)s)
+RETURNING message_id
+
+-- dead_letter_topics --
+-- The topics of a MessageId's dead letters.
+SELECT topic FROM outbox.dead_letter WHERE message_id = %(message_id)s ORDER BY topic
