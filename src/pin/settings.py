@@ -37,6 +37,7 @@ JOB_BATCH_SIZE = 200  # BatchSize of both polling jobs (seed 000: AppointmentTim
 JOB_INTERVAL_SECONDS = 60  # seconds between a polling job's ticks when no deadline is nearer (seed 000: 60 s)
 PENDING_TTL_SECONDS = 86_400  # PendingTtl: 24 h
 CANCEL_CUTOFF_MINUTES = 60  # INV-APT-3: an investor cancels or reschedules until StartAt minus this
+INBOX_RETENTION_SECONDS = 14 * 86_400  # a consumer group's dedup window: inbox rows older than this are pruned
 
 
 class ConfigurationError(Exception):
@@ -156,7 +157,7 @@ class Settings(BaseSettings):
     consumer_wedged_after_seconds: float = Field(default=0.0, ge=0, le=86_400)
     # Consumers: how long a group's inbox keeps a MessageId (its dedup window): a redelivery or a copy on another
     # topic (a contract migration's v2 row) within it is skipped; the runtime prunes older rows.
-    consumer_inbox_retention_seconds: float = Field(default=14 * 86_400, ge=3_600, le=366 * 86_400)
+    consumer_inbox_retention_seconds: float = Field(default=INBOX_RETENTION_SECONDS, ge=3_600, le=366 * 86_400)
     # Partitions of each topic the system creates (`pin topics`, `pin up`, a role creating a missing topic): the
     # most busy consumers of a group per topic. Never changes an existing topic (docs/operations.md: changing it).
     kafka_topic_partitions: int = Field(default=PARTITIONS, ge=1, le=10_000)

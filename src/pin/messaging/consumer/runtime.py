@@ -32,7 +32,7 @@ from pin.messaging.consumer.retry import Failure, Held, backoff_delay, classify
 from pin.messaging.consumer.routes import HandlingContext, Route
 from pin.messaging.envelope import UnreadableMessageError
 from pin.observability.tracing import spans_exported
-from pin.settings import Settings
+from pin.settings import INBOX_RETENTION_SECONDS, Settings
 
 log = structlog.get_logger(__name__)
 
@@ -75,7 +75,7 @@ class ConsumerRuntime:
         dlq_timeout: float = 15.0,
         dead_letter_attempts: int = 3,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-        inbox_retention_seconds: float = 14 * 86_400,
+        inbox_retention_seconds: float = INBOX_RETENTION_SECONDS,
         inbox_prune_interval: float = 600.0,
         statistics_interval_ms: int = 10_000,
         membership_interval: float = 5.0,
