@@ -19,8 +19,6 @@ from cryptography.hazmat.primitives import serialization
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pin.messaging.topics import PARTITIONS
-
 # Defaults stated once: the settings below and the components' own configurations (the runner, the jobs, the
 # calendar's policy) take them from here.
 JOB_BATCH_SIZE = 200  # BatchSize of both polling jobs (seed 000: AppointmentTimeoutOptions.BatchSize; seed 002)
@@ -112,7 +110,7 @@ class Settings(BaseSettings):
     consumer_wedged_after_seconds: float = Field(default=0.0, ge=0, le=86_400)
     # Partitions of each topic the system creates (`pin topics`, `pin up`, a role creating a missing topic): the
     # most busy consumers of a group per topic. Never changes an existing topic (docs/operations.md: changing it).
-    kafka_topic_partitions: int = Field(default=PARTITIONS, ge=1, le=10_000)
+    kafka_topic_partitions: int = Field(default=3, ge=1, le=10_000)
     # The Kafka principal of each role, as the cluster's authorizer names it (`pin acls` grants exactly what that
     # role's code calls); each role's process authenticates as it through its own PIN_KAFKA_CLIENT_CONFIG.
     kafka_principal_relay: str = "User:pin-relay"
