@@ -335,12 +335,13 @@ def main(argv: list[str] | None = None) -> int:
             old.unlink()
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    # the capture runs the workers in this process: keep their INFO lines out of the bench's own output
+    # the capture runs the workers in this process: keep their INFO lines out of the bench's own output (and an
+    # exception's traceback plain, not drawn with its locals for seconds)
     import logging
 
-    import structlog
+    from pin.observability.logging import configure_unstarted
 
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    configure_unstarted(logging.WARNING)
     env = make_env()
     run = Run(env, mode, out)
     failures = 0

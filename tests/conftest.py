@@ -21,6 +21,7 @@ from pin.db import Conn, create_pool
 from pin.local.embedded.kafka import EmbeddedKafka
 from pin.local.embedded.lifetime import die_with_own_parent
 from pin.local.embedded.postgres import ensure_system_user
+from pin.observability.logging import configure_unstarted
 from pin.settings import Settings
 from tests.support import deep
 from tests.support.infra import TestDatabases, postgres_server
@@ -66,6 +67,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.basetemp = str(own)
         config.stash[_OWN_BASETEMP] = own
     deep.DEEP = bool(config.getoption("--deep", default=False))  # before the test modules import it
+    # the roles' code that runs in this process logs an exception plainly, as a role does, not as structlog's
+    # default rich traceback with every frame's locals: that took 2-4 s per failure under load (the budget tests)
+    configure_unstarted()
     # tests must not find the endpoints of a developer's `pin up` (pin.settings.running_endpoints): roles read only
     # what tests give them
     os.environ["PIN_HOME"] = str(Path(config.option.basetemp) / "no-pin-up-here")

@@ -15,11 +15,11 @@ from types import FrameType
 import structlog
 
 from pin.backoff import exponential_backoff
-from pin.messaging.migrations import start_migrations
+from pin.messaging.migrations import publishing, start_migrations
 from pin.observability.logging import configure_logging, error_text
 from pin.observability.metrics import serve_metrics
 from pin.observability.tracing import configure_tracing_from_env
-from pin.outbox.writer import OutboxMode, set_outbox_mode
+from pin.outbox.writer import OutboxMode, set_contract_migrations, set_outbox_mode
 from pin.settings import Settings, load_settings
 
 # The exit code of a role that did not stop within PIN_STOP_TIMEOUT_SECONDS of SIGTERM (and left anyway).
@@ -47,7 +47,8 @@ def start_role(role: str, *, metrics: bool = True) -> RoleContext:
     settings = load_settings()
     set_outbox_mode(OutboxMode(settings.outbox_mode))  # every producer path of this process writes in this mode
     configure_logging(settings.log_level, settings.log_format, role=role)
-    start_migrations(settings)  # a bad one is a configuration error; an overdue one a warning
+    # a bad migration is a configuration error, an overdue one a warning; the writer then publishes what they say
+    set_contract_migrations(publishing(start_migrations(settings)))
     configure_tracing_from_env(role)
     _tune_collector()
     if metrics:

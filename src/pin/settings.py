@@ -29,14 +29,14 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pin.messaging.topics import CONSUMER_GROUPS, PARTITIONS
-
 # Defaults stated once: the settings below and the components' own configurations (the runner, the jobs, the
 # calendar's policy) take them from here.
 JOB_BATCH_SIZE = 200  # BatchSize of both polling jobs (seed 000: AppointmentTimeoutOptions.BatchSize; seed 002)
 JOB_INTERVAL_SECONDS = 60  # seconds between a polling job's ticks when no deadline is nearer (seed 000: 60 s)
 PENDING_TTL_SECONDS = 86_400  # PendingTtl: 24 h
 CANCEL_CUTOFF_MINUTES = 60  # INV-APT-3: an investor cancels or reschedules until StartAt minus this
+# The consumer groups (seeds 002 and 003); their topics and group ids derive from these names (pin.messaging.topics).
+CONSUMER_GROUPS = ("crm", "notifications", "catalog", "news")
 INBOX_RETENTION_SECONDS = 14 * 86_400  # a consumer group's dedup window: inbox rows older than this are pruned
 
 
@@ -160,7 +160,7 @@ class Settings(BaseSettings):
     consumer_inbox_retention_seconds: float = Field(default=INBOX_RETENTION_SECONDS, ge=3_600, le=366 * 86_400)
     # Partitions of each topic the system creates (`pin topics`, `pin up`, a role creating a missing topic): the
     # most busy consumers of a group per topic. Never changes an existing topic (docs/operations.md: changing it).
-    kafka_topic_partitions: int = Field(default=PARTITIONS, ge=1, le=10_000)
+    kafka_topic_partitions: int = Field(default=3, ge=1, le=10_000)
     # The Kafka principal of each role, as the cluster's authorizer names it (`pin acls` grants exactly what that
     # role's code calls); each role's process authenticates as it through its own PIN_KAFKA_CLIENT_CONFIG.
     kafka_principal_relay: str = "User:pin-relay"

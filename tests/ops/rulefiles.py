@@ -159,3 +159,42 @@ def grouping_labels(expr: str) -> set[str]:
 def legend_labels(legend: str) -> set[str]:
     """Label names a Grafana legend format uses (``{{topic}}``)."""
     return set(re.findall(r"\{\{\s*(\w+)\s*\}\}", legend))
+
+
+RUNBOOKS = ROOT / "docs" / "runbooks"
+# the aggregation operators that drop every label their ``by (...)`` does not name (topk and bottomk keep them)
+_AGGREGATION = re.compile(
+    r"\b(sum|min|max|avg|count|group|stddev|stdvar|quantile)\s*(?:(by|without)\s*\(([^)]*)\))?\s*\("
+)
+
+
+def kept_labels(expr: str) -> set[str] | None:
+    """The labels an expression's result keeps of its series: those every aggregation in it groups by (None: it
+    aggregates nothing, so it keeps them all). Conservative for a binary operation of two aggregations."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    if re.search(r"\)\s*(by|without)\s*\(", text):
+        raise ValueError(f"write the grouping before the aggregation's argument: {expr!r}")
+    kept: set[str] | None = None
+    for match in _AGGREGATION.finditer(text):
+        if match.group(2) == "without":
+            raise ValueError(f"name the labels kept (by), not those dropped: {expr!r}")
+        grouped = {name.strip() for name in (match.group(3) or "").split(",") if name.strip()}
+        kept = grouped if kept is None else kept & grouped
+    return kept
+
+
+def pinned_labels(expr: str, metric: str) -> set[str]:
+    """The labels ``metric``'s selectors in ``expr`` fix to one value (``topic="..."``): nothing to tell apart."""
+    pinned: set[str] = set()
+    for match in re.finditer(rf"(?<![\w:]){re.escape(metric)}\s*\{{([^}}]*)\}}", expr):
+        pinned |= set(re.findall(r"([a-zA-Z_]\w*)\s*=(?![~=])", match.group(1)))
+    return pinned
+
+
+def runbook_labels() -> dict[str, set[str]]:
+    """metric -> the labels a runbook names it with (``pin_outbox_lag_seconds{topic}``, bare label names only)."""
+    found: dict[str, set[str]] = {}
+    for path in sorted(RUNBOOKS.glob("*.md")):
+        for name, inside in re.findall(r"`([a-zA-Z_:][a-zA-Z0-9_:]*)\{(\s*\w+(?:\s*,\s*\w+)*\s*)\}`", path.read_text()):
+            found.setdefault(name, set()).update(label.strip() for label in inside.split(","))
+    return found

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from pin.contract_check import CONTRACT_SETS
 from pin.local.embedded.kafka import EmbeddedKafka
 from pin.messaging import acls, groups, topics
 from pin.messaging.acls import AclEntry, converge, managed_principals, required_acls
@@ -52,8 +53,10 @@ def test_each_group_reads_its_routes_and_its_group_and_writes_only_its_dead_lett
 @pytest.mark.unit
 def test_the_relay_writes_exactly_the_contracts_topics_and_nothing_else() -> None:
     wanted = required_acls(_settings())
-    published = set(groups.published_topics())
-    assert published == set(topics.INTEGRATION_TOPICS)  # so `pin topics` creates every topic the relay writes
+    # the outbox writer gives each row its contract's topic: the contracts publish exactly the integration topics,
+    # so `pin topics` creates every topic the relay writes
+    published = {contract.TOPIC for documents in CONTRACT_SETS for contract in documents.contracts}
+    assert published == set(topics.INTEGRATION_TOPICS)
     expected = {("WRITE", "TOPIC", t) for t in published} | {("IDEMPOTENT_WRITE", "CLUSTER", acls.CLUSTER_NAME)}
     assert _grants(wanted, "User:pin-relay") == expected
     assert producer_config(_settings())["enable.idempotence"] is True  # why IDEMPOTENT_WRITE is needed

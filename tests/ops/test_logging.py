@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -12,7 +15,14 @@ import pytest
 import structlog
 
 from pin.api.auth import mint_token
-from pin.observability.logging import REDACTED, scrub_text
+from pin.observability.logging import (
+    EXCEPTION_TEXT_LIMIT,
+    REDACTED,
+    configure_logging,
+    configure_unstarted,
+    exception_text,
+    scrub_text,
+)
 
 # Distinctive strings: if any of them reaches a log line, the test names it.
 CANCEL_REASON = "Клиент передумал, позвоните Ивану +7 999 123-45-67 zebra-17"
@@ -197,3 +207,83 @@ def test_one_suspect_field_among_plain_ones_is_masked_and_the_plain_ones_are_wri
     assert {key: event[key] for key in plain} == plain
     # the standard library's JSON text (", " and ": " separators, non-ASCII escaped), whatever encodes it
     assert line == json.dumps(event)
+
+
+# -- an exception's log: a plain traceback, no frame's local variables, bounded -----------------------------------
+
+
+def _fail_holding_a_row() -> None:
+    # built at run time, so that no source line of the traceback spells it: only a rendering of locals could
+    row = {"email": "-".join(["local", "value", "of", "a", "frame"]) + "@example.com"}
+    raise RuntimeError(f"statement failed for {len(row)} row")
+
+
+MARKER = "local-value-of-a-frame@example.com"
+
+
+@contextlib.contextmanager
+def _logging_into(view: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
+    """Logging as a role configures it (``json``, ``console``) or as a process that starts none (``unstarted``),
+    into a buffer; put back as it was afterwards."""
+    saved_config = structlog.get_config()
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    buffer = io.StringIO()
+    monkeypatch.setattr("sys.stderr", buffer)
+    monkeypatch.setattr("sys.stdout", buffer)  # where structlog's own view prints
+    try:
+        if view == "unstarted":
+            configure_unstarted()
+        else:
+            configure_logging("INFO", view, role="ops-test")
+        yield buffer
+    finally:
+        structlog.configure(**saved_config)
+        structlog.contextvars.clear_contextvars()
+        root.handlers[:] = saved_handlers
+        root.setLevel(saved_level)
+
+
+# (a process that starts no role leaves the standard library's records to the standard library's own handler)
+@pytest.mark.parametrize(
+    ("view", "source"),
+    [("json", "structlog"), ("json", "library"), ("console", "structlog"), ("console", "library"),
+     ("unstarted", "structlog")],
+)  # fmt: skip
+def test_a_logged_exception_carries_its_traceback_and_no_local_variable(
+    view: str, source: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _logging_into(view, monkeypatch) as buffer:
+        try:
+            _fail_holding_a_row()
+        except RuntimeError:
+            if source == "structlog":
+                structlog.get_logger("pin.test").error("cycle failed", job="test", exc_info=True)
+            else:
+                logging.getLogger("some.library").exception("cycle failed")
+    text = buffer.getvalue()
+    assert "cycle failed" in text
+    assert "RuntimeError: statement failed for 1 row" in text  # the traceback is there
+    assert "_fail_holding_a_row" in text  # with its frames
+    assert MARKER not in text  # and none of their locals
+
+
+def test_the_marker_is_what_a_rendering_of_locals_would_show() -> None:
+    """The test above could fail: structlog's default console traceback (rich, show_locals) writes the marker."""
+    sio = io.StringIO()
+    try:
+        _fail_holding_a_row()
+    except RuntimeError:
+        structlog.dev.RichTracebackFormatter(show_locals=True, color_system="truecolor", width=200)(sio, sys.exc_info())
+    assert MARKER in sio.getvalue()
+
+
+def test_an_exception_text_is_bounded_head_and_tail_kept() -> None:
+    try:
+        raise ValueError("x" * (3 * EXCEPTION_TEXT_LIMIT) + " the end")
+    except ValueError:
+        text = exception_text(sys.exc_info())  # type: ignore[arg-type]
+    assert len(text) < EXCEPTION_TEXT_LIMIT + 100
+    assert text.startswith("Traceback (most recent call last):")
+    assert text.endswith(" the end")
+    assert "characters of the traceback cut" in text

@@ -25,9 +25,12 @@ from tests.ops.rulefiles import (
     all_rules,
     dashboard_queries,
     grouping_labels,
+    kept_labels,
     label_matchers,
     legend_labels,
     metric_names,
+    pinned_labels,
+    runbook_labels,
 )
 
 pytestmark = pytest.mark.unit
@@ -168,6 +171,59 @@ def test_the_name_extraction_finds_metrics_and_only_metrics() -> None:
     assert grouping_labels(expr) == {"le", "group"}
     assert label_matchers(expr) == [("a_seconds_bucket", {"topic"}), ("c_gauge", {"instance"})]
     assert metric_names("sum(rate(x_total[$__rate_interval])) * 60") == {"x_total"}
+
+
+def _runbook_labels_of(name: str) -> set[str]:
+    """The labels the runbooks name a sample's metric with (a histogram's by its base name)."""
+    named = runbook_labels()
+    base = re.sub(r"_(bucket|sum|count)$", "", name)
+    return named.get(name, named.get(base, set()))
+
+
+def test_the_runbooks_name_metrics_by_labels_they_have(
+    registry: tuple[dict[str, tuple[str, tuple[str, ...]]], dict[str, set[str]]],
+) -> None:
+    _, samples = registry
+    named = runbook_labels()
+    assert named["pin_outbox_lag_seconds"] == {"topic"}  # the reader finds the runbooks' signal tables
+    problems = [
+        f"docs/runbooks: {name}{{{','.join(sorted(labels))}}}: "
+        + (f"exported with {sorted(samples[name])}" if name in samples else "not exported")
+        for name, labels in sorted(named.items())
+        if not labels <= samples.get(name, samples.get(f"{name}_bucket", set()))
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_no_panel_aggregates_away_a_label_the_runbooks_name_and_its_legend_tells_the_series_apart() -> None:
+    """A runbook says ``pin_outbox_lag_seconds{topic}``: a panel of it shows one series per topic (or selects one
+    topic), named by topic in its legend; ``max(pin_outbox_lag_seconds)`` would hide which topic lags."""
+    problems: list[str] = []
+    for path in sorted((GRAFANA / "dashboards").glob("*.json")):
+        for panels in _panels_by_row(_board(path.stem)).values():
+            for panel in panels:
+                for target in panel["targets"]:  # type: ignore[attr-defined]
+                    expr, legend = target["expr"], target.get("legendFormat", "")
+                    kept = kept_labels(expr)
+                    for name in sorted(metric_names(expr)):
+                        wanted = _runbook_labels_of(name) - pinned_labels(expr, name)
+                        if kept is not None and wanted - kept:
+                            problems.append(f"{path.name}: {panel['title']}: {expr} drops {sorted(wanted - kept)}")
+                        if unnamed := wanted - legend_labels(legend):
+                            problems.append(f"{path.name}: {panel['title']}: legend {legend!r} lacks {sorted(unnamed)}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_label_reading_sees_what_a_query_keeps_and_fixes() -> None:
+    assert kept_labels("max(pin_outbox_lag_seconds)") == set()
+    assert kept_labels("max by (topic) (pin_outbox_lag_seconds)") == {"topic"}
+    assert kept_labels("sum(max by (topic) (pin_outbox_backlog))") == set()
+    assert kept_labels("histogram_quantile(0.99, sum by (group, le) (rate(a_bucket[5m])))") == {"group", "le"}
+    assert kept_labels("pin_outbox_owned_vparts") is None
+    assert pinned_labels('max(pin_outbox_backlog{topic="t", group=~"g"})', "pin_outbox_backlog") == {"topic"}
+    assert pinned_labels('max(pin_outbox_backlog{topic!="t"})', "pin_outbox_backlog") == set()
+    with pytest.raises(ValueError, match="grouping before"):
+        kept_labels("sum(x) by (topic)")
 
 
 def _slug(heading: str) -> str:

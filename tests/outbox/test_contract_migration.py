@@ -28,7 +28,7 @@ from pin.messaging.consumer import ConsumerRuntime, Items, Route
 from pin.messaging.contract_compat import compare
 from pin.messaging.groups import select_routes
 from pin.messaging.kafka import consumer_config, ensure_topics, producer_config
-from pin.messaging.migrations import DEADLINE, V1_GROUPS, check_migrations, start_migrations
+from pin.messaging.migrations import DEADLINE, V1_GROUPS, check_migrations, publishing, start_migrations
 from pin.outbox.dead_letters import AmbiguousMessageIdError, dead_letter_discard, dead_letter_replay
 from pin.outbox.relay import OutboxRelay
 from pin.outbox.writer import MOVED_COLUMNS_SQL, MessageContext, build_rows, set_contract_migrations
@@ -212,7 +212,8 @@ def test_a_group_moved_from_v1_to_v2_mid_stream_applies_every_event_exactly_once
         )}}
     )  # fmt: skip
     ensure_topics(on_v1, [SAMPLE_V1_TOPIC, SAMPLE_V2_TOPIC])
-    start_migrations(on_v1, {SAMPLE_EVENT_TYPE: (GROUP,)})  # what every role does at start: dual-publish on
+    # what every role does at start (pin.roles.start_role): dual-publish on
+    set_contract_migrations(publishing(start_migrations(on_v1, {SAMPLE_EVENT_TYPE: (GROUP,)})))
     _create_table(pool)
     relay = new_relay(on_v1)
     relay.heartbeat()

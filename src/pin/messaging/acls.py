@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 from pin.messaging.groups import KAFKA_ROLES, OPERATOR, RELAY, TopicAccess, topic_table
-from pin.messaging.topics import CONSUMER_GROUPS
+from pin.messaging.topics import CONSUMER_GROUPS, STATUS_PROBE_GROUP
 from pin.settings import Settings
 
 # Kafka's name of its one cluster resource (IDEMPOTENT_WRITE is granted on it)
@@ -84,7 +84,6 @@ def required_acls(settings: Settings, table: Sequence[TopicAccess] | None = None
 def _operator(settings: Settings, table: Sequence[TopicAccess]) -> list[AclEntry]:
     """The operator's bindings besides its reads and writes: `pin topics`, `pin status`, `pin dlq`'s readers."""
     from pin.messaging.consumer.dead_letters.command import DLQ_READER_GROUP_PREFIX
-    from pin.status.broker import STATUS_PROBE_GROUP
 
     operator = settings.kafka_principal(OPERATOR)
     entries = [_topic(operator, "CREATE", a.topic, "`pin topics` creates it") for a in table]

@@ -18,7 +18,7 @@ from pin.messaging.consumer import ConsumerRuntime, Route
 from pin.messaging.consumer.metrics import SLA
 from pin.messaging.contracts import successions
 from pin.messaging.kafka import consumer_config, producer_config
-from pin.messaging.topics import CONSUMER_GROUPS, dead_letter_topic
+from pin.messaging.topics import CONSUMER_GROUPS, INTEGRATION_TOPICS, dead_letter_topic
 from pin.settings import ConfigurationError, ContractMigration, Settings
 
 # group -> the module whose routes() says what the group reads
@@ -116,21 +116,15 @@ class TopicAccess:
     readers: tuple[str, ...]
 
 
-def published_topics() -> tuple[str, ...]:
-    """The topics the relay publishes: the contracts' (the outbox writer gives each row its contract's topic)."""
-    from pin.contract_check import CONTRACT_SETS  # lazily: the contracts are not needed to run one group
-
-    return tuple(dict.fromkeys(contract.TOPIC for s in CONTRACT_SETS for contract in s.contracts))
-
-
 def topic_table() -> tuple[TopicAccess, ...]:
     """Every topic with its writers and readers: the one table of who writes and who reads what.
 
-    The relay writes the contracts' topics and the groups read them as their route tables say; `pin dlq replay`
-    (the operator) writes a dead letter back to the topic it came from, so it writes every topic a group reads.
+    The relay writes the integration topics (each contract's TOPIC is one) and the groups read them as their route
+    tables say; `pin dlq replay` (the operator) writes a dead letter back to the topic it came from, so it writes
+    every topic a group reads.
     Each group writes its own dead-letter topic, which `pin dlq list|replay` (the operator) reads.
     """
-    readers = {topic: tuple(g for g in CONSUMER_GROUPS if topic in topics_of(g)) for topic in published_topics()}
+    readers = {topic: tuple(g for g in CONSUMER_GROUPS if topic in topics_of(g)) for topic in INTEGRATION_TOPICS}
     table = [
         TopicAccess(topic, (RELAY, OPERATOR) if read_by else (RELAY,), read_by) for topic, read_by in readers.items()
     ]

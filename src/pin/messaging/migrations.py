@@ -3,8 +3,8 @@ publishes, which groups still read its v1, its deadline; checked at every role's
 
 PIN_CONTRACT_MIGRATIONS (:class:`pin.settings.ContractMigration`) names, per event type, the window (``since`` ..
 ``deadline``), what the producers write (``dual``: both rows, ``v2``: the sunset) and the groups moved to v2. The
-outbox's one row builder writes the rows (:func:`pin.outbox.writer.build_rows`); a group's routes follow the
-setting (:func:`pin.messaging.groups.select_routes`).
+outbox's one row builder writes the rows (:func:`pin.outbox.writer.build_rows`, told at start by the role); a
+group's routes follow the setting (:func:`pin.messaging.groups.select_routes`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from prometheus_client import Gauge
 
 from pin.messaging.contracts import Contract, successions
 from pin.messaging.topics import CONSUMER_GROUPS
-from pin.outbox.writer import set_contract_migrations
 from pin.settings import ConfigurationError, ContractMigration, Settings
 
 log = structlog.get_logger(__name__)
@@ -111,10 +110,9 @@ def check_migrations(
 def start_migrations(
     settings: Settings, readers: Mapping[str, tuple[str, ...]] | None = None, *, now: datetime | None = None
 ) -> tuple[MigrationState, ...]:
-    """At a role's start: check the migrations, give the outbox writer what to publish, export the gauges the
-    ContractMigrationOverdue alert reads, and warn of an overdue one."""
+    """At a role's start: check the migrations, export the gauges the ContractMigrationOverdue alert reads, and warn
+    of an overdue one; the caller gives the outbox writer what to publish (:func:`publishing`)."""
     states = check_migrations(settings, readers)
-    set_contract_migrations({state.event_type: state.publish for state in states})
     now = now or datetime.now(UTC)
     for state in states:
         V1_GROUPS.labels(state.event_type).set(len(state.v1_groups))
@@ -131,3 +129,9 @@ def start_migrations(
                 v1_groups=list(state.v1_groups),
             )
     return states
+
+
+def publishing(states: tuple[MigrationState, ...]) -> dict[str, str]:
+    """What the outbox writer publishes per event type in migration (``dual`` or ``v2``), for
+    :func:`pin.outbox.writer.set_contract_migrations`."""
+    return {state.event_type: state.publish for state in states}

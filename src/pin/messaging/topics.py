@@ -1,6 +1,9 @@
-"""Topic names (SPEC section 6) and their dead-letter topics."""
+"""Topic names (SPEC section 6), their dead-letter topics and the Kafka group ids."""
 
 from __future__ import annotations
+
+from pin.settings import CONSUMER_GROUPS as CONSUMER_GROUPS  # noqa: PLC0414 - re-exported: written once, in settings
+from pin.settings import Settings
 
 APPOINTMENT_CANCELLED = "pin.calendar.appointment-cancelled.v1"
 EVENT_STATUS_CHANGED = "pin.calendar.event-status-changed.v1"
@@ -15,10 +18,11 @@ INTEGRATION_TOPICS = (
     APPOINTMENT_CONFIRMED,
     PURCHASE_CHANGED,
 )
-# The default of PIN_KAFKA_TOPIC_PARTITIONS (settings.py): the partitions of each topic `pin topics` creates (seeds).
-PARTITIONS = 3
+# The partitions of each topic `pin topics` creates unless told otherwise (seeds): PIN_KAFKA_TOPIC_PARTITIONS's default.
+PARTITIONS: int = Settings.model_fields["kafka_topic_partitions"].default
 
-CONSUMER_GROUPS = ("crm", "notifications", "catalog", "news")
+# The group id of `pin status`'s client that lists the topics: it never joins or commits (the operator's ACLs name it).
+STATUS_PROBE_GROUP = "pin-status"
 
 
 def dead_letter_topic(group: str) -> str:

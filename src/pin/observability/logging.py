@@ -11,6 +11,7 @@ import json
 import logging
 import re
 import sys
+import traceback
 from collections.abc import Mapping, MutableMapping
 from typing import Any, TextIO
 
@@ -183,6 +184,50 @@ class _LineLogger:
     debug = info = warning = warn = error = err = critical = exception = fatal = failure = msg
 
 
+# The longest an exception's text gets in a line: its head (the first frames, the root cause of a chain) and its tail
+# (the innermost frames and the message of the exception raised last), what lies between cut out and counted.
+EXCEPTION_TEXT_LIMIT = 16_000
+_EXCEPTION_HEAD = 4_000
+
+
+def exception_text(exc_info: structlog.typing.ExcInfo) -> str:
+    """An exception as Python's plain traceback, without any frame's local variables, at most
+    :data:`EXCEPTION_TEXT_LIMIT` characters long.
+
+    Never the rich traceback that structlog's console view draws by default: that one renders every frame's local
+    variables, which took seconds per exception (a batch of rows in a frame, a pool, a connection) and would write
+    the personal data those rows hold into the log.
+    """
+    text = "".join(traceback.format_exception(*exc_info)).rstrip("\n")
+    if len(text) <= EXCEPTION_TEXT_LIMIT:
+        return text
+    tail = EXCEPTION_TEXT_LIMIT - _EXCEPTION_HEAD
+    cut = len(text) - EXCEPTION_TEXT_LIMIT
+    return f"{text[:_EXCEPTION_HEAD]}\n[... {cut} characters of the traceback cut ...]\n{text[-tail:]}"
+
+
+def _console_exception(sio: TextIO, exc_info: structlog.typing.ExcInfo) -> None:
+    """The console view's exception formatter: :func:`exception_text`, under the line."""
+    sio.write("\n" + exception_text(exc_info))
+
+
+def configure_unstarted(level: int = logging.DEBUG) -> None:
+    """For a process that runs roles' code without starting a role (the tests, the bench): structlog's own default
+    view (a console line on stdout, nothing of :func:`configure_logging`'s), but an exception as :func:`exception_text`
+    writes it instead of structlog's default rich traceback with every frame's local variables."""
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.StackInfoRenderer(),
+            structlog.dev.set_exc_info,
+            structlog.processors.TimeStamper(fmt="%Y-%m-%d %H:%M:%S", utc=False),
+            structlog.dev.ConsoleRenderer(exception_formatter=_console_exception),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+    )
+
+
 def resolve_log_format(fmt: str, stream: TextIO | None = None) -> str:
     """``json`` or ``console``: ``auto`` is console when ``stream`` (stderr, where the lines go) is a terminal."""
     if fmt != "auto":
@@ -209,7 +254,10 @@ def configure_logging(level: str = "INFO", fmt: str = "auto", role: str | None =
     """
     use_console = resolve_log_format(fmt) == "console"
     renderer: structlog.typing.Processor = (
-        structlog.dev.ConsoleRenderer() if use_console else structlog.processors.JSONRenderer(_encode_line)
+        # it gets the exception as text already; were it ever handed one, it would not draw its locals either
+        structlog.dev.ConsoleRenderer(exception_formatter=_console_exception)
+        if use_console
+        else structlog.processors.JSONRenderer(_encode_line)
     )
     shared: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
@@ -217,9 +265,10 @@ def configure_logging(level: str = "INFO", fmt: str = "auto", role: str | None =
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
-    # exceptions become text first, on a terminal too, so that redaction sees their messages
+    # exceptions become text first, on a terminal too, so that redaction sees their messages; plain and bounded,
+    # no locals, in both views (exception_text)
     final: list[structlog.typing.Processor] = [
-        structlog.processors.format_exc_info,
+        structlog.processors.ExceptionRenderer(exception_text),
         redact_sensitive,
         *([_role_first] if use_console else []),
         renderer,

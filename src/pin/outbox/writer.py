@@ -67,7 +67,8 @@ class Publish(enum.StrEnum):
 
 
 # The process's contract migrations (event type -> Publish), set once at start by the composition root
-# (pin.messaging.migrations.start_migrations) from PIN_CONTRACT_MIGRATIONS; an event type not named writes v1 rows.
+# (pin.roles.start_role, from pin.messaging.migrations) from PIN_CONTRACT_MIGRATIONS; an event type not named
+# writes v1 rows.
 _publish: dict[str, Publish] = {}
 
 

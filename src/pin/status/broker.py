@@ -16,15 +16,13 @@ from pin.status.snapshot import BrokerUnavailable, GroupOffsets, PartitionLag, U
 
 # the partition count of every topic on the broker
 Partitions = dict[str, int]
-# The group id of the client that lists the topics: it never joins or commits (the operator's ACLs name it).
-STATUS_PROBE_GROUP = "pin-status"
 
 
 def consumer_offsets(settings: Settings, timeout: float) -> dict[str, GroupOffsets | Unavailable] | BrokerUnavailable:
     """Every consumer group's offsets, or why the broker could not be asked at all."""
     if not settings.kafka_bootstrap_servers:
         return BrokerUnavailable("PIN_KAFKA_BOOTSTRAP_SERVERS is not set")
-    probe = _consumer_of(settings, STATUS_PROBE_GROUP, timeout)
+    probe = _consumer_of(settings, topics.STATUS_PROBE_GROUP, timeout)
     try:
         existing = {name: len(meta.partitions) for name, meta in probe.list_topics(timeout=timeout).topics.items()}
     except KafkaException as exc:
