@@ -7,7 +7,7 @@ import io
 import json
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -23,6 +23,7 @@ from pin.observability.logging import (
     exception_text,
     scrub_text,
 )
+from tests.ops.conftest import logging_into_buffer
 
 # Distinctive strings: if any of them reaches a log line, the test names it.
 CANCEL_REASON = "Клиент передумал, позвоните Ивану +7 999 123-45-67 zebra-17"
@@ -221,27 +222,17 @@ def _fail_holding_a_row() -> None:
 MARKER = "local-value-of-a-frame@example.com"
 
 
-@contextlib.contextmanager
-def _logging_into(view: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
+def _logging_into(view: str, monkeypatch: pytest.MonkeyPatch) -> contextlib.AbstractContextManager[io.StringIO]:
     """Logging as a role configures it (``json``, ``console``) or as a process that starts none (``unstarted``),
-    into a buffer; put back as it was afterwards."""
-    saved_config = structlog.get_config()
-    root = logging.getLogger()
-    saved_handlers, saved_level = root.handlers[:], root.level
-    buffer = io.StringIO()
-    monkeypatch.setattr("sys.stderr", buffer)
-    monkeypatch.setattr("sys.stdout", buffer)  # where structlog's own view prints
-    try:
+    into a buffer (stderr, and stdout where structlog's own view prints); put back as it was afterwards."""
+
+    def configure() -> None:
         if view == "unstarted":
             configure_unstarted()
         else:
             configure_logging("INFO", view, role="ops-test")
-        yield buffer
-    finally:
-        structlog.configure(**saved_config)
-        structlog.contextvars.clear_contextvars()
-        root.handlers[:] = saved_handlers
-        root.setLevel(saved_level)
+
+    return logging_into_buffer(monkeypatch, configure, streams=("sys.stderr", "sys.stdout"))
 
 
 # (a process that starts no role leaves the standard library's records to the standard library's own handler)
