@@ -15,8 +15,8 @@ from psycopg_pool import ConnectionPool
 
 from pin.db import Conn, connect
 from tests.calendar.worker.factory import seed_appointments, slow_expiry, statuses
-from tests.promotion.support import execute, json_lines, purchase_events, purchase_rows, seed_purchases
 from tests.promotion.support import db_now as promotion_db_now
+from tests.promotion.support import execute, json_lines, purchase_events, purchase_rows, seed_purchases
 from tests.support.processes import RoleProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -77,7 +77,8 @@ def test_sigterm_cancels_the_appointment_timeout_statement_and_rolls_its_item_ba
     assert took < STOP_SECONDS
     (line,) = _lines(worker, "cycle stopped")
     assert (line["RolledBack"], line["AppointmentId"]) == ("the item", str(cluster.appointment_id))
-    assert not _lines(worker, "cycle failed") and not _lines(worker, "job cycle failed")
+    assert not _lines(worker, "cycle failed")
+    assert not _lines(worker, "job cycle failed")
     # nothing half-done: the appointment, its slot and its event as they were, no event written
     assert statuses(pool, "appointment", [cluster.appointment_id]) == ["Pending"]
     assert statuses(pool, "availability_slot", [cluster.slot_id]) == ["Booked"]
