@@ -43,6 +43,18 @@ class Cause(Enum):
     BUDGET = "budget"  # the watch's deadline passed (a cycle's time budget was spent)
 
 
+def query_canceled(exc: BaseException) -> bool:
+    """Whether ``exc`` is (or was caused by) a query_canceled, 57014, before any other error of the server."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, QueryCanceled):
+            return True
+        if isinstance(seen, psycopg.Error):
+            return False  # another failure of the server's: not the cancel's
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 class Watch:
     """One connection watched for a while: whether, and why, this process cancelled a statement on it."""
 
@@ -60,16 +72,9 @@ class Watch:
         cause = self.cause
         if cause is None and self.past_deadline():
             cause = Cause.BUDGET  # the server's statement timeout at the same deadline came first
-        if cause is None:
+        if cause is None or not query_canceled(exc):
             return None
-        seen: BaseException | None = exc
-        while seen is not None:
-            if isinstance(seen, QueryCanceled):
-                return cause
-            if isinstance(seen, psycopg.Error):
-                return None  # another failure of the server's: not the cancel's
-            seen = seen.__cause__ or seen.__context__
-        return None
+        return cause
 
     def past_deadline(self) -> bool:
         """Whether the watch's deadline has passed."""
