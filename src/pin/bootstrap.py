@@ -13,7 +13,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.db import Conn, ConnectionPolicy, connect, create_pool
 from pin.roles import start_role, wait_until_reachable
-from pin.settings import ConfigurationError, Settings
+from pin.settings import EXPIRE_PROMOTIONS_INTERVAL_RANGE_SECONDS, ConfigurationError, Settings
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -133,7 +133,15 @@ def run_expire_promotions(*, once: bool) -> dict[str, int] | None:
     from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
 
     def build(pool: ConnectionPool[Conn], settings: Settings, stop: threading.Event) -> PollingJob:
-        metrics.INTERVAL.set(settings.expire_promotions_interval_seconds)  # "no cycle for 2 intervals" alert
+        interval = settings.expire_promotions_interval_seconds
+        low, high = EXPIRE_PROMOTIONS_INTERVAL_RANGE_SECONDS
+        if interval < low:  # allowed (tests, demos), but not what production runs
+            structlog.get_logger(__name__).warning(
+                f"PIN_EXPIRE_PROMOTIONS_INTERVAL_SECONDS is below the seed's range of {low // 60} to {high // 60}"
+                " minutes: fine for tests and demos, not for production",
+                interval_seconds=interval,
+            )
+        metrics.INTERVAL.set(interval)  # "no cycle for 2 intervals" alert
         config = ExpirePromotionsConfig(
             batch_size=settings.expire_promotions_batch_size,
             cycle_budget_seconds=settings.expire_promotions_cycle_budget_seconds,
