@@ -95,7 +95,6 @@ def test_sigterm_cancels_the_appointment_timeout_statement_and_rolls_its_item_ba
     assert last["counters"]["ExpiredCount"] == 0
 
 
-@pytest.mark.deep
 def test_sigterm_cancels_the_expire_promotions_statement_and_rolls_the_batch_back(
     pool: ConnectionPool[Conn], database_url: str, spawn_role: Callable[..., RoleProcess]
 ) -> None:
