@@ -15,8 +15,9 @@ from psycopg_pool import ConnectionPool
 
 from pin.db import Conn, connect
 from tests.calendar.worker.factory import seed_appointments, slow_expiry, statuses
+from tests.outbox.support import wait_for
 from tests.promotion.support import db_now as promotion_db_now
-from tests.promotion.support import execute, json_lines, purchase_events, purchase_rows, seed_purchases
+from tests.promotion.support import gate_transitions, json_lines, purchase_events, purchase_rows, seed_purchases
 from tests.support.processes import RoleProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -27,15 +28,6 @@ STOP_SECONDS = 3.0
 
 def _lines(process: RoleProcess, prefix: str) -> list[dict[str, Any]]:
     return [line for line in json_lines(process.output()) if str(line.get("event", "")).startswith(prefix)]
-
-
-def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _waiting(pool: ConnectionPool[Conn], condition: str) -> bool:
@@ -69,7 +61,7 @@ def test_sigterm_cancels_the_appointment_timeout_statement_and_rolls_its_item_ba
     (cluster,) = seed_appointments(pool, 1)
     slow_expiry(pool, 20)
     worker = spawn_role("worker", "appointment-timeout")
-    _wait(lambda: _waiting(pool, "wait_event = 'PgSleep'"), 30, "the worker to be in its sleeping UPDATE")
+    wait_for(lambda: _waiting(pool, "wait_event = 'PgSleep'"), timeout=30, what="the worker in its sleeping UPDATE")
 
     code, took = _stop(worker)
 
@@ -101,19 +93,12 @@ def test_sigterm_cancels_the_expire_promotions_statement_and_rolls_the_batch_bac
     """The batch's write waits on a row the test's own connection holds: SIGTERM cancels it, the whole batch
     rolls back, its row locks go, exit 0 within 3 s."""
     purchases = seed_purchases(pool, 5, ends_at=promotion_db_now(pool) - timedelta(minutes=1))
-    execute(pool, "CREATE TABLE public.test_gate (id int PRIMARY KEY); INSERT INTO public.test_gate VALUES (1)")
-    execute(
-        pool,
-        "CREATE FUNCTION public.test_gated() RETURNS trigger LANGUAGE plpgsql AS $$"
-        " BEGIN PERFORM 1 FROM public.test_gate WHERE id = 1 FOR UPDATE; RETURN NEW; END $$",
-    )
-    execute(pool, "CREATE TRIGGER test_gated BEFORE UPDATE ON promotion.purchase FOR EACH ROW"
-                  " EXECUTE FUNCTION public.test_gated()")  # fmt: skip
+    take_gate = gate_transitions(pool)
     holder = connect(database_url)
     try:
-        holder.execute("SELECT 1 FROM public.test_gate WHERE id = 1 FOR UPDATE")
+        holder.execute(take_gate)
         worker = spawn_role("worker", "expire-promotions")
-        _wait(lambda: _waiting(pool, "wait_event_type = 'Lock'"), 30, "the worker's write to wait on the held row")
+        wait_for(lambda: _waiting(pool, "wait_event_type = 'Lock'"), timeout=30, what="the write to wait on the row")
 
         code, took = _stop(worker)
     finally:

@@ -13,7 +13,15 @@ from structlog.testing import capture_logs
 
 from pin.db import Conn, connect
 from pin.promotion.worker import JOB_NAME, ExpirePromotionsConfig, ExpirePromotionsJob
-from tests.promotion.support import db_now, execute, fail_updates_of, purchase_events, purchase_rows, seed_purchases
+from tests.promotion.support import (
+    db_now,
+    execute,
+    fail_updates_of,
+    gate_transitions,
+    purchase_events,
+    purchase_rows,
+    seed_purchases,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -120,19 +128,12 @@ def test_rows_held_elsewhere_end_the_cycle_within_the_budget_plus_a_second(
     """The batch's write waits on a row another connection holds (a trigger takes it): cancelled at the budget,
     the batch rolled back, not a failed cycle; once the row is free the next cycle takes the batch."""
     purchases = seed_purchases(pool, 3, ends_at=db_now(pool) - timedelta(minutes=1))
-    execute(pool, "CREATE TABLE public.test_gate (id int PRIMARY KEY); INSERT INTO public.test_gate VALUES (1)")
-    execute(
-        pool,
-        "CREATE FUNCTION public.test_gated() RETURNS trigger LANGUAGE plpgsql AS $$"
-        " BEGIN PERFORM 1 FROM public.test_gate WHERE id = 1 FOR UPDATE; RETURN NEW; END $$",
-    )
-    execute(pool, "CREATE TRIGGER test_gated BEFORE UPDATE ON promotion.purchase FOR EACH ROW"
-                  " EXECUTE FUNCTION public.test_gated()")  # fmt: skip
+    take_gate = gate_transitions(pool)
     budget = 1.0
     job = ExpirePromotionsJob(pool, ExpirePromotionsConfig(cycle_budget_seconds=budget))
     holder = connect(database_url)
     try:
-        holder.execute("SELECT 1 FROM public.test_gate WHERE id = 1 FOR UPDATE")
+        holder.execute(take_gate)
         started = time.monotonic()
         result = job.run_once()
         took = time.monotonic() - started
