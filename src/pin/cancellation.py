@@ -5,7 +5,8 @@ A role watches a connection while it works on it (:meth:`Canceller.watch`). When
 request for the connection (``Connection.cancel_safe``), and sends it again every :data:`RECANCEL_SECONDS` while a
 statement of the watch is still running: a cancel that arrives between two statements is ignored by the server,
 and the next statement of the watch is cancelled in its turn. The statement fails with SQLSTATE 57014
-(query_canceled), its transaction rolls back whole, and its row locks go with it.
+(query_canceled), its transaction rolls back whole, and its row locks go with it. A watch opened after the stop
+is cancelled at once: no new work begins after a stop.
 
 The server says 57014 for a statement timeout and an operator's ``pg_cancel_backend`` too:
 :meth:`Watch.cancelled` tells the cancel this process asked for (a stop, a budget) from those, so that neither is
@@ -112,7 +113,7 @@ class Watch:
 
 class Canceller:
     """One role's cancels: watches its stop event and each watch's deadline from a thread of its own (started by
-    the first watch). Without a stop event it only keeps deadlines."""
+    the first watch). Without a stop event it only keeps deadlines, until a role's run sets ``stop`` to its own."""
 
     def __init__(self, stop: threading.Event | None = None) -> None:
         self.stop = stop if stop is not None else threading.Event()

@@ -162,7 +162,6 @@ class Cycle:
         self.kept: Callable[[], CycleResult] | None = None
         # what is in flight now (the fields naming the item or the batch), for the line a cancel of its own logs
         self.in_flight: dict[str, object] = {}
-        self.stopped = False  # a stop request cancelled the statement in flight; the work in flight rolled back
         self._canceller = canceller if canceller is not None else Canceller()
         self._watches: list[Watch] = []  # the watches open, and those that sent a cancel or ended past the deadline
         self.tracer: Tracer | None = None  # the cycle span's (set by CycleHarness.run)
@@ -367,7 +366,6 @@ class CycleHarness:
         cycle; one line says what was rolled back."""
         rolled_back = cycle.in_flight or {"RolledBack": "nothing"}
         if cause is Cause.STOP:
-            cycle.stopped = True
             cycle.warning(
                 "cycle stopped: the statement in flight was cancelled and its work rolled back", **rolled_back
             )
