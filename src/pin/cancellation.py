@@ -148,6 +148,9 @@ class Canceller:
             now = time.monotonic()
             stopping = self.stop.is_set()
             for watch in watches:
-                if watch.open and watch._due(now, stopping):
-                    watch._cancel()
+                try:
+                    if watch.open and watch._due(now, stopping):
+                        watch._cancel()
+                except Exception as exc:  # noqa: BLE001 - the watcher outlives any one watch's trouble
+                    log.warning("statement cancel watch failed", error=str(exc))
             time.sleep(POLL_SECONDS)

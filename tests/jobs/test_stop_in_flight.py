@@ -41,10 +41,10 @@ def _waiting(pool: ConnectionPool[Conn], condition: str) -> bool:
     return bool(row["n"])
 
 
-def _stop(worker: RoleProcess) -> tuple[int, float]:
-    """SIGTERM; the exit code and the seconds it took."""
+def _stop(worker: RoleProcess, signum: int = signal.SIGTERM) -> tuple[int, float]:
+    """SIGTERM (or ``signum``); the exit code and the seconds it took."""
     started = time.monotonic()
-    worker.process.send_signal(signal.SIGTERM)
+    worker.process.send_signal(signum)
     code = worker.wait(15)
     return code, time.monotonic() - started
 
@@ -54,16 +54,18 @@ def _last_cycle(pool: ConnectionPool[Conn], job: str) -> dict[str, Any] | None:
         return conn.execute("SELECT succeeded, counters FROM jobs.cycle WHERE job = %s", (job,)).fetchone()
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_sigterm_cancels_the_appointment_timeout_statement_and_rolls_its_item_back(
-    pool: ConnectionPool[Conn], spawn_role: Callable[..., RoleProcess]
+    pool: ConnectionPool[Conn], spawn_role: Callable[..., RoleProcess], signum: int
 ) -> None:
-    """The expiry's UPDATE sleeps 20 s in a trigger: SIGTERM cancels it, the item rolls back whole, exit 0 in 3 s."""
+    """The expiry's UPDATE sleeps 20 s in a trigger: SIGTERM (or Ctrl-C) cancels it, the item rolls back whole,
+    exit 0 in 3 s."""
     (cluster,) = seed_appointments(pool, 1)
     slow_expiry(pool, 20)
     worker = spawn_role("worker", "appointment-timeout")
     wait_for(lambda: _waiting(pool, "wait_event = 'PgSleep'"), timeout=30, what="the worker in its sleeping UPDATE")
 
-    code, took = _stop(worker)
+    code, took = _stop(worker, signum)
 
     assert code == 0, worker.output()
     assert took < STOP_SECONDS
