@@ -13,7 +13,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.db import Conn, ConnectionPolicy, connect, create_pool
 from pin.roles import start_role, wait_until_reachable
-from pin.settings import ConfigurationError, Settings
+from pin.settings import EXPIRE_PROMOTIONS_INTERVAL_RANGE_SECONDS, ConfigurationError, Settings
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -133,13 +133,20 @@ def run_expire_promotions(*, once: bool) -> dict[str, int] | None:
     from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
 
     def build(pool: ConnectionPool[Conn], settings: Settings, stop: threading.Event) -> PollingJob:
-        del stop  # a promotions batch is one transaction: it is finished or rolled back as a whole
-        metrics.INTERVAL.set(settings.expire_promotions_interval_seconds)  # "no cycle for 2 intervals" alert
+        interval = settings.expire_promotions_interval_seconds
+        low, high = EXPIRE_PROMOTIONS_INTERVAL_RANGE_SECONDS
+        if interval < low:  # allowed (tests, demos), but not what production runs
+            structlog.get_logger(__name__).warning(
+                f"PIN_EXPIRE_PROMOTIONS_INTERVAL_SECONDS is below the seed's range of {low // 60} to {high // 60}"
+                " minutes: fine for tests and demos, not for production",
+                interval_seconds=interval,
+            )
+        metrics.INTERVAL.set(interval)  # "no cycle for 2 intervals" alert
         config = ExpirePromotionsConfig(
             batch_size=settings.expire_promotions_batch_size,
             cycle_budget_seconds=settings.expire_promotions_cycle_budget_seconds,
         )
-        return ExpirePromotionsJob(pool, config)
+        return ExpirePromotionsJob(pool, config, stop=stop)  # a stop cancels the batch in flight: rolled back whole
 
     return _run_polling_job("expire-promotions", build, lambda s: s.expire_promotions_interval_seconds, once=once)
 
@@ -153,7 +160,7 @@ def run_appointment_timeout(*, once: bool) -> dict[str, int] | None:
             batch_size=settings.appointment_timeout_batch_size,
             cycle_budget_seconds=settings.appointment_timeout_cycle_budget_seconds,
         )
-        return AppointmentTimeoutJob(pool, config, stop=stop)  # checks the stop between items
+        return AppointmentTimeoutJob(pool, config, stop=stop)  # a stop cancels the item in flight: rolled back whole
 
     return _run_polling_job("appointment-timeout", build, lambda s: s.appointment_timeout_interval_seconds, once=once)
 

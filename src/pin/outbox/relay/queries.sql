@@ -30,6 +30,12 @@ LIMIT %(limit)s
 DELETE FROM outbox.message WHERE id = ANY(%(ids)s::bigint[])
 RETURNING topic, EXTRACT(EPOCH FROM clock_timestamp() - created_at)::float8 AS latency
 
+-- outbox_delete_published_free --
+-- At a stop: delete the acknowledged rows no other transaction holds, without waiting (the held ones are sent again).
+DELETE FROM outbox.message
+WHERE id IN (SELECT id FROM outbox.message WHERE id = ANY(%(ids)s::bigint[]) FOR UPDATE SKIP LOCKED)
+RETURNING topic, EXTRACT(EPOCH FROM clock_timestamp() - created_at)::float8 AS latency
+
 -- outbox_mark_failed --
 -- One more attempt and a backoff for a failed row, while its lease (owner and epoch) is still ours.
 UPDATE outbox.message m
