@@ -58,6 +58,7 @@ def test_the_probe_is_ready_only_while_every_check_passes() -> None:
         assert body["checks"] == {"database": "ok", "broker": "unreachable: connection refused"}
     finally:
         server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture
