@@ -83,6 +83,7 @@ def build_image(tag: str) -> None:
     _run(
         str(BUILD_SCRIPT),
         tag,
+        "--layers=false",  # no cached stage left behind per run (the project's wheel changes every commit anyway)
         "--network",
         "host",
         *LIMITS,
