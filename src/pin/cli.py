@@ -19,6 +19,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
 def version_line() -> str:
     """`pin --version`: the distribution's name and version (its metadata) and the commit it was built from: the
     ``BUILD_COMMIT`` file an image build writes beside the package (an image has no .git), else the checkout's."""

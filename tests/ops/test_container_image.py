@@ -141,7 +141,8 @@ def test_the_image_runs_every_role_and_an_appointment_expires_through_it(
     # what the image is
     user = subprocess.run([*container.PODMAN, "image", "inspect", "--format", "{{.Config.User}}", image],
                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-    assert user and not user.startswith(("0", "root")), f"the image runs as {user!r}"
+    assert user, "the image names no user: root"
+    assert not user.startswith(("0", "root")), f"the image runs as {user!r}"
     found = subprocess.run(
         [*container.PODMAN, "run", "--rm", *container.LIMITS, "--entrypoint", "python3", image, "-c",
          f"import importlib.util as u; print([m for m in {NOT_IN_THE_IMAGE!r} if u.find_spec(m)])"],

@@ -69,7 +69,8 @@ def check_pin_command(argv: list[str]) -> None:
     command: Any = ROOT_COMMAND
     rest = list(argv)
     while hasattr(command, "commands"):
-        assert rest and rest[0] in command.commands, f"`pin {' '.join(argv)}`: no such command"
+        assert rest, f"`pin {' '.join(argv)}`: a group, not a command"
+        assert rest[0] in command.commands, f"`pin {' '.join(argv)}`: no such command"
         command = command.commands[rest.pop(0)]
     try:
         command.make_context("pin", rest)
@@ -93,7 +94,7 @@ def example_jobs() -> dict[str, list[int]]:
     """The example Prometheus configuration's jobs and the ports of their targets."""
     config = yaml.safe_load(EXAMPLE.read_text())
     return {
-        job["job_name"]: [int(target.rsplit(":", 1)[1]) for group in job["static_configs"] for target in group["targets"]]
+        job["job_name"]: [int(t.rsplit(":", 1)[1]) for group in job["static_configs"] for t in group["targets"]]
         for job in config["scrape_configs"]
     }
 
@@ -126,7 +127,8 @@ def test_every_yaml_file_parses() -> None:
     assert len(files) > 20
     for path in files:
         documents = list(yaml.safe_load_all(path.read_text()))
-        assert documents and all(document is not None for document in documents), path
+        assert documents, path
+        assert all(document is not None for document in documents), path
 
 
 def test_every_pin_variable_named_is_a_setting() -> None:
@@ -195,7 +197,8 @@ def test_kustomize_renders_both_kustomizations_where_kubectl_runs() -> None:
         assert {d["metadata"].get("namespace", "pin") for d in documents} == {"pin"}
         images = {c["image"] for d in documents if d["kind"] in {"Deployment", "Job"}
                   for c in _containers(d)}  # fmt: skip
-        assert len(images) == 1 and "/" in images.pop(), "every container runs the one image, set by kustomize"
+        assert len(images) == 1, "every container runs the one image"
+        assert "/" in images.pop(), "the image is the one kustomize sets"
 
 
 def _containers(resource: dict[str, Any]) -> list[dict[str, Any]]:
@@ -263,7 +266,8 @@ def test_every_role_has_a_deployment_with_probes_on_its_own_endpoints() -> None:
     assert sorted(found.values()) == sorted(long_running_roles()), "a role without a Deployment"
     assert {job_of(role) for role in found.values()} == set(example_jobs())
     [service] = [r for r in resources if r["kind"] == "Service"]
-    assert service["spec"]["selector"].items() <= deployments["pin-api"]["spec"]["template"]["metadata"]["labels"].items()
+    api_labels = deployments["pin-api"]["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= api_labels.items()
 
 
 def test_the_migration_job_is_applied_before_the_roles() -> None:
@@ -322,7 +326,8 @@ def test_every_role_has_a_unit_with_its_probes_and_the_examples_port() -> None:
         assert role is not None
         assert path.name == f"pin-{role}.service"
         seen[role] = path.name
-        assert "pin-migrate.service" in settings["Requires"] and "pin-migrate.service" in settings["After"][0]
+        assert "pin-migrate.service" in settings["Requires"]
+        assert "pin-migrate.service" in settings["After"][0]
         environment = dict(item.split("=", 1) for line in settings.get("Environment", []) for item in line.split())
         if role == "api":
             [argv] = argvs
@@ -342,7 +347,8 @@ def test_every_role_has_a_unit_with_its_probes_and_the_examples_port() -> None:
             assert f"/etc/pin/{role}.env" in settings["EnvironmentFile"], f"{role}: no credentials of its own"
     assert sorted(seen) == sorted(long_running_roles()), "a role without a unit"
     probe = (SYSTEMD / "pin-probe").read_text()
-    assert "/healthz" in probe and "/healthz" in LIVENESS_PATHS  # the API's liveness path too
+    assert "/healthz" in probe
+    assert "/healthz" in LIVENESS_PATHS  # so the one path is every role's liveness, the API's too
     assert "pin-probe %i" in (SYSTEMD / "pin-liveness@.service").read_text()
 
 

@@ -27,7 +27,7 @@ from tests.support.processes import RoleProcess
 
 def _probe(port: int, path: str = "/readyz") -> tuple[int, dict[str, object]]:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:  # noqa: S310
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
             return int(response.status), json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())
