@@ -81,7 +81,6 @@ def _check_dependencies(settings: Settings, *, broker: bool) -> None:
     """The readiness probe's checks: a new database connection answers (not one of the role's pool, which a busy
     role may have checked out), and the broker answers a Metadata request."""
     from pin.db import connect, default_policy
-    from pin.messaging.kafka import missing_topics
 
     def database() -> None:
         timeout = max(1, round(READINESS_TIMEOUT_SECONDS))  # libpq's connect_timeout is whole seconds
@@ -91,6 +90,8 @@ def _check_dependencies(settings: Settings, *, broker: bool) -> None:
     if settings.database_url:
         add_readiness_check("database", database)
     if broker and settings.kafka_bootstrap_servers:
+        from pin.messaging.kafka import missing_topics  # imported by the roles that use the broker only
+
         add_readiness_check("broker", lambda: missing_topics(settings, [], timeout=READINESS_TIMEOUT_SECONDS))
 
 
