@@ -106,6 +106,12 @@ def job_of(role: str) -> str:
     return job
 
 
+def image_user() -> int:
+    """The uid the image runs as (its Containerfile's USER)."""
+    [user] = re.findall(r"^USER (\d+):\d+$", (DEPLOY / "container" / "Containerfile").read_text(), re.MULTILINE)
+    return int(user)
+
+
 def principal_of(role: str) -> str | None:
     """The Kafka principal (`pin acls`) a role authenticates as: the relay's, a group's; None without a broker."""
     if role == "relay":
@@ -231,6 +237,8 @@ def test_every_role_has_a_deployment_with_probes_on_its_own_endpoints() -> None:
         assert deployment["spec"]["replicas"] >= 2, f"{name}: one replica cannot survive a node"
         pod = deployment["spec"]["template"]
         assert pod["spec"]["terminationGracePeriodSeconds"] > stop_timeout
+        assert pod["spec"]["securityContext"]["runAsUser"] == image_user(), f"{name}: not the image's user"
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
         ports = {port["name"]: port["containerPort"] for port in container["ports"]}
         if role == "api":
             port = int(container["args"][container["args"].index("--port") + 1])

@@ -100,9 +100,11 @@ def remove_image(tag: str) -> None:
 
 
 def run_args(image: str, name: str, env: dict[str, str], *command: str) -> list[str]:
-    """The podman command that runs ``command`` of the image in a container ``name`` on the host's network."""
+    """The podman command that runs ``command`` of the image in a container ``name`` on the host's network, with a
+    read-only root file system (and podman's tmpfs on /tmp) as the Kubernetes manifests run it."""
     variables = [item for key, value in env.items() for item in ("--env", f"{key}={value}")]
-    return [*PODMAN, "run", "--rm", "--name", name, "--network", "host", *LIMITS, *variables, image, *command]
+    network = ("--network", "host", "--read-only")
+    return [*PODMAN, "run", "--rm", "--name", name, *network, *LIMITS, *variables, image, *command]
 
 
 def remove_container(name: str) -> None:
