@@ -107,7 +107,7 @@ def run_relay(*, once: bool) -> dict[str, int] | None:
     """`pin relay`: publish the outbox until SIGTERM/SIGINT, or (``once``) what is there now, then stop."""
     from pin.outbox.relay import RelayConfig, hooks_for_fault
 
-    context = start_role("relay", metrics=not once)
+    context = start_role("relay", metrics=not once, broker=True)
     settings = context.settings
     if settings.outbox_mode == "cdc":
         raise ConfigurationError("PIN_OUTBOX_MODE=cdc: Debezium reads the outbox from the WAL; do not run pin relay")
@@ -208,7 +208,7 @@ def run_consumer(group: str) -> None:
     from pin.roles import NotReadyError
 
     routes = routes_of(group)  # an unknown group is a configuration error (exit 2) before anything starts
-    context = start_role(f"consume-{group}")
+    context = start_role(f"consume-{group}", broker=True)
     settings = context.settings
     settings.require_kafka()
     database_url = settings.require_database_url()

@@ -19,6 +19,46 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+def version_line() -> str:
+    """`pin --version`: the distribution's name and version (its metadata) and the commit it was built from: the
+    ``BUILD_COMMIT`` file an image build writes beside the package (an image has no .git), else the checkout's."""
+    import subprocess
+    from importlib.metadata import packages_distributions, version
+    from pathlib import Path
+
+    name = packages_distributions().get(__package__ or "pin", ["pin"])[0]
+    package = Path(__file__).parent
+    built = package / "BUILD_COMMIT"
+    if built.is_file():
+        commit = built.read_text().strip()
+    else:
+        git = ["git", "-C", str(package), "describe", "--always", "--dirty", "--abbrev=40", "--exclude=*"]
+        try:
+            found = subprocess.run(git, capture_output=True, text=True, timeout=5, check=False)  # noqa: S603
+        except OSError:
+            found = None
+        commit = found.stdout.strip() if found is not None and found.returncode == 0 else ""
+    return f"{name} {version(name)} (commit {commit or 'unknown'})"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(version_line())
+        raise typer.Exit
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and the commit, exit.", is_eager=True,
+                     callback=_print_version),
+    ] = False,
+) -> None:  # fmt: skip
+    """PIN background jobs and integration events: workers, outbox relay, consumers and HTTP API."""
+
+
 # `pin worker <name>`: one polling-job instance. Each job adds its command to this group.
 worker_app = typer.Typer(help="Run one instance of a polling worker.", no_args_is_help=True)
 app.add_typer(worker_app, name="worker")
