@@ -32,16 +32,25 @@ ORDER BY r.consumer_group, r.topic, a.kafka_partition
 SELECT pg_try_advisory_xact_lock(hashtext('outbox.acked_position prune')) AS mine
 
 -- acked_position_prune --
--- Keep only the marks an answer can need: per partition its first and its latest; of the others, none that a later
--- offset acknowledged no later makes useless (dominated), one per %(grain)s seconds (the first), and none behind
--- the lowest offset the groups reading it have committed (given as arrays; a group without one needs the first).
-WITH behind AS (
-    SELECT topic, kafka_partition, min(next_offset) AS next_offset
-    FROM unnest(%(topics)s::text[], %(partitions)s::int[], %(offsets)s::bigint[]) AS c(topic, kafka_partition, next_offset)
-    GROUP BY topic, kafka_partition
+-- Keep only the marks an answer can need: per partition its first and its latest, and for each offset a group has
+-- committed (given as arrays) the mark that answers for it now. Of the others, delete those behind the lowest of
+-- those offsets (a group without one needs the first mark only), those a later offset acknowledged no later makes
+-- useless (dominated), and all but the first of each %(grain)s seconds (an answer for an offset a group reaches later
+-- is then at most that much younger than it could be).
+WITH committed AS (
+    SELECT * FROM unnest(%(topics)s::text[], %(partitions)s::int[], %(offsets)s::bigint[])
+        AS c(topic, kafka_partition, next_offset)
+), behind AS (
+    SELECT topic, kafka_partition, min(next_offset) AS next_offset FROM committed GROUP BY topic, kafka_partition
+), answering AS (
+    SELECT DISTINCT ON (c.topic, c.kafka_partition, c.next_offset) p.topic, p.kafka_partition, p.last_offset
+    FROM committed c
+    JOIN outbox.acked_position p
+      ON p.topic = c.topic AND p.kafka_partition = c.kafka_partition AND p.last_offset >= c.next_offset
+    ORDER BY c.topic, c.kafka_partition, c.next_offset, p.acked_at, p.last_offset
 ), marks AS (
     SELECT p.topic, p.kafka_partition, p.last_offset, p.acked_at,
-           min(p.acked_at) OVER later <= p.acked_at AS dominated,
+           coalesce(min(p.acked_at) OVER later <= p.acked_at, false) AS dominated,
            min(p.last_offset) OVER whole AS first_offset,
            max(p.last_offset) OVER whole AS latest_offset,
            b.next_offset
@@ -61,4 +70,6 @@ DELETE FROM outbox.acked_position p
 USING ranked r
 WHERE p.topic = r.topic AND p.kafka_partition = r.kafka_partition AND p.last_offset = r.last_offset
   AND r.last_offset <> r.first_offset AND r.last_offset <> r.latest_offset
+  AND NOT EXISTS (SELECT 1 FROM answering a
+                   WHERE a.topic = r.topic AND a.kafka_partition = r.kafka_partition AND a.last_offset = r.last_offset)
   AND (r.dominated OR r.nth_in_grain > 1 OR r.last_offset < coalesce(r.next_offset, r.latest_offset))
