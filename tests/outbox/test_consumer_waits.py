@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import psycopg
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -196,3 +197,48 @@ def test_every_relay_exports_the_waits_and_the_slas_of_groups_that_run_nowhere(
     assert sum(value(waiting.WAITING, "notifications", CANCELLED, str(p)) for p in ends) == 5
     assert {g: value(SLA, g) for g in SLA_SECONDS} == SLA_SECONDS
     assert waiting.CHECKED._value.get() >= checked_before  # type: ignore[attr-defined]
+
+
+def test_pin_status_shows_what_waits_for_each_group_against_its_sla(
+    kafka: EmbeddedKafka,
+    database_url: str,
+    make_settings: Callable[..., Settings],
+    new_relay: Callable[..., OutboxRelay],
+) -> None:
+    from rich.console import Console
+
+    from pin.status import collect_status, render
+
+    settings = broker_settings(make_settings, kafka.bootstrap_servers)
+    relay = new_relay(settings)
+    _publish(database_url, relay, 4, topic=CANCELLED)
+    ends = _ends(kafka.bootstrap_servers, CANCELLED, 4)
+    _commit(settings, "crm", {(CANCELLED, p): end for p, end in ends.items()})
+    # as if the relay had been acknowledged 2 minutes ago: past crm's 1-minute SLA, within notifications' 5 minutes
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("UPDATE outbox.acked_position SET acked_at = acked_at - interval '120 seconds'")
+
+    report = collect_status(settings)
+
+    by_group = {c["group"]: c["waiting"] for c in report["consumers"]}
+    crm = by_group["crm"]
+    assert (crm["messages"], crm["oldestSeconds"], crm["pastSla"]) == (0, 0.0, False)
+    notifications = by_group["notifications"]  # never ran: everything acknowledged waits for it
+    assert notifications["messages"] == 4
+    assert 120 <= notifications["oldestSeconds"] < 150
+    assert notifications["pastSla"] is False  # its SLA is 5 minutes
+    assert {p["topic"] for p in notifications["partitions"]} == {CANCELLED}
+    assert by_group["news"]["messages"] == 0  # nothing on purchase-changed
+    console = Console(record=True, width=260, color_system=None)
+    console.print(render(report))
+    text = console.export_text()
+    assert "4 (2m0" in text
+    assert "/ 5m00s)" in text
+
+    with psycopg.connect(database_url, autocommit=True) as conn:  # now past notifications' SLA too
+        conn.execute("UPDATE outbox.acked_position SET acked_at = acked_at - interval '10 minutes'")
+    report = collect_status(settings)
+    notifications = next(c["waiting"] for c in report["consumers"] if c["group"] == "notifications")
+    assert notifications["pastSla"] is True
+    console.print(render(report))
+    assert "over SLA, oldest on appointment-cancelled[" in console.export_text()
