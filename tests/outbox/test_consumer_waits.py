@@ -60,19 +60,23 @@ def _ends(bootstrap: str, topic: str, expected: int) -> dict[int, int]:
     return ends
 
 
+@pytest.fixture
+def on_broker(
+    kafka: EmbeddedKafka, make_settings: Callable[..., Settings], new_relay: Callable[..., OutboxRelay]
+) -> tuple[Settings, OutboxRelay]:
+    """Settings on the test's broker (the test topic created) and an in-process relay publishing to it."""
+    settings = broker_settings(make_settings, kafka.bootstrap_servers)
+    return settings, new_relay(settings)
+
+
 def _admin(settings: Settings) -> Any:
     return AdminClient(client_config(settings))
 
 
 def test_a_group_behind_the_acknowledged_offsets_and_a_group_that_never_committed_wait(
-    kafka: EmbeddedKafka,
-    database_url: str,
-    pool: ConnectionPool[Conn],
-    make_settings: Callable[..., Settings],
-    new_relay: Callable[..., OutboxRelay],
+    kafka: EmbeddedKafka, database_url: str, pool: ConnectionPool[Conn], on_broker: tuple[Settings, OutboxRelay]
 ) -> None:
-    settings = broker_settings(make_settings, kafka.bootstrap_servers)
-    relay = new_relay(settings)
+    settings, relay = on_broker
     before = time.monotonic()
     _publish(database_url, relay, 12)
     ends = _ends(kafka.bootstrap_servers, TOPIC, 12)
@@ -115,14 +119,9 @@ def test_a_group_behind_the_acknowledged_offsets_and_a_group_that_never_committe
 
 
 def test_pruning_keeps_every_answer_and_the_oldest_age_is_the_first_unread_batch(
-    kafka: EmbeddedKafka,
-    database_url: str,
-    pool: ConnectionPool[Conn],
-    make_settings: Callable[..., Settings],
-    new_relay: Callable[..., OutboxRelay],
+    kafka: EmbeddedKafka, database_url: str, pool: ConnectionPool[Conn], on_broker: tuple[Settings, OutboxRelay]
 ) -> None:
-    settings = broker_settings(make_settings, kafka.bootstrap_servers)
-    relay = new_relay(settings)
+    settings, relay = on_broker
     for batch in range(4):  # four batches, a second apart: four marks per partition
         _publish(database_url, relay, 6, tag=f"b{batch}")
         time.sleep(1.0)
@@ -170,14 +169,9 @@ def test_pruning_keeps_every_answer_and_the_oldest_age_is_the_first_unread_batch
 
 
 def test_every_relay_exports_the_waits_and_the_slas_of_groups_that_run_nowhere(
-    kafka: EmbeddedKafka,
-    database_url: str,
-    pool: ConnectionPool[Conn],
-    make_settings: Callable[..., Settings],
-    new_relay: Callable[..., OutboxRelay],
+    kafka: EmbeddedKafka, database_url: str, pool: ConnectionPool[Conn], on_broker: tuple[Settings, OutboxRelay]
 ) -> None:
-    settings = broker_settings(make_settings, kafka.bootstrap_servers)
-    relay = new_relay(settings)
+    settings, relay = on_broker
     _publish(database_url, relay, 5, topic=CANCELLED)
     ends = _ends(kafka.bootstrap_servers, CANCELLED, 5)
     _commit(settings, "crm", {(CANCELLED, p): end for p, end in ends.items()})
@@ -200,17 +194,13 @@ def test_every_relay_exports_the_waits_and_the_slas_of_groups_that_run_nowhere(
 
 
 def test_pin_status_shows_what_waits_for_each_group_against_its_sla(
-    kafka: EmbeddedKafka,
-    database_url: str,
-    make_settings: Callable[..., Settings],
-    new_relay: Callable[..., OutboxRelay],
+    kafka: EmbeddedKafka, database_url: str, on_broker: tuple[Settings, OutboxRelay]
 ) -> None:
     from rich.console import Console
 
     from pin.status import collect_status, render
 
-    settings = broker_settings(make_settings, kafka.bootstrap_servers)
-    relay = new_relay(settings)
+    settings, relay = on_broker
     _publish(database_url, relay, 4, topic=CANCELLED)
     ends = _ends(kafka.bootstrap_servers, CANCELLED, 4)
     _commit(settings, "crm", {(CANCELLED, p): end for p, end in ends.items()})
