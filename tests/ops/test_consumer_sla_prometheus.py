@@ -3,7 +3,7 @@ stalled group and for a killed one, with the real SLAs (SLA_SECONDS: 60 s for cr
 the groups are healthy; it raises ConsumerWaitingUnchecked once no relay exports the signal. Minutes of real time:
 only under `make test-deep`.
 
-With ``PIN_RECORD_CONSUMER_SERIES=<file>`` it also writes the series Prometheus scraped (its /federate of
+With ``PIN_TEST_RECORD_CONSUMER_SERIES=<file>`` it also writes the series Prometheus scraped (its /federate of
 pin_consumer_*, with the job and instance labels it adds) to that file: deploy/prometheus/tests/recorded/ keeps such
 a recording, which the promtool tests' input series are checked against (tests/ops/test_consumer_waits_rules.py).
 """
@@ -43,7 +43,7 @@ from tests.support.processes import RoleProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.deep(only=True), pytest.mark.timeout(900)]
 
-RECORD_VARIABLE = "PIN_RECORD_CONSUMER_SERIES"
+RECORD_VARIABLE = "PIN_TEST_RECORD_CONSUMER_SERIES"
 # the roles' refresh and the server's scrape and evaluation: short, so that the real SLA dominates the timings
 PROMETHEUS_CONFIG = """
 global:

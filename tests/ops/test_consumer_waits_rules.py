@@ -1,7 +1,7 @@
 """The promtool tests of ConsumerWaitingPastSla and ConsumerWaitingUnchecked feed the rules series shaped exactly as
 the roles export them: every input series of deploy/prometheus/tests/consumer-waits.test.yml is one a real run
 exported and a real Prometheus stored (deploy/prometheus/tests/recorded/consumer-waits.prom, written by
-tests/ops/test_consumer_sla_prometheus.py with PIN_RECORD_CONSUMER_SERIES), and that recording holds exactly the
+tests/ops/test_consumer_sla_prometheus.py with PIN_TEST_RECORD_CONSUMER_SERIES), and that recording holds exactly the
 relay's signal as pin/outbox/waiting.py declares it. The alert reads what a dead group leaves: the relays' series."""
 
 from __future__ import annotations
