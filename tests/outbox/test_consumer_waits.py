@@ -25,6 +25,7 @@ from pin.outbox.relay import OutboxRelay
 from pin.settings import Settings
 from tests.outbox.support import TOPIC, broker_settings, event_row, insert_rows, outbox_count
 from tests.support.kafka import read_topic
+from tests.support.processes import RoleProcess
 
 pytestmark = pytest.mark.integration
 
@@ -232,3 +233,32 @@ def test_pin_status_shows_what_waits_for_each_group_against_its_sla(
     assert notifications["pastSla"] is True
     console.print(render(report))
     assert "over SLA, oldest on appointment-cancelled[" in console.export_text()
+
+
+def test_the_marks_of_several_relays_and_a_kill9_cover_every_record_the_broker_holds(
+    database_url: str,
+    pool: ConnectionPool[Conn],
+    kafka: EmbeddedKafka,
+    make_settings: Callable[..., Settings],
+    spawn_role: Callable[..., RoleProcess],
+) -> None:
+    from tests.outbox.test_relay_instances import _kill9_then_drain
+
+    broker_settings(make_settings, kafka.bootstrap_servers)
+    insert_rows(database_url, [event_row(f"thing-{n % 25}", n // 25 + 1) for n in range(300)])
+    # a relay killed with its batches acknowledged but never settled (no marks of theirs), a second one sends them
+    # again and drains the outbox: the records of both are in the topic
+    records, _survivor = _kill9_then_drain(
+        database_url, kafka, spawn_role, {"PIN_RELAY_BATCH_SIZE": "50"}, after_produce=2, what="mid-batch"
+    )
+    ends: dict[int, int] = {}
+    for record in records:
+        ends[record.partition] = max(ends.get(record.partition, 0), record.offset + 1)
+
+    with pool.connection() as conn:
+        (never,) = waiting.consumer_waits(conn, {"news": (TOPIC,)}, {})
+
+    # the marks reach the end of every partition, and everything in the topic, duplicates included, waits for a
+    # group that never committed
+    assert {p.partition: p.acked_end for p in never.partitions} == ends
+    assert never.waiting == len(records) == sum(ends.values())
