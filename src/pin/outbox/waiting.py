@@ -131,12 +131,11 @@ def consumer_waits(conn: Conn, reads: Mapping[str, tuple[str, ...]], committed: 
 
 def prune_acked_positions(conn: Conn, reads: Mapping[str, tuple[str, ...]], committed: Committed) -> int:
     """Delete the marks no answer needs any more (one pruner at a time); how many."""
-    reading = {topic for topics in reads.values() for topic in topics}
-    offsets = [
+    offsets = [  # of the topics each group reads now: an old topic's commits hold back no mark
         (topic, partition, offset)
         for group, positions in committed.items()
         for (topic, partition), offset in positions.items()
-        if topic in reads.get(group, ()) and topic in reading
+        if topic in reads.get(group, ())
     ]
     with conn.transaction():
         lock = conn.execute(ACKED_POSITION_PRUNE_LOCK).fetchone()
