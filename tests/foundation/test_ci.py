@@ -92,9 +92,9 @@ def _bin_with(tmp_path: Path, *tools: str) -> Path:
     return folder
 
 
-def test_without_promtool_and_no_way_to_install_it_one_line_says_what_and_how(tmp_path: Path) -> None:
-    path = _bin_with(tmp_path, "id")
-    result = subprocess.run(
+def _test_tools(path: Path) -> subprocess.CompletedProcess[str]:
+    """scripts/test-tools run with only ``path`` on the PATH."""
+    return subprocess.run(
         ["/bin/bash", str(ROOT / "scripts" / "test-tools")],
         env={**os.environ, "PATH": str(path)},
         capture_output=True,
@@ -102,6 +102,11 @@ def test_without_promtool_and_no_way_to_install_it_one_line_says_what_and_how(tm
         check=False,
         timeout=30,
     )
+
+
+def test_without_promtool_and_no_way_to_install_it_one_line_says_what_and_how(tmp_path: Path) -> None:
+    path = _bin_with(tmp_path, "id")
+    result = _test_tools(path)
     assert result.returncode == 1
     assert result.stdout == ""
     lines = result.stderr.splitlines()
@@ -112,28 +117,14 @@ def test_without_promtool_and_no_way_to_install_it_one_line_says_what_and_how(tm
 
 def test_with_promtool_and_prometheus_on_the_path_nothing_is_installed(tmp_path: Path) -> None:
     path = _bin_with(tmp_path, "id", "promtool", "prometheus")
-    result = subprocess.run(
-        ["/bin/bash", str(ROOT / "scripts" / "test-tools")],
-        env={**os.environ, "PATH": str(path)},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=30,
-    )
+    result = _test_tools(path)
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
 
 
 def test_with_promtool_but_no_prometheus_server_it_is_missing_too(tmp_path: Path) -> None:
     """The deep tests run a real Prometheus: promtool alone is not enough (and here it cannot be installed)."""
     path = _bin_with(tmp_path, "id", "promtool")
-    result = subprocess.run(
-        ["/bin/bash", str(ROOT / "scripts" / "test-tools")],
-        env={**os.environ, "PATH": str(path)},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=30,
-    )
+    result = _test_tools(path)
     assert result.returncode == 1
     assert "prometheus" in result.stderr
 
