@@ -87,6 +87,9 @@ def test_the_waiting_alert_reads_only_series_a_dead_group_leaves() -> None:
     (alert,) = [rule for rule in all_rules() if rule.name == "ConsumerWaitingPastSla"]
     assert metric_names(alert.expr) == {"pin_consumer_oldest_waiting_seconds", "pin_consumer_sla_seconds"}
     assert alert.hold == "0s"  # an age: no hold on top of it
+    # no threshold written in the rule: the relays export every group's SLA from the one table
+    assert "> on (group) group_left max by (group) (pin_consumer_sla_seconds)" in alert.expr
+    assert not re.search(r">\s*\d", alert.expr)
     (unchecked,) = [rule for rule in all_rules() if rule.name == "ConsumerWaitingUnchecked"]
     assert "absent(pin_consumer_waiting_checked_timestamp_seconds)" in unchecked.expr
     assert waiting.CHECKED._name == "pin_consumer_waiting_checked_timestamp_seconds"  # type: ignore[attr-defined]
