@@ -262,3 +262,31 @@ def test_the_marks_of_several_relays_and_a_kill9_cover_every_record_the_broker_h
     # group that never committed
     assert {p.partition: p.acked_end for p in never.partitions} == ends
     assert never.waiting == len(records) == sum(ends.values())
+
+
+def test_pruning_a_quiet_partition_leaves_the_age_of_a_later_offset_within_the_grain(
+    kafka: EmbeddedKafka, database_url: str, pool: ConnectionPool[Conn], on_broker: tuple[Settings, OutboxRelay]
+) -> None:
+    settings, relay = on_broker
+    for seq in (1, 2, 3):  # one key: offsets 0, 1, 2 of its partition, one batch (one mark) each
+        insert_rows(database_url, [event_row("quiet", seq)])
+        relay.heartbeat()
+        relay.run_once()
+    ((partition, end),) = _ends(kafka.bootstrap_servers, TOPIC, 3).items()
+    assert end == 3
+    # the first two were acknowledged a minute before the third (a quiet partition), within one grain of each other
+    with pool.connection() as conn:
+        conn.execute(
+            "UPDATE outbox.acked_position SET acked_at = acked_at - interval '60 seconds' WHERE last_offset < %s",
+            (end - 1,),
+        )
+    reads = {"catalog": (TOPIC,)}
+    _commit(settings, "catalog", {(TOPIC, partition): 0})
+    with pool.connection() as conn:
+        waiting.prune_acked_positions(conn, reads, waiting.committed_offsets(_admin(settings), reads, 5))
+    # catalog applies the first message, then stalls on the second: acknowledged a minute ago, not at the third's time
+    _commit(settings, "catalog", {(TOPIC, partition): 1})
+    with pool.connection() as conn:
+        (catalog,) = waiting.consumer_waits(conn, reads, waiting.committed_offsets(_admin(settings), reads, 5))
+    assert catalog.waiting == 2
+    assert catalog.oldest_seconds >= 60 - waiting.MARK_GRAIN_SECONDS

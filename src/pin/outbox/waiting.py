@@ -29,7 +29,8 @@ CONSUMER_WAITS = _QUERIES["consumer_waits"]
 ACKED_POSITION_PRUNE_LOCK = _QUERIES["acked_position_prune_lock"]
 ACKED_POSITION_PRUNE = _QUERIES["acked_position_prune"]
 
-# The pruning keeps one mark per this many seconds of acknowledgements: an age is at most this much too young.
+# The pruning keeps one mark (the last) per this many seconds of acknowledgements: an age is at most this much too
+# young.
 MARK_GRAIN_SECONDS = 5
 
 WAITING = Gauge(
