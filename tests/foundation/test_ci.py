@@ -83,8 +83,8 @@ def _bin_with(tmp_path: Path, *tools: str) -> Path:
     folder = tmp_path / "bin"
     folder.mkdir()
     for tool in tools:
-        if tool == "promtool":
-            fake = folder / "promtool"
+        if tool in ("promtool", "prometheus"):
+            fake = folder / tool
             fake.write_text("#!/bin/sh\nexit 0\n")
             fake.chmod(0o755)
         else:
@@ -115,10 +115,18 @@ def test_without_promtool_and_no_way_to_install_it_one_line_says_what_and_how(tm
     assert "prometheus" in lines[0]
 
 
-def test_with_promtool_on_the_path_nothing_is_installed(tmp_path: Path) -> None:
-    path = _bin_with(tmp_path, "id", "promtool")
+def test_with_promtool_and_prometheus_on_the_path_nothing_is_installed(tmp_path: Path) -> None:
+    path = _bin_with(tmp_path, "id", "promtool", "prometheus")
     result = _test_tools(path)
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_with_promtool_but_no_prometheus_server_it_is_missing_too(tmp_path: Path) -> None:
+    """The deep tests run a real Prometheus: promtool alone is not enough (and here it cannot be installed)."""
+    path = _bin_with(tmp_path, "id", "promtool")
+    result = _test_tools(path)
+    assert result.returncode == 1
+    assert "prometheus" in result.stderr
 
 
 def test_ci_runs_the_full_size_cases_after_the_readmes_test_command(tmp_path: Path) -> None:
@@ -142,7 +150,7 @@ def test_make_test_deep_provides_the_container_tools_before_its_tests(tmp_path: 
 
 
 def test_without_the_container_tools_and_no_way_to_install_them_one_line_says_what_and_how(tmp_path: Path) -> None:
-    path = _bin_with(tmp_path, "id", "promtool")
+    path = _bin_with(tmp_path, "id", "promtool", "prometheus")
     result = _test_tools(path, "--deep")
     assert result.returncode == 1
     assert result.stdout == ""
