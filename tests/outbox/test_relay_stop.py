@@ -35,7 +35,7 @@ def _settle_waits(database_url: str) -> bool:
     count = scalar(
         database_url,
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state = 'active'"
-        " AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM outbox.message%%'",
+        " AND wait_event_type = 'Lock' AND query LIKE '%%DELETE FROM outbox.message%%'",
     )
     return bool(count)
 
