@@ -74,6 +74,8 @@ class HeldRecords:
         self._pool = pool
         self._db_timeout = db_timeout
         self._log = log
+        # the partitions this instance has written a row of (a revoke or a stop deletes only there)
+        self._partitions: set[tuple[str, int]] = set()
 
     def failed(
         self,
@@ -91,6 +93,7 @@ class HeldRecords:
             "fault": fault.value, "error_type": type(exc).__name__, "error": first_line(exc), "attempts": attempts,
             "retry_in": retry_in,
         }  # fmt: skip
+        self._partitions.add(message.partition_key)
         try:
             with self._pool.connection(timeout=self._db_timeout) as conn:
                 row = conn.execute(HELD_FAILED, params).fetchone()
@@ -118,9 +121,10 @@ class HeldRecords:
 
     def forget_partitions(self, partitions: Iterable[tuple[str, int]]) -> None:
         """This instance gives ``partitions`` up: its unparked rows of them go (best effort)."""
-        keys = sorted(partitions)
+        keys = sorted(self._partitions.intersection(partitions))
         if not keys:
             return
+        self._partitions.difference_update(keys)
         params = {
             "group": self.group, "member": self.member, "topics": [k[0] for k in keys],
             "partitions": [k[1] for k in keys],
