@@ -289,10 +289,10 @@ def test_a_valid_message_that_fails_is_retried_without_limit_never_dead_lettered
                 lambda: metric("pin_consumer_retries_total", group="crm", topic=topic) >= retried,
                 what=f"{MANY_ATTEMPTS} retries",
             )
-            [held] = wait_for(lambda: held_messages(pool, "crm"), what="the held message recorded")
             assert metric("pin_consumer_dead_lettered_total", group="crm", topic=topic) == dead_before
             assert committed_offset(bootstrap, "crm", topic, 0) == 1  # the offset stays at it
             assert not in_inbox(pool, "crm", behind["MessageId"])  # one lane: its partition waits
+            [held] = wait_for(lambda: held_messages(pool, "crm"), what="the held message recorded")
             assert (held["topic"], held["partition"], held["offset"]) == (topic, 0, 1)
             assert (str(held["message_id"]), bytes(held["message_key"])) == (
                 failing["MessageId"],

@@ -32,6 +32,7 @@ from pin.messaging.consumer.received import Received
 from pin.messaging.consumer.reporting import Decoded, message_log, message_span, read, report_run, with_envelope
 from pin.messaging.consumer.retry import Failure, Held, backoff_delay, classify
 from pin.messaging.consumer.routes import HandlingContext, Route
+from pin.messaging.topics import topic_version
 from pin.observability.tracing import spans_exported
 from pin.settings import INBOX_RETENTION_SECONDS, Settings
 
@@ -94,6 +95,9 @@ class ConsumerRuntime:
             raise ValueError("dead_letter_attempts must be at least 1")
         if lanes < 1 or max_ahead < 1:
             raise ValueError("lanes and max_ahead must be at least 1")
+        for topic, route in routes.items():
+            if topic_version(topic) not in (None, route.contract_version):
+                raise ValueError(f"the route of {topic} reads contract version {route.contract_version}")
         self.group = group
         self._routes = dict(routes)
         self._pool = pool
