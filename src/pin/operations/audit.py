@@ -34,9 +34,11 @@ class AuditRecord:
     """One recorded operator action."""
 
     id: int
+    # the database clock's time of the action
     at: datetime
     actor: str
     action: str
+    # identifiers only (group, topic, partition, offset, key, filter), and how many of what it touched
     target: Mapping[str, Any]
     counts: Mapping[str, Any]
     reason: str

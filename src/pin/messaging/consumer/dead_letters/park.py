@@ -20,10 +20,8 @@ from pin.observability.logging import error_text
 from pin.operations import audit
 from pin.settings import ConfigurationError, Settings
 
+# held_to_park, held_park, held_parked_left
 _QUERIES = load_queries(__package__)
-HELD_TO_PARK = _QUERIES["held_to_park"]
-HELD_PARK = _QUERIES["held_park"]
-HELD_PARKED_LEFT = _QUERIES["held_parked_left"]
 
 
 class ParkError(RuntimeError):
@@ -36,6 +34,7 @@ class ParkTarget:
 
     group: str
     topic: str
+    # with offset: one message; with key: the held message of that key (in this partition only, when given)
     partition: int | None = None
     offset: int | None = None
     key: str | None = None
@@ -81,7 +80,7 @@ def park(settings: Settings, target: ParkTarget, *, actor: str, reason: str, wai
     try:
         with _connect(settings) as conn:
             with conn.transaction():
-                rows = conn.execute(HELD_TO_PARK, params).fetchall()
+                rows = conn.execute(_QUERIES["held_to_park"], params).fetchall()
                 if not rows:
                     raise ParkError(f"pin dlq park: no message of {target.group} is held as named (applied already?)")
                 record = audit.record(
@@ -89,7 +88,7 @@ def park(settings: Settings, target: ParkTarget, *, actor: str, reason: str, wai
                     counts={"held": len(rows)},
                 )  # fmt: skip
                 conn.execute(
-                    HELD_PARK,
+                    _QUERIES["held_park"],
                     {
                         "audit_id": record.id, "group": target.group, "topic": target.topic,
                         "partitions": [row["partition"] for row in rows], "offsets": [row["offset"] for row in rows],
@@ -105,7 +104,7 @@ def _wait(conn: psycopg.Connection[dict[str, object]], audit_id: int, wait_secon
     """How many of the park's messages are still held once none is, or after ``wait_seconds``."""
     deadline = time.monotonic() + wait_seconds
     while True:
-        row = conn.execute(HELD_PARKED_LEFT, {"audit_id": audit_id}).fetchone()
+        row = conn.execute(_QUERIES["held_parked_left"], {"audit_id": audit_id}).fetchone()
         conn.commit()
         left = int(str(row["held"])) if row else 0
         if left == 0 or time.monotonic() >= deadline:
