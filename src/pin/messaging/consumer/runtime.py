@@ -400,12 +400,12 @@ class ConsumerRuntime:
         put on the record (`pin dlq park`) sends it to the dead letters instead.
         """
         failure, message_id = self._attempt(message, attempts, unreadable_attempts)
+        if failure is not None:  # its back-off, whether it is held now or after a dead letter the broker refused
+            failure = replace(failure, retry_in=backoff_delay(attempts, base=self._backoff_base, cap=self._backoff_cap))
         if failure is not None and not failure.dead_letter:
-            delay = backoff_delay(attempts, base=self._backoff_base, cap=self._backoff_cap)
-            failure = replace(failure, retry_in=delay)
             park = self._held.failed(
                 message, message_id=message_id, fault=failure.fault, exc=failure.exc, attempts=attempts,
-                retry_in=delay,
+                retry_in=failure.retry_in,
             )  # fmt: skip
             if park is not None:
                 failure = replace(failure, exc=ParkedByOperator(park), dead_letter=True)
