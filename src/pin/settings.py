@@ -148,9 +148,8 @@ class Settings(BaseSettings):
     # Consumers: lanes per partition. Messages are dealt to lanes by key (one key's in offset order in one lane) and
     # the lanes apply their batches concurrently, each on its own connection; a message in retry holds back only the
     # later messages of its key. 1: the partition is one lane, handled by the loop (a retry holds the partition).
-    # 2 by default: a message held in retry (without limit: pin.faults) holds its key, not every investor of its
-    # partition (docs/design/consumers.md, "Lanes": the measurement and why 2).
-    consumer_lanes: int = Field(default=2, ge=1, le=64)
+    # 1 by default (docs/design/consumers.md, "Lanes": the measurement, and why not 2 yet).
+    consumer_lanes: int = Field(default=1, ge=1, le=64)
     # Consumers: how many messages of a partition may be in hand past its committed offset (the lowest offset not
     # yet applied) before the partition is paused until the lanes catch up; bounds a key held in retry's memory.
     consumer_max_ahead: int = Field(default=10_000, ge=1, le=1_000_000)

@@ -1,9 +1,9 @@
 """Lanes: within a partition, messages are dealt by key to ``PIN_CONSUMER_LANES`` lanes, which apply their batches
 concurrently (docs/design/consumers.md, "Lanes"). One key's messages stay in one lane, in offset order.
 
-With one lane the lane is the partition: the runtime's loop handles it itself, and a message in retry holds every
-later message of its partition (which is paused). With several (2 by default), each lane is a thread of its own, and
-a message in retry holds only the later messages of its own key.
+With one lane (the default) the lane is the partition: the runtime's loop handles it itself, and a message in retry
+holds every later message of its partition (which is paused). With several, each lane is a thread of its own, and a
+message in retry holds only the later messages of its own key.
 """
 
 from __future__ import annotations
