@@ -504,6 +504,38 @@ def test_inbox_rows_older_than_the_dedup_window_are_pruned(settings, pool):
     assert in_inbox(pool, "news", fresh)
 
 
+def test_a_park_recorded_while_no_instance_holds_the_message_is_honoured_by_the_next_one(
+    kafka, settings, database_url, pool, producer
+):
+    """The instance holding a message was killed (its row stays); the operator parks it then (nobody dead-letters it
+    yet: stillHeld); the next instance fails on the message once, finds the mark and dead-letters it."""
+    topic = topics.APPOINTMENT_CANCELLED
+    env = {"PIN_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers, "PIN_DATABASE_URL": database_url}
+    stuck, behind = _event(), _event()
+    refuse_feed_entries(pool, stuck["AppointmentId"])
+    producer.send(topic, stuck, partition=0)  # offset 0
+    producer.send(topic, behind, partition=0)
+    with pool.connection() as conn:  # the row a killed holder left behind
+        conn.execute(
+            'INSERT INTO messaging.held_message (consumer_group, topic, "partition", "offset", message_key,'
+            " message_id, member, fault, error_type, error, attempts, next_attempt_at)"
+            " VALUES ('crm', %s, 0, 0, %s, %s, 'gone:1', 'poison', 'DataException', 'refused', 12, now())",
+            (topic, stuck["AppointmentId"].encode(), stuck["MessageId"]),
+        )
+    parked = CliRunner().invoke(
+        app, ["dlq", "park", "--group", "crm", "--topic", topic, "--key", stuck["AppointmentId"],
+              "--reason", "its holder died", "--wait-seconds", "0"], env=env,
+    )  # fmt: skip
+    assert parked.exit_code == 0, parked.output
+    assert json.loads(parked.stdout.splitlines()[-1])["stillHeld"] == 1
+    with running("crm", settings, pool, lanes=1):
+        wait_for(lambda: feed_entries(pool, behind["AppointmentId"]), what="the partition to go on")
+    [letter] = [x for x in read_dead_letters(settings, ["crm"], idle_seconds=0.3) if x.message_id == stuck["MessageId"]]
+    assert (letter.provenance["dlt-exception-type"], letter.provenance["dlt-attempts"]) == ("ParkedByOperator", "1")
+    assert held_messages(pool, "crm") == []
+    assert feed_entries(pool, stuck["AppointmentId"]) == []
+
+
 def test_a_failing_message_holds_its_partition_only(settings, pool, producer):
     """Retry without moving past the offset, with one lane: the message behind the failing one waits for it; a
     message on another partition goes on meanwhile; after the fix the failing one applies, then the one behind it."""
