@@ -27,6 +27,8 @@ import structlog
 from psycopg.errors import QueryCanceled
 from psycopg.pq import TransactionStatus
 
+from pin.faults import driver_error
+
 log = structlog.get_logger(__name__)
 
 # How often the watcher looks at the stop event and the deadlines while a watch is open (the stop's latency).
@@ -46,14 +48,7 @@ class Cause(Enum):
 
 def query_canceled(exc: BaseException) -> bool:
     """Whether ``exc`` is (or was caused by) a query_canceled, 57014, before any other error of the server."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, QueryCanceled):
-            return True
-        if isinstance(seen, psycopg.Error):
-            return False  # another failure of the server's: not the cancel's
-        seen = seen.__cause__ or seen.__context__
-    return False
+    return isinstance(driver_error(exc, context=True), QueryCanceled)
 
 
 class Watch:

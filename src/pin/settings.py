@@ -156,10 +156,15 @@ class Settings(BaseSettings):
     # Consumers: lanes per partition. Messages are dealt to lanes by key (one key's in offset order in one lane) and
     # the lanes apply their batches concurrently, each on its own connection; a message in retry holds back only the
     # later messages of its key. 1: the partition is one lane, handled by the loop (a retry holds the partition).
+    # 1 by default (docs/design/consumers.md, "Lanes": the measurement, and why not 2 yet).
     consumer_lanes: int = Field(default=1, ge=1, le=64)
     # Consumers: how many messages of a partition may be in hand past its committed offset (the lowest offset not
     # yet applied) before the partition is paused until the lanes catch up; bounds a key held in retry's memory.
     consumer_max_ahead: int = Field(default=10_000, ge=1, le=1_000_000)
+    # Consumers: attempts at a message that cannot be read or does not satisfy its contract before it goes to the
+    # group's dead-letter topic (at least 2: one more read, after a short back-off). Nothing else is dead-lettered
+    # by itself: every other failure is retried without limit (pin.faults.TREATMENTS).
+    consumer_unreadable_attempts: int = Field(default=3, ge=2, le=100)
     # `pin status`: a group whose live members have held no partition for longer than this is wedged (0: derived,
     # 2 x PIN_KAFKA_SESSION_TIMEOUT_MS + PIN_KAFKA_MAX_POLL_INTERVAL_MS, the longest a healthy rebalance waits).
     consumer_wedged_after_seconds: float = Field(default=0.0, ge=0, le=86_400)
