@@ -120,12 +120,13 @@ class ClaimFloor:
     margin: timedelta
     value: datetime | None = None  # None: start at the head
     full_walk_at: float = float("-inf")  # time.monotonic() of the last cycle that started at the head
+    now: Callable[[], float] = time.monotonic  # when the last full walk was (a test's own clock)
     _start: datetime | None = None  # this cycle's start
     _low: datetime | None = None  # the lowest deadline this cycle may have left a due Pending appointment at
 
     def reset_due(self) -> bool:
         """Whether the next cycle starts at the head."""
-        return self.value is None or time.monotonic() - self.full_walk_at >= self.reset_seconds
+        return self.value is None or self.now() - self.full_walk_at >= self.reset_seconds
 
     def next_deadline_floor(self) -> datetime | None:
         """Where the next-deadline query starts: the floor, or the head when the next cycle walks from it."""
@@ -134,7 +135,7 @@ class ClaimFloor:
     def begin(self) -> datetime | None:
         """This cycle's start: the floor, or None (the head) when a full walk is due."""
         if self.reset_due():
-            self.value, self.full_walk_at = None, time.monotonic()
+            self.value, self.full_walk_at = None, self.now()
         self._start, self._low = self.value, None
         return self._start
 
@@ -216,6 +217,11 @@ class AppointmentTimeoutJob:
             connection_wait_seconds=self._config.connection_wait_seconds,
             budget_seconds=self._config.cycle_budget_seconds, batch_size=self._config.batch_size,
         )  # fmt: skip
+
+    @property
+    def claim_floor(self) -> ClaimFloor:
+        """This instance's claim floor."""
+        return self._floor
 
     def run_once(self) -> TimeoutResult:
         """One cycle; an infrastructure failure is logged, counted and raised (the current item rolled back)."""
