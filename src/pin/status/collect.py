@@ -39,6 +39,7 @@ def collect_status(settings: Settings, *, kafka: bool = True, kafka_timeout: flo
         )
         inbox = database.read(conn, database.inbox)
         members = database.read(conn, database.members(settings.wedged_after_seconds()))
+        horizon = database.read(conn, database.horizon)
     offsets = consumer_offsets(settings, kafka_timeout) if kafka else BrokerUnavailable("not asked (--no-kafka)")
     consumers = tuple(
         ConsumerView(
@@ -49,7 +50,14 @@ def collect_status(settings: Settings, *, kafka: bool = True, kafka_timeout: flo
         )
         for group in topics.CONSUMER_GROUPS
     )
-    return Snapshot(clock=clock, jobs=jobs, outbox=outbox, consumers=consumers, migrations=_migrations(settings, clock))
+    return Snapshot(
+        clock=clock,
+        jobs=jobs,
+        outbox=outbox,
+        consumers=consumers,
+        migrations=_migrations(settings, clock),
+        horizon=horizon,
+    )
 
 
 def _migrations(settings: Settings, clock: datetime | Unavailable) -> tuple[snapshot.MigrationView, ...] | Unavailable:
