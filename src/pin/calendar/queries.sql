@@ -52,6 +52,9 @@ a.status = 'Pending' AND a.pending_expires_at < %(as_of)s
 -- The one write of an appointment cluster and its outbox rows: each part inserted (new) or written by its guarded
 -- UPDATE (loaded: matches no row when its id is NULL, nothing to write), the new reminders inserted and the
 -- changed ones written under their own guard, then the outbox rows; returns how many rows each write matched.
+-- The changed reminders are found by their primary key (id = ANY), each one's values taken from the arrays by its
+-- position, not joined to the arrays: a join's plan depends on the statistics, and a plan cached while the table
+-- was empty hash-joined a sequential scan of every reminder (docs/design/claims.md, "Plans that do not rot").
 WITH a_written AS (
 {appointment}
 ),
@@ -63,10 +66,9 @@ e_written AS (
 ),{reminders_inserted}
 r_written AS (
     UPDATE calendar.event_reminder AS r
-       SET status = u.status, updated_at = %(r_updated_at)s
-      FROM unnest(%(r_ids)s::uuid[], %(r_statuses)s::text[], %(r_expected_statuses)s::text[])
-           AS u (id, status, expected_status)
-     WHERE r.id = u.id AND r.status = u.expected_status
+       SET status = (%(r_statuses)s::text[])[array_position(%(r_ids)s::uuid[], r.id)], updated_at = %(r_updated_at)s
+     WHERE r.id = ANY(%(r_ids)s::uuid[])
+       AND r.status = (%(r_expected_statuses)s::text[])[array_position(%(r_ids)s::uuid[], r.id)]
     RETURNING 1
 ){outbox}
 SELECT (SELECT count(*) FROM a_written) AS a, (SELECT count(*) FROM s_written) AS s,
@@ -203,7 +205,8 @@ SELECT a.pending_expires_at AS at FROM calendar.appointment AS a
 
 -- appointment_still_pending --
 -- A predicate over f.item_id: a poison appointment's failure record is kept while the appointment still waits.
-EXISTS (SELECT 1 FROM calendar.appointment AS a WHERE a.id = f.item_id AND a.status = 'Pending')
+-- OFFSET 0 keeps it a lookup by primary key per failure record (never an anti-join over every Pending one).
+EXISTS (SELECT 1 FROM calendar.appointment AS a WHERE a.id = f.item_id AND a.status = 'Pending' OFFSET 0)
 
 -- lock_timeout_set --
 -- The item lock timeout of a cycle's connection, set once for the session.
