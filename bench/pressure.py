@@ -737,3 +737,37 @@ def section(result: dict[str, Any]) -> str:
 
 def _mb(value: int | None) -> str:
     return "?" if value is None else f"{value / 2**20:.1f}"
+
+
+def check(rate: float = 50.0) -> int:
+    """The correctness run `.ci/run` makes: the smoke phases (a held xmin, backend kills, a restart) on a durable
+    embedded server and an embedded broker, then the drain; 0 when nothing was lost, nothing doubled in effect and
+    every deadline expired, 1 otherwise. No figure of time is asserted."""
+    import logging
+    import tempfile
+    from pathlib import Path
+
+    from pin.observability.logging import configure_unstarted
+
+    configure_unstarted(logging.WARNING)
+    env = BenchEnv(Path(tempfile.mkdtemp(prefix="pin-pressure-")))
+    try:
+        result = run(env, "smoke", rate)
+    finally:
+        for role in reversed(env.roles):
+            role.stop(timeout=5)
+        if env.embedded_kafka is not None:
+            env.embedded_kafka.stop()
+    print(section(result))
+    wrong = {k: v for k, v in result["correctness"].items() if k in MUST_BE_ZERO and v}
+    expired_once = result["correctness"]["expiries_logged"] == result["correctness"]["appointments"]
+    if wrong or not result["drained"] or not expired_once:
+        print(f"pressure: FAILED: drained {result['drained']}, expired once each {expired_once}, {wrong}")
+        print(f"pressure: the roles' logs are in {env.work_dir}")
+        return 1
+    print(f"pressure: ok: {result['correctness']['appointments']} appointments, none lost, none doubled")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(check())

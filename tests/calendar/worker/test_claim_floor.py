@@ -27,9 +27,11 @@ from pin.calendar import claims
 from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
 from pin.db import Conn, database_now
 from tests.calendar.worker.factory import db_now, seed_appointments, statuses
+from tests.support import deep
 
 INDEX = "ix_appointments_pending_expires_at"
-OLD = 1_000  # appointments expired under the held horizon: their dead entries stay at the head of the index
+# appointments expired under the held horizon: their dead entries stay at the head of the index
+OLD = 1_000 if deep.DEEP else 300
 
 
 class FakeMonotonic:
@@ -110,7 +112,7 @@ def test_under_a_held_xmin_the_claim_reads_from_its_floor_not_from_the_dead_head
     pool: ConnectionPool[Conn], database_url: str, held_xmin: int
 ) -> None:
     now = db_now(pool)
-    # 1,000 due deadlines 100 ms apart (100 s), expired while the horizon is held: 1,000 dead index entries
+    # OLD due deadlines 100 ms apart, expired while the horizon is held: OLD dead index entries
     seed_appointments(pool, OLD, pending_expires_at=now - timedelta(minutes=10), spread=timedelta(milliseconds=100))
     clock = FakeMonotonic()
     job = make_job(pool, clock)
@@ -124,13 +126,13 @@ def test_under_a_held_xmin_the_claim_reads_from_its_floor_not_from_the_dead_head
     from_head = index_entries_read(database_url, claim, _claim_params(as_of, None))
     from_floor = index_entries_read(database_url, claim, _claim_params(as_of, (floor, uuid.UUID(int=0))))
 
-    # from the head: the claim and its passed-over scan each step over the 1,000 dead entries; from the floor only
+    # from the head: the claim and its passed-over scan each step over the OLD dead entries; from the floor only
     # over the ~50 inside the margin (5 s of deadlines 100 ms apart)
     assert from_head >= OLD
     assert from_floor <= 2 * (50 + 5 + 2)
     buffers_head = index_buffers(database_url, claim, _claim_params(as_of, None))
     buffers_floor = index_buffers(database_url, claim, _claim_params(as_of, (floor, uuid.UUID(int=0))))
-    assert buffers_head >= 5 * buffers_floor
+    assert buffers_head > 2 * buffers_floor  # pages: the heap pages of the dead versions visited, index pages
     # the count and the next deadline start at the floor too; the cycle expires the new ones
     next_deadline = index_entries_read(database_url, claims.NEXT_DEADLINE_SQL, {"floor": floor, "job": "x"})
     assert next_deadline <= 50 + 5 + 2
@@ -185,7 +187,11 @@ step = st.one_of(
 
 
 @pytest.mark.deep
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=deep.examples(30, share=5, least=5),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(steps=st.lists(step, min_size=4, max_size=14), batch=st.sampled_from([3, 200]))
 def test_no_due_appointment_is_ever_skipped(
     pool: ConnectionPool[Conn], database_url: str, steps: list[tuple[str, int, int]], batch: int
