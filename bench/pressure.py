@@ -30,6 +30,7 @@ import contextlib
 import os
 import random
 import shlex
+import shutil
 import subprocess
 import threading
 import time
@@ -766,6 +767,7 @@ def check(rate: float = 50.0) -> int:
         print(f"pressure: the roles' logs are in {env.work_dir}")
         return 1
     print(f"pressure: ok: {result['correctness']['appointments']} appointments, none lost, none doubled")
+    shutil.rmtree(env.work_dir, ignore_errors=True)
     return 0
 
 
