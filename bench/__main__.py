@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import consumers, live, plots, promotion, relay, timeout
+from bench import consumers, live, plots, pressure, promotion, relay, timeout
 from bench.env import BenchEnv, make_env
 from bench.results import Figure, LoadWindow, Results, aggregate, ratio
 from bench.seed import MessageFactory
@@ -57,14 +57,17 @@ SIZES: dict[str, dict[str, Any]] = {
     },
 }
 PHASES = ("timeout", "lag", "promotion", "relay", "consumers", "e2e", "scaling")
+# Phases only --only runs (they take a quarter of an hour to an hour, on a server of their own).
+EXTRA_PHASES = ("pressure",)
 RELAY_RATE = 500.0
 
 
 class Run:
     """One invocation: the environment, the results and what the phases hand to each other."""
 
-    def __init__(self, env: BenchEnv, mode: str, out: Path) -> None:
+    def __init__(self, env: BenchEnv, mode: str, out: Path, rate: float = pressure.RATES[0]) -> None:
         self.env = env
+        self.rate = rate
         self.mode = mode
         self.sizes = SIZES[mode]
         self.out = out
@@ -249,6 +252,18 @@ class Run:
         self.results.sections.append(_dead_tuples_section(runs))
         plots.scaling(self.results, self.out, runs)
 
+    def phase_pressure(self) -> None:
+        """8. The deadlines and the relay under a held xmin, readers, kills, no connections and a restart."""
+        result = pressure.run(self.env, self.mode, self.rate)
+        self.results.details["pressure"] = result
+        self.results.sections.append(pressure.section(result))
+        wrong = {k: v for k, v in result["correctness"].items() if k in pressure.MUST_BE_ZERO and v}
+        self.results.add(
+            "pressure_correctness_violations",
+            Figure(float(sum(wrong.values())), "count", None, None, "== 0", not wrong and result["drained"],
+                   f"at {self.rate:g}/s: lost, doubled, still Pending after the drain; drained {result['drained']}"),
+        )  # fmt: skip
+
 
 def promotion_profile(env: BenchEnv, count: int) -> dict[str, Any]:
     """cProfile of ExpirePromotionsJob over ``count`` due purchases."""
@@ -318,7 +333,12 @@ def main(argv: list[str] | None = None) -> int:
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="small sizes (a smoke run of a minute or two)")
     size.add_argument("--full", action="store_true", help="the issue's sizes everywhere (50,000 per group, 200,000)")
-    parser.add_argument("--only", default="", help=f"comma-separated phases of {','.join(PHASES)}")
+    parser.add_argument(
+        "--only", default="", help=f"comma-separated phases of {','.join(PHASES + EXTRA_PHASES)} (pressure: only so)"
+    )
+    parser.add_argument(
+        "--rate", type=float, default=pressure.RATES[0], help="pressure: appointments due per second (100 or 300)"
+    )
     parser.add_argument("--repeat", type=int, default=1, help="run each phase N times; report median and min..max")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
@@ -326,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeat must be at least 1")
     mode = "quick" if args.quick else "full" if args.full else "default"
     phases = [p for p in args.only.split(",") if p] or list(PHASES)
-    unknown = set(phases) - set(PHASES)
+    unknown = set(phases) - set(PHASES) - set(EXTRA_PHASES)
     if unknown:
         parser.error(f"unknown phases: {', '.join(sorted(unknown))}")
     out: Path = args.out
@@ -343,13 +363,14 @@ def main(argv: list[str] | None = None) -> int:
 
     configure_unstarted(logging.WARNING)
     env = make_env()
-    run = Run(env, mode, out)
+    run = Run(env, mode, out, args.rate)
     failures = 0
     try:
         print(f"bench: mode {mode}, phases {','.join(phases)}, {args.repeat} run(s) each, work dir {env.work_dir}")
         env.start()
         run.results.machine = env.machine()
-        _step("capture", run.capture)
+        if set(phases) - set(EXTRA_PHASES):
+            _step("capture", run.capture)
         for phase in phases:
             failures += _run_phase(run, phase, args.repeat)
         plots.ratios(run.results, out)

@@ -40,3 +40,27 @@ def test_migrate_twice_and_concurrently(test_databases: TestDatabases) -> None:
     finally:
         admin.execute("DROP DATABASE IF EXISTS pin_migrate_check WITH (FORCE)")
         admin.close()
+
+
+# The queue-like tables and the rows rewritten constantly that migration 0005 tunes (the other hot tables carry
+# theirs in schema.sql): each vacuumed by a fixed number of dead rows, never by a fraction of the table.
+TUNED_BY_0005 = (
+    "calendar.availability_slot", "calendar.calendar_event", "calendar.event_reminder", "jobs.cycle",
+    "jobs.item_failure", "messaging.inbox", "messaging.consumer_member",
+)  # fmt: skip
+
+
+def test_every_queue_like_table_carries_its_own_autovacuum_settings(database_url: str) -> None:
+    with psycopg.connect(database_url) as conn:
+        options = dict(
+            conn.execute(
+                "SELECT oid::regclass::text, reloptions FROM pg_class WHERE oid = ANY(%s::regclass[])",
+                (list(TUNED_BY_0005),),
+            ).fetchall()
+        )
+    assert set(options) == set(TUNED_BY_0005)
+    for table, reloptions in options.items():
+        assert "autovacuum_vacuum_scale_factor=0" in reloptions, table
+        assert any(o.startswith("autovacuum_vacuum_threshold=") for o in reloptions), table
+    assert "fillfactor=50" in options["jobs.cycle"]
+    assert "fillfactor=50" in options["messaging.consumer_member"]

@@ -11,7 +11,13 @@ from prometheus_client import REGISTRY, generate_latest
 from psycopg_pool import ConnectionPool
 
 from pin.db import Conn
-from pin.observability.database_health import CLAIM_INDEXES, HOT_TABLES, DatabaseHealth
+from pin.observability.database_health import (
+    CLAIM_INDEXES,
+    HOT_TABLES,
+    DatabaseHealth,
+    HorizonHolder,
+    horizon_holders,
+)
 from tests.calendar.worker.factory import seed_appointments
 
 pytestmark = pytest.mark.integration
@@ -149,3 +155,49 @@ def test_reindex_concurrently_shrinks_a_claim_index_the_gauges_show_as_bloated(p
     health.refresh()
     assert _value("pin_db_index_size_bytes", index=index) < bloated / 10
     assert _value("pin_db_index_tuples", index=index) == len(keep)
+
+
+def test_the_horizon_is_reported_by_kind_of_holder_and_a_held_transaction_by_its_age(
+    pool: ConnectionPool[Conn], database_url: str
+) -> None:
+    """A `BEGIN; SELECT txid_current();` left open: the transaction kind's age is its own; no slot, no standby."""
+    with psycopg.connect(database_url, application_name="forgotten-psql") as holder:
+        holder.execute("SELECT txid_current()")
+        row = holder.execute(
+            "SELECT EXTRACT(EPOCH FROM clock_timestamp() - now())::float8, pg_backend_pid()"
+        ).fetchone()
+        assert row is not None
+        open_for, pid = row
+        with pool.connection() as conn:
+            conn.execute("SELECT txid_current()")  # one more transaction id: the holder's xmin is one older
+            conn.commit()
+            (named,) = [h for h in horizon_holders(conn) if h.pid == pid]
+        assert (named.holder, named.application) == ("transaction", "forgotten-psql")
+        assert named.xids >= 1
+        DatabaseHealth(pool).refresh()
+        assert _value("pin_db_xmin_horizon_age_seconds", holder="transaction") >= open_for > 0
+        assert _value("pin_db_xmin_horizon_age_transactions", holder="transaction") >= 1
+        assert _value("pin_db_xmin_horizon_age_seconds", holder="slot") == 0
+        assert _value("pin_db_xmin_horizon_age_seconds", holder="standby") == 0
+        holder.rollback()
+
+
+def test_a_slot_or_standby_xmin_ages_from_when_it_was_first_seen_at_that_value(pool: ConnectionPool[Conn]) -> None:
+    """A slot's xmin carries no time: its age is how long this instance has seen it unchanged, reset when it moves."""
+    clock = [1000.0]
+    health = DatabaseHealth(pool, clock=lambda: clock[0])
+
+    def held(xmin: str) -> HorizonHolder:
+        return HorizonHolder("slot", None, None, "standby_a", 500.0, None, xmin)
+
+    health._set_horizon([held("700")])
+    assert _value("pin_db_xmin_horizon_age_seconds", holder="slot") == 0
+    clock[0] += 120
+    health._set_horizon([held("700")])
+    assert _value("pin_db_xmin_horizon_age_seconds", holder="slot") == 120
+    assert _value("pin_db_xmin_horizon_age_transactions", holder="slot") == 500
+    clock[0] += 60
+    health._set_horizon([held("900")])  # the standby's feedback moved on: held for 0 s at the new value
+    assert _value("pin_db_xmin_horizon_age_seconds", holder="slot") == 0
+    health._set_horizon([])
+    assert _value("pin_db_xmin_horizon_age_transactions", holder="slot") == 0

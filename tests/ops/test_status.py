@@ -292,3 +292,22 @@ def test_watch_refreshes_in_place_and_stops_cleanly_on_ctrl_c(settings_env: dict
         os.close(primary)
     assert b"Traceback" not in output
     assert b"\x1b[2K" in output or b"\x1b[1A" in output  # rich's Live moves the cursor up and redraws in place
+
+
+@pytest.mark.integration
+def test_status_names_what_holds_the_xmin_horizon(database_url: str, make_settings: Callable[..., Settings]) -> None:
+    """The holder by pid, application and age: what the runbook's "The xmin horizon" starts from."""
+    with psycopg.connect(database_url, application_name="forgotten-psql") as holder:
+        holder.execute("SELECT txid_current()")
+        row = holder.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        time.sleep(1.1)
+        report = collect_status(make_settings(), kafka=False)
+        holder.rollback()
+    (named,) = [h for h in report["xminHorizon"]["holders"] if h["pid"] == row[0]]
+    assert named["holder"] == "transaction"
+    assert named["application"] == "forgotten-psql"
+    assert named["ageSeconds"] >= 1
+    assert named["ageTransactions"] >= 0
+    text = _text(report)
+    assert f"transaction pid {row[0]} (forgotten-psql)" in text

@@ -70,8 +70,10 @@ CLAIMS: dict[tuple[bool, bool], LiteralString] = {
 
 # The due appointments, poison ones included: the count of a cycle's batch and the backlog gauge.
 DUE_SQL: LiteralString = _QUERIES["appointments_due"].format(due=APPOINTMENT_IS_DUE)
-# The same, counted up to %(count_limit)s.
-DUE_COUNT_SQL: LiteralString = _QUERIES["appointments_due_count"].format(appointments_due=DUE_SQL)
+# How many appointments a cycle may claim: the due ones from the claim floor on and the poison ones, up to count_limit.
+DUE_COUNT_SQL: LiteralString = _QUERIES["appointments_due_count"].format(
+    appointments_due=DUE_SQL, has_failure=_HAS_FAILURE, due=APPOINTMENT_IS_DUE
+)
 # The earliest PendingExpiresAt of a Pending appointment that is not poison (a poison one never wakes the worker).
 NEXT_DEADLINE_SQL: LiteralString = _QUERIES["appointment_next_deadline"].format(has_failure=_HAS_FAILURE)
 # A poison appointment's failure record is kept while the appointment still waits (is Pending).
@@ -92,6 +94,8 @@ class ClaimedItem:
     pending_expires_at: datetime | None
     has_failure: bool
     passed_over: list[uuid.UUID]
+    # the earliest PendingExpiresAt of the rows passed over (None: none was): the claim floor stays at or below it
+    passed_over_from: datetime | None = None
     # with the cluster locked by the claim: the whole row, in the order repository.cluster_from_locked_row reads
     row: tuple[Any, ...] | None = None
 
@@ -141,5 +145,6 @@ def appointment_claim_next(
         row[at_deadline],
         poison,
         list(row[-1]),
-        row if lock_cluster else None,
+        passed_over_from=row[-2],
+        row=row if lock_cluster else None,
     )

@@ -52,6 +52,9 @@ a.status = 'Pending' AND a.pending_expires_at < %(as_of)s
 -- The one write of an appointment cluster and its outbox rows: each part inserted (new) or written by its guarded
 -- UPDATE (loaded: matches no row when its id is NULL, nothing to write), the new reminders inserted and the
 -- changed ones written under their own guard, then the outbox rows; returns how many rows each write matched.
+-- The changed reminders are found by their primary key (id = ANY), each one's values taken from the arrays by its
+-- position, not joined to the arrays: a join's plan depends on the statistics, and a plan cached while the table
+-- was empty hash-joined a sequential scan of every reminder (docs/design/claims.md, "Plans that do not rot").
 WITH a_written AS (
 {appointment}
 ),
@@ -63,10 +66,9 @@ e_written AS (
 ),{reminders_inserted}
 r_written AS (
     UPDATE calendar.event_reminder AS r
-       SET status = u.status, updated_at = %(r_updated_at)s
-      FROM unnest(%(r_ids)s::uuid[], %(r_statuses)s::text[], %(r_expected_statuses)s::text[])
-           AS u (id, status, expected_status)
-     WHERE r.id = u.id AND r.status = u.expected_status
+       SET status = (%(r_statuses)s::text[])[array_position(%(r_ids)s::uuid[], r.id)], updated_at = %(r_updated_at)s
+     WHERE r.id = ANY(%(r_ids)s::uuid[])
+       AND r.status = (%(r_expected_statuses)s::text[])[array_position(%(r_ids)s::uuid[], r.id)]
     RETURNING 1
 ){outbox}
 SELECT (SELECT count(*) FROM a_written) AS a, (SELECT count(*) FROM s_written) AS s,
@@ -102,7 +104,8 @@ r_inserted AS (
 
 -- appointment_claim --
 -- appointment-timeout's claim of one due appointment after the cycle's keyset cursor (the first claim starts at
--- the head), taken SKIP LOCKED, and the due rows before it that SKIP LOCKED passed over (passed_over, last). A
+-- the head), taken SKIP LOCKED, and the due rows before it that SKIP LOCKED passed over (passed_over, last, and
+-- the earliest of their deadlines, passed_over_from, before it: the claim floor stays there). A
 -- template: {which} is the pass, {cluster_locks} the rest of its cluster locked by the same statement, or nothing
 -- (the claim alone); claims.py fills them in (docs/design/claims.md).
 WITH claimed AS MATERIALIZED (
@@ -115,7 +118,7 @@ WITH claimed AS MATERIALIZED (
        FOR NO KEY UPDATE OF a SKIP LOCKED
 ),
 passed_over AS MATERIALIZED (
-    SELECT a.id
+    SELECT a.id, a.pending_expires_at
       FROM calendar.appointment AS a
      WHERE {due} AND (a.pending_expires_at, a.id) > (coalesce(%(after_at)s::timestamptz, '-infinity'),
            coalesce(%(after_id)s::uuid, '00000000-0000-0000-0000-000000000000')) AND {which}
@@ -127,6 +130,7 @@ passed_over AS MATERIALIZED (
      LIMIT {cap}
 ){cluster_locks}
 SELECT {columns},
+       (SELECT min(p.pending_expires_at) FROM passed_over AS p) AS passed_over_from,
        (SELECT coalesce(array_agg(p.id), '{{}}'::uuid[]) FROM passed_over AS p) AS passed_over
   FROM (SELECT) AS one
   LEFT JOIN claimed AS c ON true{joins}
@@ -181,18 +185,28 @@ NOT {has_failure}
 SELECT 1 FROM calendar.appointment AS a WHERE {due}
 
 -- appointments_due_count --
--- How many appointments are due, counting at most count_limit (a bounded scan of the partial index).
-SELECT count(*) AS n FROM ({appointments_due} LIMIT %(count_limit)s) AS due
+-- How many appointments a cycle may claim, counting at most count_limit: the due ones from the worker's claim
+-- floor on (NULL: from the head; a bounded scan of the partial index that starts at the floor) that are not
+-- poison, and the poison ones, found from their failure records wherever their deadlines are (docs/design/claims.md).
+SELECT least(%(count_limit)s,
+       (SELECT count(*) FROM ({appointments_due} AND a.pending_expires_at >= coalesce(%(floor)s::timestamptz,
+            '-infinity') AND NOT {has_failure} LIMIT %(count_limit)s) AS fresh)
+       + (SELECT count(*) FROM (SELECT 1 FROM jobs.item_failure AS f
+            JOIN calendar.appointment AS a ON a.id = f.item_id
+           WHERE f.job = %(job)s AND {due} LIMIT %(count_limit)s) AS poison)) AS n
 
 -- appointment_next_deadline --
--- The earliest PendingExpiresAt of a Pending appointment that is not poison (a poison one never wakes the worker).
+-- The earliest PendingExpiresAt from the claim floor on (NULL: from the head) of a Pending appointment that is
+-- not poison (a poison one never wakes the worker).
 SELECT a.pending_expires_at AS at FROM calendar.appointment AS a
- WHERE a.status = 'Pending' AND NOT {has_failure}
+ WHERE a.status = 'Pending' AND a.pending_expires_at >= coalesce(%(floor)s::timestamptz, '-infinity')
+   AND NOT {has_failure}
  ORDER BY a.pending_expires_at, a.id LIMIT 1
 
 -- appointment_still_pending --
 -- A predicate over f.item_id: a poison appointment's failure record is kept while the appointment still waits.
-EXISTS (SELECT 1 FROM calendar.appointment AS a WHERE a.id = f.item_id AND a.status = 'Pending')
+-- OFFSET 0 keeps it a lookup by primary key per failure record (never an anti-join over every Pending one).
+EXISTS (SELECT 1 FROM calendar.appointment AS a WHERE a.id = f.item_id AND a.status = 'Pending' OFFSET 0)
 
 -- lock_timeout_set --
 -- The item lock timeout of a cycle's connection, set once for the session.

@@ -9,11 +9,12 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 import psycopg
@@ -58,6 +59,13 @@ class AppointmentTimeoutConfig:
     cycle_budget_seconds: float = 30.0
     # This instance's name in jobs.cycle.
     instance: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    # The claim floor (docs/design/claims.md, "The claim floor"): a cycle's fresh pass, its count and the next
+    # deadline start at the floor instead of the head of the partial index; at least this often a cycle starts at
+    # the head again (a full walk), which finds any Pending appointment below the floor.
+    claim_floor_reset_seconds: float = 60.0
+    # How far behind the last claimed deadline the floor stays: bookings whose transaction commits up to this much
+    # after the deadlines being claimed are found by the next cycle, not only by the next full walk.
+    claim_floor_margin_seconds: float = 5.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,6 +92,73 @@ class TimeoutResult(CycleCounts):
         }
 
 
+_NO_ID = uuid.UUID(int=0)  # the smallest id: (floor, _NO_ID) is the position just before every row at the floor
+
+
+@dataclass
+class ClaimFloor:
+    """The lowest PendingExpiresAt at which a fresh pass may still find a due Pending appointment: where the claim,
+    the count and the next deadline start reading the partial index, instead of at its head.
+
+    Why: every appointment that left Pending keeps its entry in ix_appointments_pending_expires_at until vacuum
+    removes it, and under a held xmin horizon vacuum removes none, so a read from the head steps over every
+    appointment ended since the horizon was taken. The floor lives in this instance's memory and only moves from
+    what this instance's own claims saw (docs/design/claims.md, "The claim floor", has the argument that it skips
+    nothing):
+
+    - After a cycle it is the deadline of the last appointment its fresh pass claimed, less the margin; lower when
+      a claim passed over a row held by another transaction (which may roll back: the earliest such deadline) or
+      an item was rolled back as contended (its deadline). A cycle that claimed nothing leaves it where it was, and
+      so does a cycle that failed.
+    - A failed (poison) item has a failure record: the poison pass, which starts at the head, owns it.
+    - What only a later commit can put below the floor (a booking whose transaction commits after its own deadline
+      has passed) is found by the next full walk: a cycle starts at the head again once the last one that did is
+      ``reset_seconds`` old, and the next deadline is then read from the head too.
+    """
+
+    reset_seconds: float
+    margin: timedelta
+    value: datetime | None = None  # None: start at the head
+    full_walk_at: float = float("-inf")  # time.monotonic() of the last cycle that started at the head
+    now: Callable[[], float] = time.monotonic  # when the last full walk was (a test's own clock)
+    _start: datetime | None = None  # this cycle's start
+    _low: datetime | None = None  # the lowest deadline this cycle may have left a due Pending appointment at
+
+    def reset_due(self) -> bool:
+        """Whether the next cycle starts at the head."""
+        return self.value is None or self.now() - self.full_walk_at >= self.reset_seconds
+
+    def next_deadline_floor(self) -> datetime | None:
+        """Where the next-deadline query starts: the floor, or the head when the next cycle walks from it."""
+        return None if self.reset_due() else self.value
+
+    def begin(self) -> datetime | None:
+        """This cycle's start: the floor, or None (the head) when a full walk is due."""
+        if self.reset_due():
+            self.value, self.full_walk_at = None, self.now()
+        self._start, self._low = self.value, None
+        return self._start
+
+    def start_position(self) -> tuple[datetime, uuid.UUID] | None:
+        """Where a fresh pass's first claim starts: just before every row at the floor (None: at the head)."""
+        return None if self._start is None else (self._start, _NO_ID)
+
+    def keep_at_most(self, at: datetime | None) -> None:
+        """A due appointment may still be Pending at ``at`` (None: nothing new): keep the next floor at or below."""
+        if at is not None and (self._low is None or at < self._low):
+            self._low = at
+
+    def finish(self, last_claimed: datetime | None) -> None:
+        """The cycle ended; ``last_claimed``: the deadline of the last appointment its fresh pass claimed."""
+        if last_claimed is None:
+            self.value = self._start  # it saw nothing new (a row it passed over is at or after its start)
+            return
+        self.keep_at_most(last_claimed - self.margin)
+        assert self._low is not None
+        # never below where it started: what is below was below the floor before, covered by the same argument
+        self.value = self._low if self._start is None else max(self._start, self._low)
+
+
 @dataclass
 class _Expired:
     """What a cycle has expired so far (kept when an infrastructure error ends it early), and where it claims next."""
@@ -93,6 +168,7 @@ class _Expired:
     slots_expired: int = 0
     poison: bool = False  # the pass the cursor is in (it starts again at the head of the poison pass)
     cursor: tuple[datetime, uuid.UUID] | None = None  # the last claimed row: the next claim starts after it
+    fresh_cursor: tuple[datetime, uuid.UUID] | None = None  # the fresh pass's last claimed row
 
     def result(self, cycle: Cycle) -> TimeoutResult:
         return cycle.counts(
@@ -134,11 +210,19 @@ class AppointmentTimeoutJob:
         self._clock = clock  # AsOf: the database clock every instance shares (docs/design/claims.md)
         # set by SIGTERM: the statement in flight is cancelled, its item rolled back, and the cycle ends
         self._stop = stop or threading.Event()
+        self._floor = ClaimFloor(
+            self._config.claim_floor_reset_seconds, timedelta(seconds=self._config.claim_floor_margin_seconds)
+        )
         self._cycles = CycleHarness(
             DEFINITION, pool, instance=self._config.instance,
             connection_wait_seconds=self._config.connection_wait_seconds,
             budget_seconds=self._config.cycle_budget_seconds, batch_size=self._config.batch_size, stop=self._stop,
         )  # fmt: skip
+
+    @property
+    def claim_floor(self) -> ClaimFloor:
+        """This instance's claim floor."""
+        return self._floor
 
     def run_once(self) -> TimeoutResult:
         """One cycle; an infrastructure failure is logged, counted and raised (the current item rolled back)."""
@@ -146,23 +230,26 @@ class AppointmentTimeoutJob:
 
     def seconds_until_next_due(self) -> float | None:
         """Seconds until the earliest PendingExpiresAt of a Pending appointment that is not poison, DB clock."""
-        return self._cycles.seconds_until_next_due()
+        return self._cycles.seconds_until_next_due({"floor": self._floor.next_deadline_floor()})
 
     def _cycle(self, cycle: Cycle) -> TimeoutResult:
         """Count the due appointments, then claim and expire one per transaction in the cycle's two passes until
         none is free, BatchSize is reached, the budget is spent or a stop is requested."""
         expired = _Expired()
         cycle.partial = lambda: expired.result(cycle)  # items commit one by one
+        floor = self._floor.begin()
         with self._cycle_connection() as conn:
             with cycle.watch(conn):
                 cycle.begin(self._clock(conn))
-                params = {"as_of": cycle.as_of, "count_limit": self._config.batch_size}
+                params = {"as_of": cycle.as_of, "count_limit": self._config.batch_size, "floor": floor, "job": JOB_NAME}
                 count = conn.execute(claims.DUE_COUNT_SQL, params)
                 selected = int(cast(dict[str, Any], count.fetchone())["n"])  # a bounded scan of the partial index
                 conn.commit()  # the session's lock_timeout with it
             cycle.info("batch selected", Count=selected)
             if selected > 0:  # an empty batch is a no-op: no claim transaction at all
                 cycle.two_passes(lambda poison, _room: self._expire_next(conn, cycle, expired, poison), stop=self._stop)
+        # only a cycle that ended without an error moves the floor (an error leaves it where it was)
+        self._floor.finish(None if expired.fresh_cursor is None else expired.fresh_cursor[0])
         return expired.result(cycle)
 
     @contextmanager
@@ -191,17 +278,21 @@ class AppointmentTimeoutJob:
         assert cycle.as_of is not None
         if poison is not expired.poison:
             expired.poison, expired.cursor = poison, None
+        # the fresh pass starts at the claim floor, the poison pass at the head (few rows, docs/design/claims.md)
+        after = expired.cursor if poison or expired.cursor is not None else self._floor.start_position()
         context = MessageContext(str(cycle.run_id), cycle.traceparent)
         provider = current_traceparent if cycle.item_spans else None  # the item span's, when there is one
         cycle.in_flight = {"RolledBack": "the claim"}
         with UnitOfWork(self._pool, context, traceparent_provider=provider, connection=conn) as uow, cycle.watch(conn):
             try:
-                claim = service.claim_due(
-                    uow, as_of=cycle.as_of, after=expired.cursor, poison=poison, failed=cycle.failed
-                )
+                claim = service.claim_due(uow, as_of=cycle.as_of, after=after, poison=poison, failed=cycle.failed)
             except Exception as exc:
                 raise infrastructure_error(conn, exc) from exc  # a claim is about no item yet
             cycle.skip(claim.passed_over)
+            if not poison:
+                self._floor.keep_at_most(claim.passed_over_from)  # held by others, who may roll back
+                if claim.appointment_id is not None:
+                    expired.fresh_cursor = claim.cursor
             if claim.appointment_id is None:
                 # End the read-only transaction with COMMIT: psycopg answers a ROLLBACK with DEALLOCATE ALL, and
                 # a cycle that ends with an empty claim would re-plan every statement of the next one.
@@ -220,7 +311,10 @@ class AppointmentTimeoutJob:
                         raise infrastructure_error(conn, exc) from exc
                     if fault is Fault.CONTENDED:
                         # Changed or held under us (guarded UPDATE matched nothing, lock timeout, deadlock): rolled
-                        # back, never overwritten; the next cycle re-reads it (docs/design/poison-items.md).
+                        # back, never overwritten; the next cycle re-reads it (docs/design/poison-items.md), so the
+                        # floor stays at or below it.
+                        if not poison:
+                            self._floor.keep_at_most(claim.pending_expires_at)
                         cycle.item_skipped(appointment_id)
                         return True
                     uow.rollback()  # the whole item, before its failure is recorded in a transaction of its own

@@ -379,10 +379,13 @@ class CycleHarness:
         assert kept is not None, "a job whose cycle can be cancelled says what it kept"
         return kept()
 
-    def seconds_until_next_due(self) -> float | None:
-        """Seconds until the earliest deadline of an item that is not poison, on the database clock."""
+    def seconds_until_next_due(self, params: Mapping[str, object] | None = None) -> float | None:
+        """Seconds until the earliest deadline of an item that is not poison, on the database clock (``params``:
+        the job's own parameters of its deadline query, beside the job's name)."""
         with self.connection() as conn:
-            return bookkeeping.seconds_until(conn, self.definition.next_deadline_sql, {"job": self.definition.name})
+            return bookkeeping.seconds_until(
+                conn, self.definition.next_deadline_sql, {"job": self.definition.name, **(params or {})}
+            )
 
     def _completed(self, cycle: Cycle, result: CycleResult) -> None:
         metrics = self.definition.metrics

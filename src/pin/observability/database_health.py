@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import structlog
 from prometheus_client import Gauge
@@ -53,17 +56,53 @@ SLOT_RETAINED_WAL = Gauge(
     ["slot"],
 )
 SLOT_ACTIVE = Gauge("pin_db_replication_slot_active", "1 when a client streams from the replication slot.", ["slot"])
+# The kinds of what holds the xmin horizon back (xmin_horizon_holders in database_health.sql).
+HORIZON_HOLDERS = ("transaction", "slot", "standby")
+HORIZON_AGE = Gauge(
+    "pin_db_xmin_horizon_age_seconds",
+    "How long the oldest holder of each kind has held the xmin horizon back: a transaction since it began; a "
+    "replication slot or a standby's feedback since its xmin was first seen at that value (0: none holds it).",
+    ["holder"],
+)
+HORIZON_XIDS = Gauge(
+    "pin_db_xmin_horizon_age_transactions",
+    "How many transactions old the oldest xmin of each kind of holder is (age(xmin); 0: none holds it).",
+    ["holder"],
+)
 LAST_REFRESH = Gauge(
     "pin_db_health_last_refresh_timestamp_seconds", "Unix time of the last complete refresh of the pin_db_ gauges."
 )
 
 
+@dataclass(frozen=True)
+class HorizonHolder:
+    """One holder of the xmin horizon (a row of xmin_horizon_holders): what `pin status` names and the runbook
+    looks up; never a metric label."""
+
+    holder: str  # transaction, slot or standby
+    pid: int | None
+    application: str | None
+    name: str | None  # the slot's name, or a prepared transaction's gid
+    xids: float  # age(xmin) in transactions
+    seconds: float | None  # a transaction's age; None for a slot or a standby
+    xmin: str
+
+
+def horizon_holders(conn: Conn) -> list[HorizonHolder]:
+    """Everything that holds the xmin horizon back, the oldest xmin first."""
+    rows: list[dict[str, Any]] = conn.execute(_QUERIES["xmin_horizon_holders"]).fetchall()
+    return [HorizonHolder(**row) for row in rows]
+
+
 class DatabaseHealth:
     """Refreshes the pin_db_ gauges from one pooled connection, a few bounded statements per refresh."""
 
-    def __init__(self, pool: ConnectionPool[Conn]) -> None:
+    def __init__(self, pool: ConnectionPool[Conn], clock: Callable[[], float] = time.monotonic) -> None:
         self._pool = pool
         self._slots: set[str] = set()
+        self._clock = clock
+        # (kind, name or pid) -> (xmin, when first seen at it): a slot's or standby's xmin carries no time
+        self._first_seen: dict[tuple[str, str], tuple[str, float]] = {}
 
     def refresh(self) -> None:
         """Read the statistics once and set every gauge (one short read-only transaction)."""
@@ -73,6 +112,7 @@ class DatabaseHealth:
             indexes = conn.execute(_QUERIES["index_health_read"], {"indexes": list(CLAIM_INDEXES)}).fetchall()
             oldest = conn.execute(_QUERIES["transaction_oldest_age"]).fetchone()
             slots = conn.execute(_QUERIES["replication_slot_retained_wal"]).fetchall()
+            holders = horizon_holders(conn)
         for row in tables:
             name = str(row["name"])
             DEAD_TUPLES.labels(table=name).set(_number(row["dead"]))
@@ -83,7 +123,29 @@ class DatabaseHealth:
             INDEX_TUPLES.labels(index=str(row["name"])).set(_number(row["tuples"]))
         OLDEST_TRANSACTION.set(_number(oldest["age"]) if oldest else 0.0)
         self._set_slots({str(row["slot_name"]): (bool(row["active"]), _number(row["retained"])) for row in slots})
+        self._set_horizon(holders)
         LAST_REFRESH.set(time.time())
+
+    def _set_horizon(self, holders: list[HorizonHolder]) -> None:
+        """The oldest holder of each kind: its age in seconds and in transactions (0 for a kind that holds none)."""
+        now = self._clock()
+        seen: dict[tuple[str, str], tuple[str, float]] = {}
+        ages = dict.fromkeys(HORIZON_HOLDERS, 0.0)
+        xids = dict.fromkeys(HORIZON_HOLDERS, 0.0)
+        for h in holders:
+            seconds = h.seconds
+            if seconds is None:  # a slot or a standby: for how long its xmin has stayed where it is
+                key = (h.holder, h.name or str(h.pid))
+                xmin, since = self._first_seen.get(key, (h.xmin, now))
+                since = since if xmin == h.xmin else now
+                seen[key] = (h.xmin, since)
+                seconds = now - since
+            ages[h.holder] = max(ages[h.holder], seconds)
+            xids[h.holder] = max(xids[h.holder], h.xids)
+        self._first_seen = seen
+        for kind in HORIZON_HOLDERS:
+            HORIZON_AGE.labels(holder=kind).set(ages[kind])
+            HORIZON_XIDS.labels(holder=kind).set(xids[kind])
 
     def _set_slots(self, slots: dict[str, tuple[bool, float]]) -> None:
         """A dropped slot's series go away (a stale value would keep its alert firing)."""

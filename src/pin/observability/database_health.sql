@@ -34,3 +34,30 @@ SELECT GREATEST(
 SELECT slot_name, active,
        COALESCE(pg_current_wal_lsn() - restart_lsn, 0)::float8 AS retained
 FROM pg_replication_slots
+
+-- xmin_horizon_holders --
+-- Everything that holds this database's xmin horizon back, by kind: a transaction (a client session of this
+-- database with an xid or a snapshot, or a prepared transaction of it; another database's sessions do not hold
+-- its tables), a replication slot (its xmin: a physical slot with hot_standby_feedback) or a standby
+-- streaming without a slot whose feedback reports an xmin. Per holder: its pid, application, name (the slot's, or
+-- the prepared transaction's gid), how many transactions old its xmin is, how long it has been open (transactions
+-- only: a slot's or a standby's xmin carries no time) and the xmin itself. The views are bounded by max_connections,
+-- max_prepared_transactions, max_replication_slots and max_wal_senders.
+SELECT 'transaction' AS holder, a.pid, a.application_name AS application, NULL::text AS name,
+       GREATEST(age(a.backend_xid), age(a.backend_xmin))::float8 AS xids,
+       EXTRACT(EPOCH FROM clock_timestamp() - a.xact_start)::float8 AS seconds,
+       COALESCE(a.backend_xmin, a.backend_xid)::text AS xmin
+FROM pg_stat_activity a
+WHERE a.backend_type = 'client backend' AND (a.backend_xid IS NOT NULL OR a.backend_xmin IS NOT NULL)
+  AND a.pid <> pg_backend_pid() AND a.datname = current_database()
+UNION ALL
+SELECT 'transaction', NULL, 'prepared transaction', p.gid, age(p.transaction)::float8,
+       EXTRACT(EPOCH FROM clock_timestamp() - p.prepared)::float8, p.transaction::text
+FROM pg_prepared_xacts p WHERE p.database = current_database()
+UNION ALL
+SELECT 'slot', s.active_pid, NULL, s.slot_name, age(s.xmin)::float8, NULL, s.xmin::text
+FROM pg_replication_slots s WHERE s.xmin IS NOT NULL AND (s.database IS NULL OR s.database = current_database())
+UNION ALL
+SELECT 'standby', r.pid, r.application_name, NULL, age(r.backend_xmin)::float8, NULL, r.backend_xmin::text
+FROM pg_stat_replication r WHERE r.backend_xmin IS NOT NULL
+ORDER BY xids DESC

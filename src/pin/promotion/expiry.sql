@@ -59,14 +59,17 @@ NOT {has_failure}
 -- purchase_expire_many --
 -- The set-based write of a batch (seed 002, steps 3 and 4): the domain's new status, Version and UpdatedAt as
 -- arrays (binary), guarded row by row as purchase_update_status is, and the outbox rows of exactly the rows it
--- changed, in the order given; returns the ids it changed.
+-- changed, in the order given; returns the ids it changed. The rows are found by primary key (id = ANY), each
+-- one's values taken from the arrays by its position, and the status guarded by a parameter (Active): joined to the
+-- arrays, or with the literal status of ix_purchase_active_ends_at's predicate, a plan cached while the table was
+-- empty walked every Active purchase (docs/design/claims.md, "Plans that do not rot").
 WITH changed AS (
     UPDATE promotion.purchase AS p
-       SET status = v.status, version = v.version, updated_at = v.updated_at
-      FROM unnest(%(ids)b::uuid[], %(statuses)b::text[], %(versions)b::integer[], %(updated_at)b::timestamptz[],
-                  %(expected_versions)b::integer[])
-           AS v(id, status, version, updated_at, expected_version)
-     WHERE p.id = v.id AND p.status = 'Active' AND p.version = v.expected_version
+       SET status = (%(statuses)b::text[])[array_position(%(ids)b::uuid[], p.id)],
+           version = (%(versions)b::integer[])[array_position(%(ids)b::uuid[], p.id)],
+           updated_at = (%(updated_at)b::timestamptz[])[array_position(%(ids)b::uuid[], p.id)]
+     WHERE p.id = ANY(%(ids)b::uuid[]) AND p.status = %(expected_status)b::text
+       AND p.version = (%(expected_versions)b::integer[])[array_position(%(ids)b::uuid[], p.id)]
     RETURNING p.id
 ),
 written AS (
@@ -85,8 +88,9 @@ SELECT p.ends_at AS at FROM promotion.purchase AS p
  ORDER BY p.ends_at, p.id LIMIT 1
 
 -- purchase_still_active --
--- A predicate over f.item_id: a poison purchase's failure record is kept while it still waits its turn.
-EXISTS (SELECT 1 FROM promotion.purchase AS p WHERE p.id = f.item_id AND p.status = 'Active')
+-- A predicate over f.item_id: a poison purchase's failure record is kept while it still waits its turn. OFFSET 0
+-- keeps it a lookup by primary key per failure record (never an anti-join over every Active purchase).
+EXISTS (SELECT 1 FROM promotion.purchase AS p WHERE p.id = f.item_id AND p.status = 'Active' OFFSET 0)
 
 -- batch_transaction_limit --
 -- The batch transaction ends when it is idle this long (a hung process releases its row locks).

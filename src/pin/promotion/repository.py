@@ -169,6 +169,9 @@ def purchase_expire_many(
         "versions": [p.version for p, _ in transitions],
         "updated_at": [p.updated_at for p, _ in transitions],
         "expected_versions": [expected for _, expected in transitions],
+        # a parameter, not a literal: the guard then never matches ix_purchase_active_ends_at's predicate, whose
+        # whole walk a plan cached on an empty table would prefer to the lookups by id (docs/design/claims.md)
+        "expected_status": PurchaseStatus.ACTIVE.value,
         **insert_unnest_params(outbox_rows),
     }
     with translated_errors(), conn.cursor(row_factory=tuple_row, binary=True) as cur:

@@ -49,6 +49,7 @@ def collect_status(settings: Settings, *, kafka: bool = True, kafka_timeout: flo
         members = database.read(conn, database.members(settings.wedged_after_seconds()))
         # a broker that did not answer is not asked again (the reason is the same, shown once)
         waits = offsets if isinstance(offsets, BrokerUnavailable) else _waits(settings, conn, kafka_timeout)
+        horizon = database.read(conn, database.horizon)
     consumers = tuple(
         ConsumerView(
             group=group,
@@ -59,7 +60,14 @@ def collect_status(settings: Settings, *, kafka: bool = True, kafka_timeout: flo
         )
         for group in topics.CONSUMER_GROUPS
     )
-    return Snapshot(clock=clock, jobs=jobs, outbox=outbox, consumers=consumers, migrations=_migrations(settings, clock))
+    return Snapshot(
+        clock=clock,
+        jobs=jobs,
+        outbox=outbox,
+        consumers=consumers,
+        migrations=_migrations(settings, clock),
+        horizon=horizon,
+    )
 
 
 def _waits(settings: Settings, conn: Conn | Unavailable, timeout: float) -> dict[str, Waiting] | Unavailable:

@@ -18,6 +18,7 @@ from pin.calendar.repository import APPOINTMENT_IS_DUE
 from pin.db import Conn, ConnectionPolicy, connect, load_queries
 from pin.messaging import topics
 from pin.messaging.groups import SLA_SECONDS, SLA_WINDOW_SECONDS
+from pin.observability import database_health
 from pin.outbox.writer import VPARTS
 from pin.promotion.repository import PURCHASE_IS_DUE
 from pin.promotion.worker import JOB_NAME as EXPIRE_PROMOTIONS
@@ -29,6 +30,8 @@ from pin.status.snapshot import (
     Cycles,
     DeadLetters,
     GroupMembers,
+    Horizon,
+    HorizonHolderView,
     InboxActivity,
     Leases,
     OutboxBacklog,
@@ -274,3 +277,13 @@ def members(wedged_after_seconds: float) -> Callable[[Conn], dict[str, GroupMemb
         return {m.group_name: m for m in _rows(conn, GroupMembers, _query("group_members"), params)}
 
     return read_members
+
+
+# the holders of the xmin horizon `pin status` names, the oldest first
+SHOWN_HORIZON_HOLDERS = 5
+
+
+def horizon(conn: Conn) -> Horizon:
+    """What holds the xmin horizon back (the gauges' own statement), the oldest few."""
+    holders = database_health.horizon_holders(conn)[:SHOWN_HORIZON_HOLDERS]
+    return Horizon(tuple(HorizonHolderView(h.holder, h.pid, h.application, h.name, h.seconds, h.xids) for h in holders))

@@ -18,6 +18,7 @@ from pin.status.snapshot import (
     Cycles,
     GroupMembers,
     GroupOffsets,
+    Horizon,
     InboxActivity,
     JobView,
     MigrationView,
@@ -38,7 +39,10 @@ def render(snapshot: Snapshot) -> RenderableType:
         header.append("   database: ").append_text(_unavailable(snapshot.clock))
     else:
         header.append(f"   database clock {_time(snapshot.clock)}")
-    parts: list[RenderableType] = [header, _jobs_table(snapshot.jobs)]
+    parts: list[RenderableType] = [header]
+    if snapshot.horizon is not None:
+        parts.append(_horizon_text(snapshot.horizon))
+    parts.append(_jobs_table(snapshot.jobs))
     poison = _poison_table(snapshot.jobs)
     if poison is not None:
         parts.append(poison)
@@ -49,6 +53,36 @@ def render(snapshot: Snapshot) -> RenderableType:
     if snapshot.migrations:
         parts.append(_migrations_table(snapshot.migrations))
     return Group(*parts)
+
+
+# A holder of the horizon older than this is shown in red (LongRunningTransaction's and XminHorizonHeld's 5 minutes).
+HORIZON_WARN_SECONDS = 300.0
+
+
+def _horizon_text(horizon: Horizon | Unavailable) -> Text:
+    """Who holds the xmin horizon back, the oldest first: vacuum removes nothing younger than its xmin."""
+    text = Text("xmin horizon held by: ")
+    if isinstance(horizon, Unavailable):
+        return text.append_text(_unavailable(horizon))
+    if not horizon.holders:
+        return text.append("nothing")
+    for i, h in enumerate(horizon.holders):
+        who = " ".join(
+            part
+            for part in (
+                h.holder,
+                f"pid {h.pid}" if h.pid is not None else "",
+                h.name or "",
+                f"({h.application})" if h.application else "",
+            )
+            if part
+        )
+        age = f"{_age(h.age_seconds)}, " if h.age_seconds is not None else ""
+        old = h.age_seconds is not None and h.age_seconds > HORIZON_WARN_SECONDS
+        text.append("; " if i else "").append(
+            f"{who}: {age}{h.age_transactions:,.0f} transactions old", style="red bold" if old else ""
+        )
+    return text
 
 
 def _age(seconds: float | None) -> str:

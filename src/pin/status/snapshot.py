@@ -360,6 +360,29 @@ class MigrationView(Part):
     v2_groups: tuple[str, ...]
 
 
+# --- the database ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HorizonHolderView(Part):
+    """One holder of the xmin horizon: a transaction (a session or a prepared one), a replication slot, or a standby's
+    feedback (docs/runbooks/database-health.md, "The xmin horizon")."""
+
+    holder: str  # transaction, slot or standby
+    pid: int | None  # the session's, the slot reader's or the standby's walsender's
+    application: str | None
+    name: str | None  # the slot's name, or a prepared transaction's gid
+    age_seconds: float | None  # a transaction's; a slot's or a standby's xmin carries no time
+    age_transactions: float  # age(xmin)
+
+
+@dataclass(frozen=True)
+class Horizon(Part):
+    """What holds the xmin horizon back, the oldest xmin first (at most a few): vacuum removes nothing younger."""
+
+    holders: tuple[HorizonHolderView, ...]
+
+
 # --- the whole -------------------------------------------------------------------------------------------
 
 
@@ -373,6 +396,7 @@ class Snapshot(Mapping[str, Any]):
     consumers: tuple[ConsumerView, ...]
     # the event types in migration (none: the key is left out of the document), or why they could not be read
     migrations: tuple[MigrationView, ...] | Unavailable = ()
+    horizon: Horizon | Unavailable | None = None  # None: not read
 
     @cached_property
     def _document(self) -> Document:
@@ -385,6 +409,8 @@ class Snapshot(Mapping[str, Any]):
         }
         if self.migrations:
             document["contractMigrations"] = _json_value(self.migrations)
+        if self.horizon is not None:
+            document["xminHorizon"] = self.horizon.document()
         return document
 
     def document(self) -> Document:

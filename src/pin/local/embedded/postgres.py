@@ -96,6 +96,8 @@ class EmbeddedPostgres:
     # Linux: the server gets SIGQUIT (an immediate shutdown) when the thread that started it ends, even when its
     # process is killed with SIGKILL (pin.local.embedded.lifetime). Without it the server outlives us until stop().
     die_with_parent: bool = True
+    # Server settings given after the defaults below, so they win (the bench's durable server: fsync, autovacuum).
+    settings: dict[str, str] = field(default_factory=dict)
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
 
     @property
@@ -156,6 +158,8 @@ class EmbeddedPostgres:
         ]
         if self.logical_replication:
             options += ["-c", "wal_level=logical", "-c", "max_replication_slots=4", "-c", "max_wal_senders=4"]
+        for name, value in self.settings.items():
+            options += ["-c", f"{name}={value}"]
         with (self.data_dir / "server.log").open("ab") as log:
             self._process = subprocess.Popen(  # noqa: S603 - the wheel's own server with our own arguments
                 [str(self.bin_dir / "postgres"), "-D", str(self.data_dir), *options],

@@ -1,0 +1,155 @@
+"""The hot path's plans use their indexes from the first cycle, whatever the statistics say, and keep doing so.
+
+On a fresh database that nothing analyzes (autovacuum off for every table, no ANALYZE), a role's connection keeps
+the generic plan it built while the tables were empty: with plan_cache_mode = force_generic_plan and psycopg
+preparing every statement at its first execution, each statement's plan is built on empty tables and cached for
+the session. The tables then grow from empty through the real code (the appointment-timeout worker's cycles, the
+promotions' worker, the consumers' inbox); afterwards each cached plan of the session is shown with EXPLAIN EXECUTE
+and must read the hot tables by index, never by a sequential scan.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg_pool import ConnectionPool
+
+from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
+from pin.db import Conn, ConnectionPolicy, create_pool, default_policy
+from pin.messaging.consumer.inbox import inbox_insert, inbox_prune
+from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
+from tests.calendar.worker.factory import db_now, seed_appointments
+from tests.promotion.support import seed_purchases
+from tests.support import deep
+
+pytestmark = [pytest.mark.integration, pytest.mark.deep]
+
+# how many appointments the tables grow by from empty (a third as many purchases)
+GROWN = 3_000 if deep.DEEP else 900
+
+# The tables the hot path reads and writes: none may be read by a sequential scan once it has grown.
+HOT = (
+    "calendar.appointment", "calendar.availability_slot", "calendar.calendar_event", "calendar.event_reminder",
+    "promotion.purchase", "promotion.purchase_target", "jobs.item_failure", "jobs.cycle", "messaging.inbox",
+    "outbox.message",
+)  # fmt: skip
+
+
+@pytest.fixture
+def unanalyzed(database_url: str) -> str:
+    """The test's fresh database with autovacuum off for every table of the hot path and no statistics at all."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        for table in HOT:
+            conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = off)")
+        never = conn.execute(
+            "SELECT count(*) FROM pg_class WHERE oid = ANY(%s::regclass[]) AND reltuples >= 0", (list(HOT),)
+        ).fetchone()
+    assert never == (0,)  # never vacuumed nor analyzed: the planner knows nothing but the pages
+    return database_url
+
+
+@pytest.fixture
+def first_plans_pool(unanalyzed: str) -> Iterator[ConnectionPool[Conn]]:
+    """One connection of the worker role's policy, every statement prepared at once and planned generically."""
+    policy = default_policy("worker")
+    policy = ConnectionPolicy(
+        policy.client, {**policy.session, "plan_cache_mode": "force_generic_plan"}, policy.check_timeout_seconds
+    )
+    pool = create_pool(unanalyzed, min_size=1, max_size=1, name="first-plans", policy=policy)
+
+    def prepare_everything(conn: Conn) -> None:
+        conn.prepare_threshold = 0
+
+    pool._configure = _chain(pool._configure, prepare_everything)  # type: ignore[attr-defined]
+    with pool.connection() as conn:  # the connection opened before the configure above: set it too
+        conn.prepare_threshold = 0
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+def _chain(first: Any, then: Any) -> Any:
+    def both(conn: Conn) -> None:
+        if first is not None:
+            first(conn)
+        then(conn)
+
+    return both
+
+
+def _unindexed(plan: dict[str, Any]) -> list[str]:
+    """The hot tables a plan reads by a sequential scan or by a whole index (an index scan with no condition)."""
+    found = []
+    relation = plan.get("Relation Name")
+    if relation and any(relation == t.split(".")[1] for t in HOT):
+        kind = plan["Node Type"]
+        if kind == "Seq Scan" or (kind in {"Index Scan", "Index Only Scan"} and "Index Cond" not in plan):
+            found.append(f"{kind} on {relation}")
+    for child in plan.get("Plans", []):
+        found += _unindexed(child)
+    return found
+
+
+def _cached_plans(conn: Conn) -> dict[str, dict[str, Any]]:
+    """Every statement the session prepared, with its cached generic plan (EXPLAIN EXECUTE with NULL parameters:
+    a generic plan does not depend on them)."""
+    rows = conn.execute(
+        "SELECT name, statement, parameter_types::text[] AS types FROM pg_prepared_statements", prepare=False
+    ).fetchall()
+    plans = {}
+    for row in rows:
+        if not any(table in str(row["statement"]) for table in HOT):
+            continue  # not the hot path's (a session setting, a statistics read)
+        args = f"({', '.join(f'NULL::{t}' for t in row['types'])})" if row["types"] else ""
+        explained = conn.execute(f"EXPLAIN (FORMAT JSON) EXECUTE {row['name']}{args}", prepare=False).fetchone()
+        assert explained is not None
+        document = next(iter(explained.values()))
+        plans[str(row["statement"])] = (json.loads(document) if isinstance(document, str) else document)[0]["Plan"]
+    conn.rollback()
+    return plans
+
+
+def test_every_hot_statement_keeps_its_index_plan_as_the_tables_grow_from_empty(
+    first_plans_pool: ConnectionPool[Conn], pool: ConnectionPool[Conn]
+) -> None:
+    pool_ = first_plans_pool
+    # first cycles on empty tables: every statement is prepared and its generic plan cached now
+    timeout = AppointmentTimeoutJob(pool_, AppointmentTimeoutConfig(instance="plans"))
+    promotions = ExpirePromotionsJob(pool_, ExpirePromotionsConfig(instance="plans"))
+    seed_appointments(pool, 1)
+    seed_purchases(pool, 1, ends_at=db_now(pool) - timedelta(minutes=1))
+    timeout.run_once()
+    promotions.run_once()
+    with pool_.connection() as conn:
+        _inbox(conn, 1)
+    # the tables grow from empty: thousands of appointments, purchases and inbox rows, no ANALYZE anywhere
+    seed_appointments(pool, GROWN, spread=timedelta(milliseconds=1))
+    seed_purchases(pool, GROWN // 3, ends_at=db_now(pool) - timedelta(minutes=1))
+    while timeout.run_once().claimed_count:
+        pass
+    while promotions.run_once().is_full:
+        pass
+    with pool_.connection() as conn:
+        for _ in range(20):
+            _inbox(conn, 200)
+        plans = _cached_plans(conn)
+    hot = plans
+    assert len(hot) >= 8  # the claims, the count, the cascade's write, the bookkeeping, the inbox ...
+    scanned = [f"{_unindexed(plan)}: {' '.join(sql.split())[:300]}" for sql, plan in hot.items() if _unindexed(plan)]
+    assert scanned == []
+
+
+def _inbox(conn: Conn, count: int) -> None:
+    ids = [uuid.uuid4() for _ in range(count)]
+    inbox_insert(
+        conn, "crm", topic="t", partition=0, message_ids=ids, offsets=list(range(count)), occurred_at=[None] * count
+    )
+    inbox_prune(conn, "crm", 3600)
+    conn.commit()
