@@ -55,3 +55,26 @@ RETURNING message_id
 -- dead_letter_topics --
 -- The topics of a MessageId's dead letters.
 SELECT topic FROM outbox.dead_letter WHERE message_id = %(message_id)s ORDER BY topic
+
+-- outbox_floor_past --
+-- Fragment: a row of vpart l past its floor id (along (vpart, id), in id order: the row comparison is a condition of
+-- that index only, never of the primary key's). With the two that follow, the rows
+-- that may be waiting, in three disjoint parts (docs/design/outbox-storage.md; the view outbox.waiting is the same).
+m.vpart = l.vpart
+AND (m.vpart, m.id) > (l.vpart, CASE WHEN l.floor_xmax <= pg_snapshot_xmax(pg_current_snapshot())::text::bigint
+                                     THEN l.floor_id ELSE 0 END)
+
+-- outbox_floor_since --
+-- Fragment: a row of vpart l at or below its floor id whose transaction began after the floor's snapshot (along
+-- (vpart, xid), a range from the snapshot's xmax). "IS NOT TRUE" keeps a test that only makes the parts disjoint
+-- from ever being an index condition.
+m.vpart = l.vpart AND m.xid >= l.floor_xmax
+AND m.id > CASE WHEN l.floor_xmax <= pg_snapshot_xmax(pg_current_snapshot())::text::bigint THEN l.floor_id ELSE 0 END
+    IS NOT TRUE
+
+-- outbox_floor_running --
+-- Fragment: a row of vpart l at or below its floor id whose transaction was running at the floor's snapshot (along
+-- (vpart, xid), a probe per transaction of its list; never a range from its xmin).
+m.vpart = l.vpart AND m.xid = ANY(l.floor_xip)
+AND m.id > CASE WHEN l.floor_xmax <= pg_snapshot_xmax(pg_current_snapshot())::text::bigint THEN l.floor_id ELSE 0 END
+    IS NOT TRUE

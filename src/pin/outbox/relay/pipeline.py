@@ -161,6 +161,7 @@ class Pipeline:
         with self._pool.connection() as conn, conn.cursor(row_factory=pending_rows) as cur:
             # with ids to leave out: planned with them (a hashed constant); without: the prepared plan (trickle)
             prepare = False if unsettled else None
+            cur.execute(queries.RELAY_PLAN_BY_INDEX)
             rows = cur.execute(queries.OUTBOX_READ_OWNED, params, prepare=prepare).fetchall()
         per_vpart_counts = Counter(row.vpart for row in rows)
         self._active_vparts = len(per_vpart_counts)

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pin.db import load_queries
+from pin.outbox.floors import FLOORS
 from pin.outbox.writer import MOVED_COLUMNS_SQL
 
 _QUERIES = load_queries(__package__)
 
-OUTBOX_READ_OWNED = _QUERIES["outbox_read_owned"]
+RELAY_PLAN_BY_INDEX = _QUERIES["relay_plan_by_index"]
+OUTBOX_READ_OWNED = _QUERIES["outbox_read_owned"].format(**FLOORS, sendable=_QUERIES["outbox_read_sendable"])
 OUTBOX_DELETE_PUBLISHED = _QUERIES["outbox_delete_published"]
 OUTBOX_MARK_FAILED = _QUERIES["outbox_mark_failed"]
 OUTBOX_DEAD_LETTER = _QUERIES["outbox_dead_letter"].format(moved_columns=MOVED_COLUMNS_SQL)
@@ -17,7 +19,7 @@ RELAY_INSTANCE_HEARTBEAT = _QUERIES["relay_instance_heartbeat"]
 RELAY_INSTANCE_PURGE = _QUERIES["relay_instance_purge"]
 RELAY_INSTANCE_COUNT_LIVE = _QUERIES["relay_instance_count_live"]
 RELAY_INSTANCE_DELETE = _QUERIES["relay_instance_delete"]
-RELAY_LEASE_RENEW = _QUERIES["relay_lease_renew"]
+RELAY_LEASE_RENEW = _QUERIES["relay_lease_renew"].format(**FLOORS)
 RELAY_LEASE_ACQUIRE_FREE = _QUERIES["relay_lease_acquire_free"]
 RELAY_LEASE_RELEASE = _QUERIES["relay_lease_release"]
 

@@ -1,29 +1,46 @@
 -- The relay's statements. Each starts with a "-- name --" line and a one-line description; see
 -- docs/design/relay.md for why they are shaped as they are.
 
+-- relay_plan_by_index --
+-- For the rest of this transaction, plan the floor's parts along their indexes whatever the statistics say: a table
+-- nothing analyzed yet (or analyzed while empty) otherwise gets a bitmap scan and a sort of a whole vpart, or a scan
+-- of the primary key filtered by vpart, instead of an index scan that stops after its share of rows.
+SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)
+
 -- outbox_read_owned --
--- Due rows of the vparts whose unexpired lease we hold, behind no waiting row of their key, in id order per vpart.
+-- Due rows of the vparts whose unexpired lease we hold, behind no waiting row of their key, in id order per vpart,
+-- read past each vpart's floor ({past}, {since}, {running}: docs/design/outbox-storage.md), never from its head. Each
+-- part filters before its limit, so the read stops after a share of rows whatever the backlog; the two parts along
+-- (vpart, xid) are fenced (OFFSET 0) so that their order by id never makes them a walk of the vpart along (vpart, id).
 -- No FOR UPDATE: the lease is the claim (a row lock cannot be held across a broker flush).
 SELECT m.id, m.message_id::text, m.vpart::int, l.epoch, m.topic, m.message_key, m.event_type, m.contract_version,
        m.value,
        CASE WHEN m.value IS NULL THEN m.payload::text END, m.headers::text, m.attempts
 FROM outbox.relay_lease l
 CROSS JOIN LATERAL (
-    SELECT * FROM outbox.message m
-    WHERE m.vpart = l.vpart
-      AND m.id <> ALL(%(in_flight)s::bigint[])
-      AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now())
-      AND NOT EXISTS (
-          SELECT 1 FROM outbox.message e
-          WHERE e.message_key = m.message_key AND e.id < m.id AND e.next_attempt_at > now()
-      )
-      AND NOT EXISTS (SELECT 1 FROM outbox.dead_letter d WHERE d.message_key = m.message_key)
+    SELECT * FROM (
+        (SELECT * FROM outbox.message m WHERE {past} AND {sendable} ORDER BY m.id LIMIT %(per_vpart)s)
+        UNION ALL
+        (SELECT * FROM (SELECT * FROM outbox.message m WHERE {since} OFFSET 0) m WHERE {sendable})
+        UNION ALL
+        (SELECT * FROM (SELECT * FROM outbox.message m WHERE {running} OFFSET 0) m WHERE {sendable})
+    ) m
     ORDER BY m.id
     LIMIT %(per_vpart)s
 ) m
 WHERE l.owner = %(owner)s AND l.expires_at > now()
 ORDER BY m.id
 LIMIT %(limit)s
+
+-- outbox_read_sendable --
+-- Fragment: row m may be sent now: not in flight, due, behind no row of its key in back-off nor a dead letter.
+m.id <> ALL(%(in_flight)s::bigint[])
+AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now())
+AND NOT EXISTS (
+    SELECT 1 FROM outbox.message e
+    WHERE e.message_key = m.message_key AND e.id < m.id AND e.next_attempt_at > now()
+)
+AND NOT EXISTS (SELECT 1 FROM outbox.dead_letter d WHERE d.message_key = m.message_key)
 
 -- outbox_delete_published --
 -- Delete the rows the broker acknowledged, strictly by primary key; their topic and commit -> delete latency.
@@ -74,8 +91,23 @@ SELECT count(*) AS live FROM outbox.relay_instance WHERE expires_at > now()
 DELETE FROM outbox.relay_instance WHERE instance_id = %(owner)s
 
 -- relay_lease_renew --
--- Renew our unexpired leases; one that already expired is not renewed (another instance may hold it by now).
-UPDATE outbox.relay_lease SET expires_at = now() + make_interval(secs => %(ttl)s)
+-- Renew our unexpired leases; one that already expired is not renewed (another instance may hold it by now). Each
+-- renewed vpart's floor moves up to just below its oldest waiting row as this statement's snapshot sees it ({past},
+-- {since}, {running}; the last two fenced as in the read, so that min() is never an ordered walk of the vpart), or
+-- to the last id taken when none waits; docs/design/outbox-storage.md proves that no row is ever left below it.
+UPDATE outbox.relay_lease l
+SET expires_at = now() + make_interval(secs => %(ttl)s),
+    floor_id = coalesce(
+        least(
+            (SELECT m.id FROM outbox.message m WHERE {past} ORDER BY m.id LIMIT 1),
+            (SELECT min(m.id) FROM (SELECT m.id FROM outbox.message m WHERE {since} OFFSET 0) m),
+            (SELECT min(m.id) FROM (SELECT m.id FROM outbox.message m WHERE {running} OFFSET 0) m)
+        ) - 1,
+        greatest(l.floor_id, pg_sequence_last_value(pg_get_serial_sequence('outbox.message', 'id')::regclass))
+    ),
+    floor_xmax = pg_snapshot_xmax(pg_current_snapshot())::text::bigint,
+    floor_xip = ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) AS x),
+    floor_at = now()
 WHERE owner = %(owner)s AND expires_at > now()
 RETURNING vpart, epoch
 
