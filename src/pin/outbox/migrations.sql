@@ -35,21 +35,18 @@ ALTER TABLE outbox.relay_lease
 -- keeps below it. Three disjoint parts per vpart, as the relay reads them (outbox/queries.sql: outbox_floor_*):
 -- the rows past the floor id along (vpart, id); at or below it, those whose transaction began after the floor's
 -- snapshot (a range along (vpart, xid) from its xmax) and those whose transaction was running then (a probe per
--- transaction), never a range from its xmin. A floor whose snapshot is ahead of the server's (a restore into another
--- cluster) is not trusted: that vpart is read from its head.
+-- transaction), never a range from its xmin.
 CREATE VIEW outbox.waiting AS
 SELECT m.*
 FROM outbox.relay_lease l
 CROSS JOIN LATERAL (
-    SELECT CASE WHEN l.floor_xmax <= pg_snapshot_xmax(pg_current_snapshot())::text::bigint
-                THEN l.floor_id ELSE 0 END AS id
-) f
-CROSS JOIN LATERAL (
-    SELECT * FROM outbox.message m WHERE m.vpart = l.vpart AND m.id > f.id
+    SELECT * FROM outbox.message m WHERE m.vpart = l.vpart AND (m.vpart, m.id) > (l.vpart, l.floor_id)
     UNION ALL
-    SELECT * FROM outbox.message m WHERE m.vpart = l.vpart AND m.xid >= l.floor_xmax AND m.id > f.id IS NOT TRUE
+    SELECT * FROM outbox.message m
+     WHERE m.vpart = l.vpart AND m.xid >= l.floor_xmax AND m.id > l.floor_id IS NOT TRUE
     UNION ALL
-    SELECT * FROM outbox.message m WHERE m.vpart = l.vpart AND m.xid = ANY(l.floor_xip) AND m.id > f.id IS NOT TRUE
+    SELECT * FROM outbox.message m
+     WHERE m.vpart = l.vpart AND m.xid = ANY(l.floor_xip) AND m.id > l.floor_id IS NOT TRUE
 ) m;
 -- Autovacuum per table, each by a fixed number of dead rows (a fraction of a small table is too few, of a grown
 -- one too many); none can remove anything while the horizon is held, so these matter once it moves.

@@ -56,25 +56,26 @@ RETURNING message_id
 -- The topics of a MessageId's dead letters.
 SELECT topic FROM outbox.dead_letter WHERE message_id = %(message_id)s ORDER BY topic
 
+-- outbox_plan_by_index --
+-- For the rest of this transaction, plan the floors' parts along their indexes whatever the statistics say: a table
+-- nothing analyzed yet (or analyzed while empty) otherwise gets a bitmap scan and a sort of a whole vpart, a scan of
+-- the primary key filtered by vpart, or a scan of the whole table, dead rows included, instead of an index scan that
+-- stops after its share of rows.
+SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)
+
 -- outbox_floor_past --
 -- Fragment: a row of vpart l past its floor id (along (vpart, id), in id order: the row comparison is a condition of
--- that index only, never of the primary key's). With the two that follow, the rows
--- that may be waiting, in three disjoint parts (docs/design/outbox-storage.md; the view outbox.waiting is the same).
-m.vpart = l.vpart
-AND (m.vpart, m.id) > (l.vpart, CASE WHEN l.floor_xmax <= pg_snapshot_xmax(pg_current_snapshot())::text::bigint
-                                     THEN l.floor_id ELSE 0 END)
+-- that index only, never of the primary key's). With the two that follow, the rows that may be waiting, in three
+-- disjoint parts (docs/design/outbox-storage.md; the view outbox.waiting is the same).
+m.vpart = l.vpart AND (m.vpart, m.id) > (l.vpart, l.floor_id)
 
 -- outbox_floor_since --
 -- Fragment: a row of vpart l at or below its floor id whose transaction began after the floor's snapshot (along
 -- (vpart, xid), a range from the snapshot's xmax). "IS NOT TRUE" keeps a test that only makes the parts disjoint
 -- from ever being an index condition.
-m.vpart = l.vpart AND m.xid >= l.floor_xmax
-AND m.id > CASE WHEN l.floor_xmax <= pg_snapshot_xmax(pg_current_snapshot())::text::bigint THEN l.floor_id ELSE 0 END
-    IS NOT TRUE
+m.vpart = l.vpart AND m.xid >= l.floor_xmax AND m.id > l.floor_id IS NOT TRUE
 
 -- outbox_floor_running --
 -- Fragment: a row of vpart l at or below its floor id whose transaction was running at the floor's snapshot (along
 -- (vpart, xid), a probe per transaction of its list; never a range from its xmin).
-m.vpart = l.vpart AND m.xid = ANY(l.floor_xip)
-AND m.id > CASE WHEN l.floor_xmax <= pg_snapshot_xmax(pg_current_snapshot())::text::bigint THEN l.floor_id ELSE 0 END
-    IS NOT TRUE
+m.vpart = l.vpart AND m.xid = ANY(l.floor_xip) AND m.id > l.floor_id IS NOT TRUE

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pin.db import load_queries
-from pin.outbox.floors import FLOORS
+from pin.outbox.floors import FLOORS, PLAN_BY_INDEX
 from pin.outbox.writer import MOVED_COLUMNS_SQL
 
 _QUERIES = load_queries(__package__)
 
-RELAY_PLAN_BY_INDEX = _QUERIES["relay_plan_by_index"]
+RELAY_PLAN_BY_INDEX = PLAN_BY_INDEX
+
 OUTBOX_READ_OWNED = _QUERIES["outbox_read_owned"].format(**FLOORS, sendable=_QUERIES["outbox_read_sendable"])
 OUTBOX_DELETE_PUBLISHED = _QUERIES["outbox_delete_published"]
 OUTBOX_MARK_FAILED = _QUERIES["outbox_mark_failed"]

@@ -1,12 +1,6 @@
 -- The relay's statements. Each starts with a "-- name --" line and a one-line description; see
 -- docs/design/relay.md for why they are shaped as they are.
 
--- relay_plan_by_index --
--- For the rest of this transaction, plan the floor's parts along their indexes whatever the statistics say: a table
--- nothing analyzed yet (or analyzed while empty) otherwise gets a bitmap scan and a sort of a whole vpart, or a scan
--- of the primary key filtered by vpart, instead of an index scan that stops after its share of rows.
-SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)
-
 -- outbox_read_owned --
 -- Due rows of the vparts whose unexpired lease we hold, behind no waiting row of their key, in id order per vpart,
 -- read past each vpart's floor ({past}, {since}, {running}: docs/design/outbox-storage.md), never from its head. Each
@@ -94,17 +88,18 @@ DELETE FROM outbox.relay_instance WHERE instance_id = %(owner)s
 -- Renew our unexpired leases; one that already expired is not renewed (another instance may hold it by now). Each
 -- renewed vpart's floor moves up to just below its oldest waiting row as this statement's snapshot sees it ({past},
 -- {since}, {running}; the last two fenced as in the read, so that min() is never an ordered walk of the vpart), or
--- to the last id taken when none waits; docs/design/outbox-storage.md proves that no row is ever left below it.
+-- to the last id taken when none waits; docs/design/outbox-storage.md proves that no row is ever left below it. A
+-- floor whose snapshot is ahead of the server's (a restore into another cluster) starts over from id 0.
 UPDATE outbox.relay_lease l
 SET expires_at = now() + make_interval(secs => %(ttl)s),
-    floor_id = coalesce(
+    floor_id = CASE WHEN l.floor_xmax > pg_snapshot_xmax(pg_current_snapshot())::text::bigint THEN 0 ELSE coalesce(
         least(
             (SELECT m.id FROM outbox.message m WHERE {past} ORDER BY m.id LIMIT 1),
             (SELECT min(m.id) FROM (SELECT m.id FROM outbox.message m WHERE {since} OFFSET 0) m),
             (SELECT min(m.id) FROM (SELECT m.id FROM outbox.message m WHERE {running} OFFSET 0) m)
         ) - 1,
         greatest(l.floor_id, pg_sequence_last_value(pg_get_serial_sequence('outbox.message', 'id')::regclass))
-    ),
+    ) END,
     floor_xmax = pg_snapshot_xmax(pg_current_snapshot())::text::bigint,
     floor_xip = ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) AS x),
     floor_at = now()
@@ -112,7 +107,8 @@ WHERE owner = %(owner)s AND expires_at > now()
 RETURNING vpart, epoch
 
 -- relay_lease_acquire_free --
--- Take free or expired leases up to the limit, each with a new epoch (the fencing token).
+-- Take free or expired leases up to the limit, each with a new epoch (the fencing token). A floor whose snapshot is
+-- ahead of the server's (a restore into another cluster: new transaction ids) starts over from id 0 before any read.
 WITH free AS (
     SELECT vpart FROM outbox.relay_lease
     WHERE owner IS NULL OR expires_at <= now()
@@ -122,7 +118,9 @@ WITH free AS (
 )
 UPDATE outbox.relay_lease l
 SET owner = %(owner)s, epoch = l.epoch + 1, expires_at = now() + make_interval(secs => %(ttl)s),
-    acquired_at = now()
+    acquired_at = now(),
+    floor_id = CASE WHEN l.floor_xmax > pg_snapshot_xmax(pg_current_snapshot())::text::bigint THEN 0 ELSE l.floor_id END,
+    floor_xmax = least(l.floor_xmax, pg_snapshot_xmax(pg_current_snapshot())::text::bigint)
 FROM free
 WHERE l.vpart = free.vpart
 RETURNING l.vpart, l.epoch
