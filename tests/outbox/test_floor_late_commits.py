@@ -69,12 +69,15 @@ def _check_every_live_row_is_read(conn: Conn) -> int:
     because the floor's snapshot had not seen their transaction end)."""
     with conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        live = {int(str(r["id"])): str(r["message_key"]) for r in conn.execute("SELECT id, message_key FROM outbox.message")}
+        live = {
+            int(str(r["id"])): str(r["message_key"]) for r in conn.execute("SELECT id, message_key FROM outbox.message")
+        }
         held = {str(r["message_key"]) for r in conn.execute("SELECT message_key FROM outbox.dead_letter")}
         read = [int(str(r["id"])) for r in _read(conn)]
         view = [int(str(r["id"])) for r in conn.execute("SELECT id FROM outbox.waiting")]
         below = conn.execute(
-            "SELECT count(*) AS n FROM outbox.message m JOIN outbox.relay_lease l USING (vpart) WHERE m.id <= l.floor_id"
+            "SELECT count(*) AS n FROM outbox.message m JOIN outbox.relay_lease l USING (vpart)"
+            " WHERE m.id <= l.floor_id"
         ).fetchone()
     assert len(view) == len(set(view)), "a row is in two parts of outbox.waiting"
     assert set(view) == set(live), "outbox.waiting is not the table's rows"
@@ -274,7 +277,9 @@ def test_every_committed_row_is_published_once_in_order_per_key_while_writers_co
                 last_advance = time.monotonic()
             rows = _read(relay, 5)
             if rows:
-                relay.execute(queries.OUTBOX_DELETE_PUBLISHED, {"ids": "{" + ",".join(str(r["id"]) for r in rows) + "}"})
+                relay.execute(
+                    queries.OUTBOX_DELETE_PUBLISHED, {"ids": "{" + ",".join(str(r["id"]) for r in rows) + "}"}
+                )
                 published += [(int(str(r["id"])), str(r["key"])) for r in rows]
             elif done:
                 break
@@ -290,4 +295,5 @@ def test_every_committed_row_is_published_once_in_order_per_key_while_writers_co
     for row_id, key in published:
         per_key[key].append(row_id)
     assert all(rows == sorted(rows) for rows in per_key.values()), "a key's rows were published out of order"
-    assert floors is not None and int(str(floors["f"])) > 0, "the floors never moved: the test read from the heads"
+    assert floors is not None
+    assert int(str(floors["f"])) > 0, "the floors never moved: the test read from the heads"

@@ -61,13 +61,15 @@ def test_a_topic_behind_more_than_a_hundred_thousand_rows_of_others_is_counted(
         conn.execute(
             "INSERT INTO outbox.message (message_id, vpart, topic, message_key, event_type, contract_version,"
             " payload, value, occurred_at)"
-            " SELECT gen_random_uuid(), g %% 64, %s, 'k-' || g, 'e', 1, '{}', '{}', now() FROM generate_series(1, 100001) g",
+            " SELECT gen_random_uuid(), g %% 64, %s, 'k-' || g, 'e', 1, '{}', '{}', now()"
+            " FROM generate_series(1, 100001) g",
             (TOPIC,),
         )
     insert_rows(database_url, [event_row(f"c-{n}", 1) for n in range(3)])
     with pool.connection() as conn:
         conn.execute(
-            "UPDATE outbox.message SET topic = %s, created_at = now() - interval '60 seconds' WHERE message_key LIKE 'c-%%'",
+            "UPDATE outbox.message SET topic = %s, created_at = now() - interval '60 seconds'"
+            " WHERE message_key LIKE 'c-%%'",
             (CANCELLED,),
         )
     OutboxGauges(pool, dead_letter_count_cap=100_000).refresh()
