@@ -5,8 +5,9 @@ On the migrated database URL (emptied first), writer threads insert outbox rows 
 what the relay does with the database: its read (``OUTBOX_READ_OWNED``), the delete of what it read, and the
 lease renewal every second (which moves the floors). After ``--clean`` seconds a transaction takes an xid and holds
 the horizon for ``--held`` seconds. Per 10-second window it prints the read's duration (p50, p99), the commit to
-delete latency (p50, p99: the relay's ``pin_outbox_publish_latency_seconds`` without the broker), the oldest row
-read, and the dead rows; and the load average. It imports whichever `pin` is on the path, so the same script
+delete latency (p50, p99, max: the relay's ``pin_outbox_publish_latency_seconds`` without the broker), the dead
+rows, and the shared buffers of one read a second (EXPLAIN (ANALYZE, BUFFERS): counted, not timed); and the load
+average. It imports whichever `pin` is on the path, so the same script
 measures an older checkout (``PYTHONPATH=<checkout>/src``).
 """
 
@@ -54,6 +55,18 @@ def _writer(url: str, rate: float, stop: threading.Event) -> None:
                 time.sleep(ahead)
 
 
+def _read_buffers(conn: psycopg.Connection[dict[str, Any]], plan: Any) -> float:
+    """The shared buffers one read touches (EXPLAIN (ANALYZE, BUFFERS) of the read itself)."""
+    params = {"owner": OWNER, "per_vpart": 32, "limit": 2000, "in_flight": "{}"}
+    with conn.transaction():
+        if plan:
+            conn.execute(plan)
+        row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + queries.OUTBOX_READ_OWNED, params).fetchone()
+    assert row is not None
+    top = next(iter(row.values()))[0]["Plan"]
+    return float(top["Shared Hit Blocks"] + top["Shared Read Blocks"])
+
+
 def run(url: str, rate: float, clean: float, held: float) -> dict[str, Any]:
     """The relay's database loop beside steady writers, a horizon held from ``clean`` to ``clean + held`` s."""
     plan = getattr(queries, "RELAY_PLAN_BY_INDEX", None)  # absent in a checkout without floors
@@ -85,6 +98,7 @@ def run(url: str, rate: float, clean: float, held: float) -> dict[str, Any]:
                     "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'outbox.message'::regclass"
                 ).fetchone()
                 window["dead"].append(float(dead["n_dead_tup"]) if dead else 0.0)
+                window["buffers"].append(_read_buffers(conn, plan))
             params = {"owner": OWNER, "per_vpart": 32, "limit": 2000, "in_flight": "{}"}
             t0 = time.perf_counter()
             with conn.transaction(), conn.cursor(row_factory=psycopg.rows.tuple_row) as cur:
@@ -118,11 +132,12 @@ def main() -> None:
     print(f"rate {args.rate:.0f} rows/s; horizon held from {result['held_since']:.0f} s; load {load_before:.1f} ->"
           f" {os.getloadavg()[0]:.1f} (1 min, 2 cores)")  # fmt: skip
     for number, window in sorted(result["windows"].items()):
-        reads, latency, dead = window["read_ms"], window["latency_ms"], window["dead"]
+        reads, latency, dead, buffers = window["read_ms"], window["latency_ms"], window["dead"], window["buffers"]
         print(
             f"{number * 10:4d}-{number * 10 + 10:<4d}s read ms p50 {percentile(reads, 50):7.2f} p99"
             f" {percentile(reads, 99):7.2f}  commit->delete ms p50 {percentile(latency, 50):7.1f} p99"
             f" {percentile(latency, 99):7.1f}  max {max(latency, default=0):7.1f}  dead {max(dead, default=0):8.0f}"
+            f"  read buffers p50 {percentile(buffers, 50):7.0f}"
         )
 
 

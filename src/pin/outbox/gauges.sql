@@ -15,11 +15,11 @@ FROM (
     GROUP BY m.topic
     UNION ALL
     SELECT m.topic, count(*), min(m.created_at)
-    FROM outbox.relay_lease l CROSS JOIN LATERAL (SELECT * FROM outbox.message m WHERE {since} OFFSET 0) m
+    FROM outbox.relay_lease l CROSS JOIN LATERAL {since} AS m
     GROUP BY m.topic
     UNION ALL
     SELECT m.topic, count(*), min(m.created_at)
-    FROM outbox.relay_lease l CROSS JOIN LATERAL (SELECT * FROM outbox.message m WHERE {running} OFFSET 0) m
+    FROM outbox.relay_lease l CROSS JOIN LATERAL {running} AS m
     GROUP BY m.topic
 ) w
 GROUP BY topic

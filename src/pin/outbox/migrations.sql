@@ -45,8 +45,11 @@ CROSS JOIN LATERAL (
     SELECT * FROM outbox.message m
      WHERE m.vpart = l.vpart AND m.xid >= l.floor_xmax AND m.id > l.floor_id IS NOT TRUE
     UNION ALL
-    SELECT * FROM outbox.message m
-     WHERE m.vpart = l.vpart AND m.xid = ANY(l.floor_xip) AND m.id > l.floor_id IS NOT TRUE
+    SELECT m.* FROM unnest(l.floor_xip) AS r (xid)
+    CROSS JOIN LATERAL (
+        SELECT * FROM outbox.message m WHERE m.vpart = l.vpart AND m.xid = r.xid AND m.id > l.floor_id IS NOT TRUE
+        OFFSET 0
+    ) AS m
 ) m;
 -- Autovacuum per table, each by a fixed number of dead rows (a fraction of a small table is too few, of a grown
 -- one too many); none can remove anything while the horizon is held, so these matter once it moves.

@@ -4,8 +4,7 @@
 -- outbox_read_owned --
 -- Due rows of the vparts whose unexpired lease we hold, behind no waiting row of their key, in id order per vpart,
 -- read past each vpart's floor ({past}, {since}, {running}: docs/design/outbox-storage.md), never from its head. Each
--- part filters before its limit, so the read stops after a share of rows whatever the backlog; the two parts along
--- (vpart, xid) are fenced (OFFSET 0) so that their order by id never makes them a walk of the vpart along (vpart, id).
+-- part filters before its limit, so the read stops after a share of rows whatever the backlog.
 -- No FOR UPDATE: the lease is the claim (a row lock cannot be held across a broker flush).
 SELECT m.id, m.message_id::text, m.vpart::int, l.epoch, m.topic, m.message_key, m.event_type, m.contract_version,
        m.value,
@@ -15,9 +14,9 @@ CROSS JOIN LATERAL (
     SELECT * FROM (
         (SELECT * FROM outbox.message m WHERE {past} AND {sendable} ORDER BY m.id LIMIT %(per_vpart)s)
         UNION ALL
-        (SELECT * FROM (SELECT * FROM outbox.message m WHERE {since} OFFSET 0) m WHERE {sendable})
+        (SELECT * FROM {since} AS m WHERE {sendable})
         UNION ALL
-        (SELECT * FROM (SELECT * FROM outbox.message m WHERE {running} OFFSET 0) m WHERE {sendable})
+        (SELECT * FROM {running} AS m WHERE {sendable})
     ) m
     ORDER BY m.id
     LIMIT %(per_vpart)s
@@ -87,16 +86,16 @@ DELETE FROM outbox.relay_instance WHERE instance_id = %(owner)s
 -- relay_lease_renew --
 -- Renew our unexpired leases; one that already expired is not renewed (another instance may hold it by now). Each
 -- renewed vpart's floor moves up to just below its oldest waiting row as this statement's snapshot sees it ({past},
--- {since}, {running}; the last two fenced as in the read, so that min() is never an ordered walk of the vpart), or
--- to the last id taken when none waits; docs/design/outbox-storage.md proves that no row is ever left below it. A
--- floor whose snapshot is ahead of the server's (a restore into another cluster) starts over from id 0.
+-- {since}, {running}), or to the last id taken when none waits; docs/design/outbox-storage.md proves that no row is
+-- ever left below it. A floor whose snapshot is ahead of the server's (a restore into another cluster) starts over
+-- from id 0.
 UPDATE outbox.relay_lease l
 SET expires_at = now() + make_interval(secs => %(ttl)s),
     floor_id = CASE WHEN l.floor_xmax > pg_snapshot_xmax(pg_current_snapshot())::text::bigint THEN 0 ELSE coalesce(
         least(
             (SELECT m.id FROM outbox.message m WHERE {past} ORDER BY m.id LIMIT 1),
-            (SELECT min(m.id) FROM (SELECT m.id FROM outbox.message m WHERE {since} OFFSET 0) m),
-            (SELECT min(m.id) FROM (SELECT m.id FROM outbox.message m WHERE {running} OFFSET 0) m)
+            (SELECT min(m.id) FROM {since} AS m),
+            (SELECT min(m.id) FROM {running} AS m)
         ) - 1,
         greatest(l.floor_id, pg_sequence_last_value(pg_get_serial_sequence('outbox.message', 'id')::regclass))
     ) END,
@@ -119,7 +118,8 @@ WITH free AS (
 UPDATE outbox.relay_lease l
 SET owner = %(owner)s, epoch = l.epoch + 1, expires_at = now() + make_interval(secs => %(ttl)s),
     acquired_at = now(),
-    floor_id = CASE WHEN l.floor_xmax > pg_snapshot_xmax(pg_current_snapshot())::text::bigint THEN 0 ELSE l.floor_id END,
+    floor_id = CASE WHEN l.floor_xmax > pg_snapshot_xmax(pg_current_snapshot())::text::bigint THEN 0
+                    ELSE l.floor_id END,
     floor_xmax = least(l.floor_xmax, pg_snapshot_xmax(pg_current_snapshot())::text::bigint)
 FROM free
 WHERE l.vpart = free.vpart
