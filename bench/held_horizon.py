@@ -97,7 +97,7 @@ def run(url: str, rate: float, clean: float, held: float) -> dict[str, Any]:
                 dead = conn.execute(
                     "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'outbox.message'::regclass"
                 ).fetchone()
-                window["dead"].append(float(dead["n_dead_tup"]) if dead else 0.0)
+                window["dead"].append(float(str(dead["n_dead_tup"])) if dead else 0.0)
                 window["buffers"].append(_read_buffers(conn, plan))
             params = {"owner": OWNER, "per_vpart": 32, "limit": 2000, "in_flight": "{}"}
             t0 = time.perf_counter()

@@ -269,7 +269,7 @@ def gauges(env: BenchEnv, rows: int, repeats: int = 3) -> dict[str, Any]:
                     if plan:
                         conn.execute(PLAN_BY_INDEX)
                     started = time.perf_counter()
-                    counted = conn.execute(statement).fetchall()  # type: ignore[arg-type]
+                    counted = conn.execute(statement).fetchall()
                     seconds.append(time.perf_counter() - started)
                 assert counted
             return median(seconds) * 1000

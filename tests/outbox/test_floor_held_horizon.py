@@ -47,7 +47,7 @@ def _read_buffers(conn: Conn) -> int:
 
 
 def _buffers(conn: Conn, statement: str, params: dict[str, object]) -> int:
-    row = conn.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement}", params).fetchone()  # type: ignore[arg-type]
+    row = conn.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement}", params).fetchone()
     assert row is not None
     plan = next(iter(row.values()))
     top = (plan if isinstance(plan, list) else json.loads(str(plan)))[0]["Plan"]

@@ -17,6 +17,10 @@ from pin.db import load_queries
 _QUERIES = load_queries(__package__)
 
 # the fragments by the name a statement gives them ({past}, {since}, {running})
-FLOORS = {part: _QUERIES[f"outbox_floor_{part}"] for part in ("past", "since", "running")}
+FLOORS = {
+    "past": _QUERIES["outbox_floor_past"],
+    "since": _QUERIES["outbox_floor_since"],
+    "running": _QUERIES["outbox_floor_running"],
+}
 # run first in a transaction that reads the parts (the relay's read, the lease renewal, the gauges)
 PLAN_BY_INDEX = _QUERIES["outbox_plan_by_index"]
