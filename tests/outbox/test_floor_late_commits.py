@@ -180,7 +180,7 @@ def _world(database_url: str) -> Iterator[_World]:
 
 @pytest.mark.deep
 @settings(
-    max_examples=examples(200, least=15),
+    max_examples=examples(200, share=10, least=20),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -224,6 +224,7 @@ def test_a_late_commit_and_a_replay_below_the_floor_are_read(database_url: str) 
         world.finish()
 
 
+@pytest.mark.deep
 def test_every_committed_row_is_published_once_in_order_per_key_while_writers_commit_late(database_url: str) -> None:
     """Writer threads commit out of id order (some hold their transaction a while after inserting), a transaction
     holds the horizon throughout, and a publisher reads with the relay's read, deletes what it read and advances
