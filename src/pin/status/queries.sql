@@ -46,8 +46,21 @@ FROM (SELECT topic, created_at, next_attempt_at, attempts FROM outbox.waiting LI
 GROUP BY topic ORDER BY topic
 
 -- outbox_lag --
--- The age of the oldest outbox row waiting (0 when none waits).
-SELECT coalesce((SELECT EXTRACT(EPOCH FROM now() - min(created_at))::float8 FROM outbox.waiting), 0.0) AS seconds
+-- The age of the oldest outbox row waiting (0 when none waits): the first row of each vpart past its floor (the
+-- parts of outbox.waiting, {{past}} read in id order; ids are taken in creation order), never a walk of the dead rows.
+SELECT coalesce((
+    SELECT EXTRACT(EPOCH FROM now() - w.created_at)::float8
+    FROM outbox.relay_lease l
+    CROSS JOIN LATERAL (
+        (SELECT m.id, m.created_at FROM outbox.message m WHERE {past} ORDER BY m.id LIMIT 1)
+        UNION ALL
+        (SELECT m.id, m.created_at FROM {since} AS m)
+        UNION ALL
+        (SELECT m.id, m.created_at FROM {running} AS m)
+    ) w
+    ORDER BY w.id
+    LIMIT 1
+), 0.0) AS seconds
 
 -- outbox_dead_letters_per_topic --
 -- The outbox's dead letters per topic, up to the cap.
