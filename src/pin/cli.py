@@ -19,6 +19,46 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+def version_line() -> str:
+    """`pin --version`: the distribution's name and version (its metadata) and the commit it was built from: the
+    ``BUILD_COMMIT`` file an image build writes beside the package (an image has no .git), else the checkout's."""
+    import subprocess
+    from importlib.metadata import packages_distributions, version
+    from pathlib import Path
+
+    name = packages_distributions().get(__package__ or "pin", ["pin"])[0]
+    package = Path(__file__).parent
+    built = package / "BUILD_COMMIT"
+    if built.is_file():
+        commit = built.read_text().strip()
+    else:
+        git = ["git", "-C", str(package), "describe", "--always", "--dirty", "--abbrev=40", "--exclude=*"]
+        try:
+            found = subprocess.run(git, capture_output=True, text=True, timeout=5, check=False)  # noqa: S603
+        except OSError:
+            found = None
+        commit = found.stdout.strip() if found is not None and found.returncode == 0 else ""
+    return f"{name} {version(name)} (commit {commit or 'unknown'})"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(version_line())
+        raise typer.Exit
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and the commit, exit.", is_eager=True,
+                     callback=_print_version),
+    ] = False,
+) -> None:  # fmt: skip
+    """PIN background jobs and integration events: workers, outbox relay, consumers and HTTP API."""
+
+
 # `pin worker <name>`: one polling-job instance. Each job adds its command to this group.
 worker_app = typer.Typer(help="Run one instance of a polling worker.", no_args_is_help=True)
 app.add_typer(worker_app, name="worker")
@@ -162,8 +202,8 @@ def consume(
     run_consumer(group)
 
 
-# `pin dlq list|replay`: the dead-letter topics of the consumer groups.
-dlq_app = typer.Typer(help="Inspect and replay dead-lettered messages.", no_args_is_help=True)
+# `pin dlq list|replay|park`: the dead-letter topics of the consumer groups.
+dlq_app = typer.Typer(help="Inspect and replay dead-lettered messages; park a held one there.", no_args_is_help=True)
 app.add_typer(dlq_app, name="dlq")
 
 
@@ -207,6 +247,38 @@ def dlq_replay(
     print_json({"group": group, "replayed": len(replayed), "messageIds": [letter.message_id for letter in replayed]})
     if message_id is not None and not replayed:
         raise typer.Exit(1)
+
+
+@dlq_app.command("park")
+def dlq_park(  # noqa: PLR0917 - typer passes each option by keyword
+    group: Annotated[str, typer.Option(help="The consumer group holding the message.")],
+    topic: Annotated[str, typer.Option(help="The topic the message was read from.")],
+    reason: Annotated[str, typer.Option(help="Why it will never apply (recorded in operations.audit).")],
+    partition: Annotated[int | None, typer.Option(help="Its partition (with --offset; optional with --key).")] = None,
+    offset: Annotated[int | None, typer.Option(help="Its offset (with --partition).")] = None,
+    key: Annotated[str | None, typer.Option(help="Its key, instead of the offset.")] = None,
+    actor: Annotated[str | None, typer.Option(help="Who parks it (default: the OS user).")] = None,
+    wait_seconds: Annotated[float, typer.Option(help="How long to wait for its holder to dead-letter it.")] = 60.0,
+) -> None:
+    """Move a message held in retry to its group's dead letters, on the record (who, when, why)."""
+    from pin.messaging.consumer.dead_letters.command import check_group
+    from pin.messaging.consumer.dead_letters.park import ParkError, ParkTarget, park
+    from pin.operations.audit import default_actor
+
+    settings = load_settings()
+    target = ParkTarget(check_group(group), topic, partition=partition, offset=offset, key=key)
+    try:
+        parked = park(settings, target, actor=actor or default_actor(), reason=reason, wait_seconds=wait_seconds)
+    except ParkError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from None
+    print_json(parked.as_json())
+    if parked.still_held:
+        typer.echo(
+            f"pin dlq park: {parked.still_held} message(s) marked and still held: the consumer holding each"
+            " dead-letters it at its next attempt (none runs now, or its back-off is longer than the wait)",
+            err=True,
+        )
 
 
 @app.command()

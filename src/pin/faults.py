@@ -1,14 +1,17 @@
-"""Whose fault a failure is: the item's (poison), a race lost (contended), or the database's (infrastructure).
+"""Whose fault a failure is: the item's (poison), a race lost (contended), the database's (infrastructure), or a
+consumed message's that cannot be read or does not satisfy its contract (unreadable); and what each role does.
 
-The one classification both workers and the consumer runtime use (docs/design/poison-items.md), so they cannot
-drift: appointment-timeout skips a contended item and ends the cycle on an infrastructure failure;
-expire-promotions rolls its whole batch back on either; a consumer retries both without limit, and counts attempts
-(towards the dead-letter topic) only for poison. A driver error is classified by its SQLSTATE class, whatever
-psycopg class it arrives as.
+The one classification both workers and the consumer runtime use, and the one table of their treatment
+(:data:`TREATMENTS`, shown in docs/design/poison-items.md), so they cannot drift: appointment-timeout skips a
+contended item and ends the cycle on an infrastructure failure; expire-promotions rolls its whole batch back on
+either; a consumer retries every failure of a message that passed its contract without limit, and dead-letters
+only an unreadable message, after ``PIN_CONSUMER_UNREADABLE_ATTEMPTS`` attempts. A driver error is classified by
+its SQLSTATE class, whatever psycopg class it arrives as.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final
 
@@ -16,6 +19,7 @@ import psycopg
 from psycopg_pool import PoolTimeout
 
 from pin.domain_errors import Contended
+from pin.settings import Settings
 
 
 class Fault(Enum):
@@ -27,11 +31,25 @@ class Fault(Enum):
     CONTENDED = "contended"
     # about the server's or the connection's state: says nothing of the item (timeouts, resources, shutdown)
     INFRASTRUCTURE = "infrastructure"
+    # a consumed message that cannot be read or does not satisfy its contract (consumers only: see :class:`Unreadable`)
+    UNREADABLE = "unreadable"
 
     @property
     def transient(self) -> bool:
-        """Whether trying again later, unchanged, can succeed: everything but poison."""
-        return self is not Fault.POISON
+        """Whether trying again later, unchanged, can succeed (the workers' rule): contended and infrastructure."""
+        return self in (Fault.CONTENDED, Fault.INFRASTRUCTURE)
+
+    @property
+    def dead_letters(self) -> bool:
+        """Whether a consumer sends a message failing so to its dead-letter topic (after a few attempts): only an
+        unreadable one. Every other failure of a message that passed its contract is retried without limit, the
+        committed offset staying at it, until its cause is fixed or an operator parks it (`pin dlq park`)."""
+        return self is Fault.UNREADABLE
+
+
+class Unreadable(Exception):  # noqa: N818 - a marker, like Contended: the fault's name, not an error of its own
+    """Marks an error meaning a consumed message cannot be read or does not satisfy its contract:
+    :attr:`Fault.UNREADABLE`, whatever else it is."""
 
 
 # SQLSTATE classes (two first characters) and codes that are never about the item.
@@ -66,11 +84,23 @@ def sqlstate_fault(sqlstate: str | None) -> Fault:
     return Fault.POISON  # 22 data exception, 23 integrity (a trigger's domain guard is 23514), 42, P0, XX ...
 
 
+def driver_error(exc: BaseException, *, context: bool = False) -> psycopg.Error | None:
+    """The first driver error on ``exc``'s chain of causes (with ``context``, of implicit contexts too), if any: a
+    pool timeout is one (psycopg_pool.PoolTimeout is a psycopg.OperationalError)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, psycopg.Error):
+            return seen
+        seen = seen.__cause__ or (seen.__context__ if context else None)
+    return None
+
+
 def classify(exc: BaseException, conn: psycopg.Connection[Any] | None = None) -> Fault:
     """Whose fault ``exc`` is; with ``conn``, a connection found broken or closed makes it infrastructure.
 
     The first driver error on the chain of causes decides (a domain error raised from a deadlock is contended);
-    a failure with no driver error behind it is poison, unless it is marked :class:`Contended`.
+    a failure with no driver error behind it is poison, unless it is marked :class:`Contended` or
+    :class:`Unreadable`.
     """
     if conn is not None and (conn.broken or conn.closed):
         return Fault.INFRASTRUCTURE
@@ -82,5 +112,86 @@ def classify(exc: BaseException, conn: psycopg.Connection[Any] | None = None) ->
             return sqlstate_fault(seen.sqlstate)
         if isinstance(seen, Contended):
             return Fault.CONTENDED
+        if isinstance(seen, Unreadable):
+            return Fault.UNREADABLE
         seen = seen.__cause__
     return Fault.POISON
+
+
+# -- What each role does with each fault: the one table (docs/design/poison-items.md shows it) --------------------
+
+UNREADABLE_ATTEMPTS_DEFAULT: Final[int] = Settings.model_fields["consumer_unreadable_attempts"].default
+
+
+def _sqlstates(classes: frozenset[str], codes: frozenset[str]) -> str:
+    parts = [f"class{'es' if len(classes) > 1 else ''} {', '.join(sorted(classes))}"] if classes else []
+    return "; ".join(parts + ([f"{', '.join(sorted(codes))}"] if codes else []))
+
+
+@dataclass(frozen=True)
+class Treatment:
+    """One fault: which failures it is, and what each worker and a consumer do with it."""
+
+    fault: Fault
+    failures: str
+    appointment_timeout: str
+    expire_promotions: str
+    consumer: str
+
+
+_RETRIED = (
+    "retried with back-off without limit, the committed offset staying at it (with lanes only its key waits); "
+    "applied once when its cause is fixed; `pin dlq park` moves it to the dead letters"
+)
+
+TREATMENTS: Final[tuple[Treatment, ...]] = (
+    Treatment(
+        Fault.CONTENDED,
+        f"SQLSTATE {_sqlstates(_CONTENDED_CLASSES, _CONTENDED_CODES)} (serialization, deadlock, lock timeout); a "
+        "guarded write that matched no row (`ConflictError`)",
+        "item rolled back, skipped",
+        "batch rolled back",
+        _RETRIED,
+    ),
+    Treatment(
+        Fault.INFRASTRUCTURE,
+        f"SQLSTATE {_sqlstates(_INFRASTRUCTURE_CLASSES, _INFRASTRUCTURE_CODES)} (connection, resources, statement "
+        "timeout or cancel, shutdown, I/O, a standby, session timeouts); no SQLSTATE (the client lost the "
+        "connection), a pool timeout, a broken connection",
+        "item rolled back, cycle ends",
+        "batch rolled back",
+        _RETRIED,
+    ),
+    Treatment(
+        Fault.POISON,
+        "every other SQLSTATE: class 22 (bad data), 23 (a check or NOT NULL violation: the state machines' "
+        "triggers raise 23514), 42 (an undefined table or column, a privilege), P0, XX; a domain guard; any other "
+        "exception (a bug)",
+        "recorded, retried next cycle after the others",
+        "excluded from the batch, recorded",
+        _RETRIED,
+    ),
+    Treatment(
+        Fault.UNREADABLE,
+        "a consumed message that cannot be read or does not satisfy its contract: too large, not JSON, no "
+        "MessageId, a payload its route's model refuses",
+        "-",
+        "-",
+        f"dead-lettered after `PIN_CONSUMER_UNREADABLE_ATTEMPTS` attempts ({UNREADABLE_ATTEMPTS_DEFAULT} by default, "
+        "short back-off), with its alert; the partition goes on",
+    ),
+)
+assert {t.fault for t in TREATMENTS} == set(Fault)
+
+
+def treatment_table() -> str:
+    """:data:`TREATMENTS` as the Markdown table docs/design/poison-items.md shows (a test holds them equal)."""
+    lines = [
+        "| fault | failures | appointment-timeout | expire-promotions | a consumer |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {t.fault.value} | {t.failures} | {t.appointment_timeout} | {t.expire_promotions} | {t.consumer} |"
+        for t in TREATMENTS
+    ]
+    return "\n".join(lines)

@@ -33,6 +33,14 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 # calendar's policy) take them from here.
 JOB_BATCH_SIZE = 200  # BatchSize of both polling jobs (seed 000: AppointmentTimeoutOptions.BatchSize; seed 002)
 JOB_INTERVAL_SECONDS = 60  # seconds between a polling job's ticks when no deadline is nearer (seed 000: 60 s)
+# The bounds the seeds set on the polling jobs' settings: a tick at least 1 s apart; appointment-timeout's at most
+# 60 s apart (seed 000's SLO: expired by its deadline + 60 s + one cycle); expire-promotions' 1 to 5 minutes in
+# production (seed 002: below the range it starts with a warning, above it it is refused); a cycle's budget at most
+# 30 s (seeds 000 and 002: < 30 s per cycle).
+JOB_INTERVAL_MIN_SECONDS = 1
+APPOINTMENT_TIMEOUT_INTERVAL_MAX_SECONDS = 60
+EXPIRE_PROMOTIONS_INTERVAL_RANGE_SECONDS = (60, 300)
+CYCLE_BUDGET_MAX_SECONDS = 30
 PENDING_TTL_SECONDS = 86_400  # PendingTtl: 24 h
 CANCEL_CUTOFF_MINUTES = 60  # INV-APT-3: an investor cancels or reschedules until StartAt minus this
 # The consumer groups (seeds 002 and 003); their topics and group ids derive from these names (pin.messaging.topics).
@@ -148,10 +156,15 @@ class Settings(BaseSettings):
     # Consumers: lanes per partition. Messages are dealt to lanes by key (one key's in offset order in one lane) and
     # the lanes apply their batches concurrently, each on its own connection; a message in retry holds back only the
     # later messages of its key. 1: the partition is one lane, handled by the loop (a retry holds the partition).
+    # 1 by default (docs/design/consumers.md, "Lanes": the measurement, and why not 2 yet).
     consumer_lanes: int = Field(default=1, ge=1, le=64)
     # Consumers: how many messages of a partition may be in hand past its committed offset (the lowest offset not
     # yet applied) before the partition is paused until the lanes catch up; bounds a key held in retry's memory.
     consumer_max_ahead: int = Field(default=10_000, ge=1, le=1_000_000)
+    # Consumers: attempts at a message that cannot be read or does not satisfy its contract before it goes to the
+    # group's dead-letter topic (at least 2: one more read, after a short back-off). Nothing else is dead-lettered
+    # by itself: every other failure is retried without limit (pin.faults.TREATMENTS).
+    consumer_unreadable_attempts: int = Field(default=3, ge=2, le=100)
     # `pin status`: a group whose live members have held no partition for longer than this is wedged (0: derived,
     # 2 x PIN_KAFKA_SESSION_TIMEOUT_MS + PIN_KAFKA_MAX_POLL_INTERVAL_MS, the longest a healthy rebalance waits).
     consumer_wedged_after_seconds: float = Field(default=0.0, ge=0, le=86_400)
@@ -207,18 +220,26 @@ class Settings(BaseSettings):
     appointment_pending_ttl_seconds: int = Field(default=PENDING_TTL_SECONDS, gt=0)
     # INV-APT-3: an investor may cancel or reschedule until StartAt minus this many minutes.
     appointment_cancel_cutoff_minutes: int = Field(default=CANCEL_CUTOFF_MINUTES, ge=0)
-    # appointment-timeout polling interval (seed 000: 60 s).
-    appointment_timeout_interval_seconds: float = Field(default=JOB_INTERVAL_SECONDS, gt=0)
+    # appointment-timeout polling interval (seed 000: 60 s; 1 to 60 s).
+    appointment_timeout_interval_seconds: float = Field(
+        default=JOB_INTERVAL_SECONDS, ge=JOB_INTERVAL_MIN_SECONDS, le=APPOINTMENT_TIMEOUT_INTERVAL_MAX_SECONDS
+    )
     # appointment-timeout BatchSize (seed 000: 200).
     appointment_timeout_batch_size: int = Field(default=JOB_BATCH_SIZE, gt=0, le=10_000)
     # appointment-timeout's time budget per cycle (seed 000: < 30 s): then it claims nothing more until the next tick.
-    appointment_timeout_cycle_budget_seconds: float = Field(default=30, gt=0)
-    # expire-promotions polling interval (seed 002: 1 to 5 minutes in production).
-    expire_promotions_interval_seconds: float = Field(default=JOB_INTERVAL_SECONDS, gt=0)
+    appointment_timeout_cycle_budget_seconds: float = Field(
+        default=CYCLE_BUDGET_MAX_SECONDS, gt=0, le=CYCLE_BUDGET_MAX_SECONDS
+    )
+    # expire-promotions polling interval (seed 002: 1 to 5 minutes in production; below 1 minute, a warning at start).
+    expire_promotions_interval_seconds: float = Field(
+        default=JOB_INTERVAL_SECONDS, ge=JOB_INTERVAL_MIN_SECONDS, le=EXPIRE_PROMOTIONS_INTERVAL_RANGE_SECONDS[1]
+    )
     # expire-promotions BatchSize (seed 002: 200).
     expire_promotions_batch_size: int = Field(default=JOB_BATCH_SIZE, gt=0, le=10_000)
     # expire-promotions' time budget per cycle (seed 002: < 30 s): then it writes nothing more until the next tick.
-    expire_promotions_cycle_budget_seconds: float = Field(default=30, gt=0)
+    expire_promotions_cycle_budget_seconds: float = Field(
+        default=CYCLE_BUDGET_MAX_SECONDS, gt=0, le=CYCLE_BUDGET_MAX_SECONDS
+    )
 
     # Seconds between refreshes of the database-health gauges (pin_db_*: dead tuples, last vacuum, claim index size,
     # oldest transaction, replication slots' WAL), which each worker instance exports: a few bounded statements.

@@ -35,6 +35,7 @@ CONVERTED = {
     "outbox.relay": None,
     "messaging.consumer": None,
     "messaging.consumer.dead_letters": None,
+    "operations": None,
 }
 
 # package -> its query files (queries.sql when not named)

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import orjson
 from pydantic import BeforeValidator
 
+from pin.faults import Unreadable
 from pin.rfc3339 import RFC3339
 
 NUL = "\x00"
@@ -27,7 +28,7 @@ _is_rfc3339 = RFC3339.fullmatch  # pin.rfc3339's rule, looked up once (this runs
 _MAX_HEADER_TEXT = 200
 
 
-class UnreadableMessageError(Exception):
+class UnreadableMessageError(Unreadable):
     """The message can never be read (too large, not JSON, too deep, not an object, no MessageId, a bad field)."""
 
 

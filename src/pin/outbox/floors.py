@@ -6,7 +6,7 @@ floor id, in id order along ``(vpart, id)``; ``since``, those at or below it who
 floor's snapshot, a range along ``(vpart, xid)``; ``running``, those whose transaction was running at that snapshot,
 a probe per transaction along the same index. The relay's read and the floor's advance (relay/queries.sql) embed
 them, each part with its own filters and limit, so that a read stops after its share of rows whatever the backlog;
-the view ``outbox.waiting`` (migration 0005) is the same three parts, for the gauges, ``pin status`` and an
+the view ``outbox.unpublished`` (migration 0005) is the same three parts, for the gauges, ``pin status`` and an
 operator's console.
 """
 

@@ -1,7 +1,7 @@
 -- The outbox gauges' reads (pin/outbox/gauges.py): the relay and the workers refresh them every few seconds.
 
 -- outbox_backlog_by_topic --
--- Per topic, every waiting row and the age of the oldest, exact at any backlog: the rows of outbox.waiting (the
+-- Per topic, every waiting row and the age of the oldest, exact at any backlog: the rows of outbox.unpublished (the
 -- floors' three parts, docs/design/outbox-storage.md), the first part read as one range of the primary key from the
 -- lowest floor (in heap order, not 64 walks of the table), each part counted per topic before they are added up,
 -- so it costs the rows waiting, never the dead rows a held horizon keeps below the floors (measured at 1,000,000

@@ -15,6 +15,22 @@ ALTER TABLE outbox.message DROP CONSTRAINT message_message_id_topic_key,
 ALTER TABLE outbox.dead_letter DROP CONSTRAINT dead_letter_message_id_topic_key,
     ADD CONSTRAINT dead_letter_message_id_key UNIQUE (message_id);
 
+-- 0003_upgrade --
+-- Where the broker acknowledged the relay's sends: per topic and partition, the highest offset of a settled batch,
+-- stamped in the transaction that deleted its rows (docs/design/consumer-waits.md). Appended, never updated;
+-- pruned to the marks some group still needs (outbox/waiting.sql: acked_position_prune).
+CREATE TABLE outbox.acked_position (
+    topic            text        NOT NULL,
+    kafka_partition  integer     NOT NULL CHECK (kafka_partition >= 0),
+    last_offset      bigint      NOT NULL CHECK (last_offset >= 0),
+    acked_at         timestamptz NOT NULL DEFAULT now(),  -- the settle's transaction: at or after the acknowledgement
+    PRIMARY KEY (topic, kafka_partition, last_offset)
+);
+
+-- 0003_downgrade --
+-- No acknowledged positions.
+DROP TABLE outbox.acked_position;
+
 -- 0005_upgrade --
 -- Every reader starts each vpart at its floor, not at its head (docs/design/outbox-storage.md); autovacuum per table.
 -- The inserting transaction of each row (bigint, for Debezium's connector); the rows already there were all
@@ -36,7 +52,7 @@ ALTER TABLE outbox.relay_lease
 -- the rows past the floor id along (vpart, id); at or below it, those whose transaction began after the floor's
 -- snapshot (a range along (vpart, xid) from its xmax) and those whose transaction was running then (a probe per
 -- transaction), never a range from its xmin.
-CREATE VIEW outbox.waiting AS
+CREATE VIEW outbox.unpublished AS
 SELECT m.*
 FROM outbox.relay_lease l
 CROSS JOIN LATERAL (
@@ -73,18 +89,21 @@ ALTER TABLE outbox.relay_instance SET (
     autovacuum_vacuum_threshold = 100,
     autovacuum_vacuum_cost_delay = 0
 );
+-- acked_position: a mark appended at every settle, the old ones pruned to what some group still needs.
+ALTER TABLE outbox.acked_position SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
 -- the floors start from the migration's snapshot, at id 0: every row is read from its vpart's head once
 UPDATE outbox.relay_lease SET floor_xmax = pg_snapshot_xmax(pg_current_snapshot())::text::bigint;
 
 -- 0005_downgrade --
--- Back to reads from each vpart's head, and the default autovacuum of the three tables.
-DROP VIEW outbox.waiting;
+-- Back to reads from each vpart's head, and the default autovacuum of the four tables.
+DROP VIEW outbox.unpublished;
 ALTER TABLE outbox.relay_instance RESET (
     fillfactor, autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold, autovacuum_vacuum_cost_delay
 );
 ALTER TABLE outbox.relay_lease RESET (
     fillfactor, autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold, autovacuum_vacuum_cost_delay
 );
+ALTER TABLE outbox.acked_position RESET (autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold);
 ALTER TABLE outbox.dead_letter RESET (autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold);
 ALTER TABLE outbox.message RESET (autovacuum_vacuum_cost_delay);
 ALTER TABLE outbox.relay_lease DROP COLUMN floor_id, DROP COLUMN floor_xmax, DROP COLUMN floor_xip,

@@ -66,7 +66,7 @@ SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan'
 -- outbox_floor_past --
 -- Fragment, a condition: a row m of vpart l past its floor id (along (vpart, id), in id order: the row comparison is
 -- a condition of that index only, never of the primary key's). With the two that follow, the rows that may be
--- waiting, in three disjoint parts (docs/design/outbox-storage.md; the view outbox.waiting is the same).
+-- waiting, in three disjoint parts (docs/design/outbox-storage.md; the view outbox.unpublished is the same).
 m.vpart = l.vpart AND (m.vpart, m.id) > (l.vpart, l.floor_id)
 
 -- outbox_floor_since --

@@ -38,16 +38,16 @@ FROM (SELECT f.*, row_number() OVER (PARTITION BY job ORDER BY first_failed_at, 
 WHERE n <= {shown_poison_items} ORDER BY job, n
 
 -- outbox_per_topic --
--- The outbox rows waiting per topic, up to the cap: read past each vpart's floor (outbox.waiting), never through the
+-- The outbox rows waiting per topic, up to the cap: read past each vpart's floor (outbox.unpublished), never through the
 -- dead rows a held horizon keeps.
 SELECT topic, count(*) AS rows, EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS oldest_seconds,
        count(*) FILTER (WHERE next_attempt_at > now()) AS backing_off, max(attempts) AS max_attempts
-FROM (SELECT topic, created_at, next_attempt_at, attempts FROM outbox.waiting LIMIT {outbox_count_cap}) AS m
+FROM (SELECT topic, created_at, next_attempt_at, attempts FROM outbox.unpublished LIMIT {outbox_count_cap}) AS m
 GROUP BY topic ORDER BY topic
 
 -- outbox_lag --
 -- The age of the oldest outbox row waiting (0 when none waits): the first row of each vpart past its floor (the
--- parts of outbox.waiting, {{past}} read in id order; ids are taken in creation order), never a walk of the dead rows.
+-- parts of outbox.unpublished, {{past}} read in id order; ids are taken in creation order), never a walk of the dead rows.
 SELECT coalesce((
     SELECT EXTRACT(EPOCH FROM now() - w.created_at)::float8
     FROM outbox.relay_lease l

@@ -1,12 +1,12 @@
 """The outbox read past a floor per vpart (docs/design/outbox-storage.md), and autovacuum per outbox table.
 
 Each row records its inserting transaction (``outbox.message.xid``), each vpart's lease row its floor (an id and the
-snapshot it was taken under), and ``outbox.waiting`` is every row waiting for the relay, read past the floors: a
+snapshot it was taken under), and ``outbox.unpublished`` is every row waiting for the relay, read past the floors: a
 held xmin horizon no longer makes the relay's read or the gauges walk the dead rows it keeps. The statements are
 ``outbox/migrations.sql``.
 
 Revision ID: 0005
-Revises: 0002
+Revises: 0004
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from alembic import op
 from pin.db import load_queries
 
 revision = "0005"
-down_revision = "0002"
+down_revision = "0004"
 
 _QUERIES = load_queries("pin.outbox", "migrations.sql")
 

@@ -14,6 +14,7 @@ RELAY_PLAN_BY_INDEX = PLAN_BY_INDEX
 
 OUTBOX_READ_OWNED = _QUERIES["outbox_read_owned"].format(**FLOORS, sendable=_QUERIES["outbox_read_sendable"])
 OUTBOX_DELETE_PUBLISHED = _QUERIES["outbox_delete_published"]
+OUTBOX_DELETE_PUBLISHED_FREE = _QUERIES["outbox_delete_published_free"]
 OUTBOX_MARK_FAILED = _QUERIES["outbox_mark_failed"]
 OUTBOX_DEAD_LETTER = _QUERIES["outbox_dead_letter"].format(moved_columns=MOVED_COLUMNS_SQL)
 RELAY_INSTANCE_HEARTBEAT = _QUERIES["relay_instance_heartbeat"]

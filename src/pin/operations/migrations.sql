@@ -1,0 +1,38 @@
+-- The operations schema, one pair per revision of src/pin/migrations/versions/ that changes it. Each starts with a
+-- "-- name --" line and a one-line description.
+
+-- 0004_upgrade --
+-- The audit trail of operator actions (pin/operations/audit.py): append-only, one row per action.
+CREATE SCHEMA IF NOT EXISTS operations;
+CREATE TABLE operations.audit (
+    id     bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    -- when the action was taken, database clock
+    at     timestamptz NOT NULL DEFAULT now(),
+    -- who took it: the command's --actor (by default the OS user) or the console's authenticated subject
+    actor  text        NOT NULL,
+    -- what was done, dotted: dlq.park (and, with the console, replays, discards, pause and resume)
+    action text        NOT NULL,
+    -- what it was done to: group, topic, partition, offset, key, filter (identifiers only, never a payload)
+    target jsonb       NOT NULL DEFAULT '{}',
+    -- how many of what it touched (e.g. held messages marked to park)
+    counts jsonb       NOT NULL DEFAULT '{}',
+    -- why, in the operator's words: required
+    reason text        NOT NULL,
+    CONSTRAINT audit_actor_given CHECK (btrim(actor) <> ''),
+    CONSTRAINT audit_action_given CHECK (btrim(action) <> ''),
+    CONSTRAINT audit_reason_given CHECK (btrim(reason) <> ''),
+    CONSTRAINT audit_target_object CHECK (jsonb_typeof(target) = 'object'),
+    CONSTRAINT audit_counts_object CHECK (jsonb_typeof(counts) = 'object')
+);
+CREATE INDEX audit_recent ON operations.audit (at DESC, id DESC);
+-- An audit trail is not edited: a row is never updated or deleted (a correction is a new row).
+CREATE FUNCTION operations.audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'operations.audit is append-only' USING ERRCODE = 'insufficient_privilege';
+END $$;
+CREATE TRIGGER audit_append_only BEFORE UPDATE OR DELETE ON operations.audit
+    FOR EACH ROW EXECUTE FUNCTION operations.audit_append_only();
+
+-- 0004_downgrade --
+-- The audit trail gone (development only).
+DROP SCHEMA IF EXISTS operations CASCADE;
