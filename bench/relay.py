@@ -25,11 +25,14 @@ import psycopg
 
 from bench import kafka as bare
 from bench.env import BenchEnv
-from bench.results import percentile
+from bench.results import median, percentile
 from bench.seed import MessageFactory, copy_outbox
 from bench.timeout import _wait_blocked
 from pin.db import connect
 from pin.messaging import topics
+from pin.outbox.floors import PLAN_BY_INDEX
+from pin.outbox.gauges import OUTBOX_BACKLOG_BY_TOPIC
+from pin.outbox.relay import queries as relay_queries
 from pin.outbox.writer import OutboxRow, outbox_insert
 
 # The mix the calendar produces: every ending writes appointment-cancelled and event-status-changed.
@@ -228,3 +231,49 @@ def profile(env: BenchEnv, factory: MessageFactory, count: int) -> dict[str, Any
         raise RuntimeError(f"bench: the profiled relay failed; see {role.log_path}")
     result: dict[str, Any] = json.loads(out.read_text())
     return result
+
+
+# The gauges' baselines: the cheapest exact count (one scan of the table), and the capped read they replaced (the
+# oldest 100,000 rows by id, which read 0 for a topic behind that many rows of others).
+_EXACT_SCAN = "SELECT topic, count(*), min(created_at) FROM outbox.message GROUP BY topic"
+_CAPPED = (
+    "SELECT topic, count(*), min(created_at) FROM (SELECT topic, created_at FROM outbox.message ORDER BY id"
+    " LIMIT 100000) s GROUP BY topic"
+)
+
+
+def gauges(env: BenchEnv, rows: int, repeats: int = 3) -> dict[str, Any]:
+    """The outbox gauges' exact read (pin/outbox/gauges.sql) at ``rows`` waiting rows on 7 topics, the floors
+    advanced as a relay's renewal leaves them, vs one plain scan counting the same (the median of ``repeats``)."""
+    url = env.fresh_database("gauges")
+    with connect(url, autocommit=True) as conn:
+        for start in range(0, rows, 100_000):
+            conn.execute(
+                "INSERT INTO outbox.message (message_id, vpart, topic, message_key, event_type, contract_version,"
+                " payload, value, occurred_at)"
+                " SELECT gen_random_uuid(), g %% 64, 'pin.bench.gauges-' || g %% 7 || '.v1', 'k-' || g, 'e', 1,"
+                " '{\"AppointmentId\": \"0b1c5ad4-54c2-4a38-9d2b-2b8d0c1e7a11\"}', '{}', now()"
+                " FROM generate_series(%s, %s) AS g",
+                (start + 1, min(rows, start + 100_000)),
+            )
+        conn.execute("VACUUM ANALYZE outbox.message")
+        conn.execute("UPDATE outbox.relay_lease SET owner = 'bench', expires_at = now() + interval '1 hour'")
+        with conn.transaction():  # the floors where a relay's lease renewal puts them
+            conn.execute(PLAN_BY_INDEX)
+            conn.execute(relay_queries.RELAY_LEASE_RENEW, {"owner": "bench", "ttl": 3600})
+
+        def timed(statement: str, plan: bool) -> float:
+            seconds = []
+            for _ in range(repeats):
+                with conn.transaction():
+                    if plan:
+                        conn.execute(PLAN_BY_INDEX)
+                    started = time.perf_counter()
+                    counted = conn.execute(statement).fetchall()
+                    seconds.append(time.perf_counter() - started)
+                assert counted
+            return median(seconds) * 1000
+
+        exact, scan, capped = timed(OUTBOX_BACKLOG_BY_TOPIC, True), timed(_EXACT_SCAN, False), timed(_CAPPED, False)
+    env.drop_database(url)
+    return {"rows": rows, "exact_ms": exact, "scan_ms": scan, "capped_ms": capped}

@@ -292,7 +292,7 @@ class Settings(BaseSettings):
     relay_undelivered_give_up_seconds: float = 15.0
     # Seconds between refreshes of the outbox backlog, lag and dead-letter gauges (by the relay and the workers).
     relay_gauge_refresh_seconds: float = 5.0
-    # Cap of the outbox backlog count (a bounded count, never a scan of a huge table per refresh).
+    # Cap of the dead-letter gauge's count (the backlog and lag gauges count every waiting row, past the floors).
     relay_backlog_count_cap: int = 100_000
     # Contract migrations in progress, by event type (JSON: {"<event type>": {"since": ..., "deadline": ...,
     # "publish": "dual"|"v2", "v2_groups": [...], "force_sunset": false}}): see ContractMigration and

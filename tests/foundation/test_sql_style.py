@@ -31,7 +31,7 @@ CONVERTED = {
     "calendar": None,
     "promotion": ("repository.py", "service.py", "worker.py"),  # the worker's claim and batch write in expiry.sql
     "observability": ("database_health.py",),
-    "outbox": ("writer.py", "dead_letters.py", "gauges.py"),
+    "outbox": ("writer.py", "dead_letters.py", "gauges.py", "floors.py"),
     "outbox.relay": None,
     "messaging.consumer": None,
     "messaging.consumer.dead_letters": None,

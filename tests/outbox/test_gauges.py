@@ -34,7 +34,7 @@ def test_backlog_and_lag_are_per_topic_and_fall_to_zero_when_a_topic_empties(
             " WHERE message_key LIKE 'c-%%'",
             (CANCELLED,),
         )
-    gauges = OutboxGauges(pool, backlog_count_cap=100_000)
+    gauges = OutboxGauges(pool, dead_letter_count_cap=100_000)
 
     gauges.refresh()
     assert _gauge(metrics.BACKLOG, topic=TOPIC) == 5
@@ -49,3 +49,30 @@ def test_backlog_and_lag_are_per_topic_and_fall_to_zero_when_a_topic_empties(
     assert _gauge(metrics.BACKLOG, topic=CANCELLED) == 0
     assert _gauge(metrics.LAG, topic=CANCELLED) == 0
     assert _gauge(metrics.BACKLOG, topic=TOPIC) == 5
+
+
+def test_a_topic_behind_more_than_a_hundred_thousand_rows_of_others_is_counted(
+    database_url: str, pool: ConnectionPool[Conn]
+) -> None:
+    """Exact at any backlog (issue 35, 3b): the gauges read every waiting row past the floors, so a topic whose rows
+    are all younger than 100,001 rows of another still reads its count and its lag (it read 0 when the gauges
+    counted over the oldest 100,000 rows)."""
+    with pool.connection() as conn:
+        conn.execute(
+            "INSERT INTO outbox.message (message_id, vpart, topic, message_key, event_type, contract_version,"
+            " payload, value, occurred_at)"
+            " SELECT gen_random_uuid(), g %% 64, %s, 'k-' || g, 'e', 1, '{}', '{}', now()"
+            " FROM generate_series(1, 100001) g",
+            (TOPIC,),
+        )
+    insert_rows(database_url, [event_row(f"c-{n}", 1) for n in range(3)])
+    with pool.connection() as conn:
+        conn.execute(
+            "UPDATE outbox.message SET topic = %s, created_at = now() - interval '60 seconds'"
+            " WHERE message_key LIKE 'c-%%'",
+            (CANCELLED,),
+        )
+    OutboxGauges(pool, dead_letter_count_cap=100_000).refresh()
+    assert _gauge(metrics.BACKLOG, topic=TOPIC) == 100_001
+    assert _gauge(metrics.BACKLOG, topic=CANCELLED) == 3
+    assert 60 <= _gauge(metrics.LAG, topic=CANCELLED) < 90

@@ -1,4 +1,4 @@
-"""The outbox's backlog, lag and dead-letter gauges: bounded queries every few seconds, never one per scrape.
+"""The outbox's backlog, lag and dead-letter gauges: read every few seconds, never once per scrape.
 
 They describe the whole table, so every process that refreshes them reports the same values (the rules take the
 ``max``). The relay refreshes them from its heartbeat; the workers refresh them too, so that the backlog and lag
@@ -16,26 +16,28 @@ from psycopg_pool import ConnectionPool
 from pin.db import Conn, load_queries
 from pin.messaging.topics import INTEGRATION_TOPICS
 from pin.outbox import metrics
+from pin.outbox.floors import FLOORS, PLAN_BY_INDEX
 
 log = structlog.get_logger(__name__)
 
 _QUERIES = load_queries(__package__, "gauges.sql")
-OUTBOX_BACKLOG_BY_TOPIC = _QUERIES["outbox_backlog_by_topic"]
+OUTBOX_BACKLOG_BY_TOPIC = _QUERIES["outbox_backlog_by_topic"].format(**FLOORS)
 DEAD_LETTER_COUNT = _QUERIES["dead_letter_count"]
 
 
 class OutboxGauges:
     """Refreshes the outbox gauges of this process from the table."""
 
-    def __init__(self, pool: ConnectionPool[Conn], backlog_count_cap: int) -> None:
+    def __init__(self, pool: ConnectionPool[Conn], dead_letter_count_cap: int) -> None:
         self._pool = pool
-        self._cap = {"cap": backlog_count_cap}
+        self._cap = {"cap": dead_letter_count_cap}
         self._seen_topics: set[str] = set(INTEGRATION_TOPICS)
 
     def refresh(self) -> None:
-        """Backlog and lag per topic, and dead letters: two bounded queries."""
+        """Backlog and lag per topic, exact (every waiting row, past the floors), and dead letters (up to the cap)."""
         with self._pool.connection() as conn:
-            waiting = {str(r["topic"]): r for r in conn.execute(OUTBOX_BACKLOG_BY_TOPIC, self._cap)}
+            conn.execute(PLAN_BY_INDEX)
+            waiting = {str(r["topic"]): r for r in conn.execute(OUTBOX_BACKLOG_BY_TOPIC)}
             dead = conn.execute(DEAD_LETTER_COUNT, self._cap).fetchone()
         self._seen_topics |= set(waiting)
         for topic in self._seen_topics:  # a topic that emptied reports 0, not its last value

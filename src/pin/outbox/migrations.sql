@@ -30,3 +30,83 @@ CREATE TABLE outbox.acked_position (
 -- 0003_downgrade --
 -- No acknowledged positions.
 DROP TABLE outbox.acked_position;
+
+-- 0006_upgrade --
+-- Every reader starts each vpart at its floor, not at its head (docs/design/outbox-storage.md); autovacuum per table.
+-- The inserting transaction of each row (bigint, for Debezium's connector); the rows already there were all
+-- committed long ago: 0, seen as ended by every snapshot.
+ALTER TABLE outbox.message ADD COLUMN xid bigint NOT NULL DEFAULT 0;
+ALTER TABLE outbox.message ALTER COLUMN xid SET DEFAULT pg_current_xact_id()::text::bigint;
+-- the rows of the transactions still running when a floor was taken: a range from its xmax, a probe per xip
+CREATE INDEX ix_outbox_message_vpart_xid ON outbox.message (vpart, xid);
+-- The floor of each vpart: an id, and the snapshot (xmax and transactions in progress) it was taken under. The
+-- owner advances it in the lease renewal (relay/queries.sql: relay_lease_renew), which rewrites the row anyway.
+ALTER TABLE outbox.relay_lease
+    ADD COLUMN floor_id bigint NOT NULL DEFAULT 0,
+    ADD COLUMN floor_xmax bigint NOT NULL DEFAULT 0,
+    ADD COLUMN floor_xip bigint[] NOT NULL DEFAULT '{}',
+    ADD COLUMN floor_at timestamptz;
+-- Every row waiting for the relay, read past each vpart's floor (the gauges, `pin status`, an operator's console):
+-- the live rows and the few dead ones published since the floor last moved, never the dead rows a held horizon
+-- keeps below it. Three disjoint parts per vpart, as the relay reads them (outbox/queries.sql: outbox_floor_*):
+-- the rows past the floor id along (vpart, id); at or below it, those whose transaction began after the floor's
+-- snapshot (a range along (vpart, xid) from its xmax) and those whose transaction was running then (a probe per
+-- transaction), never a range from its xmin.
+CREATE VIEW outbox.unpublished AS
+SELECT m.*
+FROM outbox.relay_lease l
+CROSS JOIN LATERAL (
+    SELECT * FROM outbox.message m WHERE m.vpart = l.vpart AND (m.vpart, m.id) > (l.vpart, l.floor_id)
+    UNION ALL
+    SELECT * FROM outbox.message m
+     WHERE m.vpart = l.vpart AND m.xid >= l.floor_xmax AND m.id > l.floor_id IS NOT TRUE
+    UNION ALL
+    SELECT m.* FROM unnest(l.floor_xip) AS r (xid)
+    CROSS JOIN LATERAL (
+        SELECT * FROM outbox.message m WHERE m.vpart = l.vpart AND m.xid = r.xid AND m.id > l.floor_id IS NOT TRUE
+        OFFSET 0
+    ) AS m
+) m;
+-- Autovacuum per table, each by a fixed number of dead rows (a fraction of a small table is too few, of a grown
+-- one too many); none can remove anything while the horizon is held, so these matter once it moves.
+-- message: a queue whose every row dies within seconds; vacuum at full speed so the backlog of dead rows a held
+-- horizon left goes at once when it moves.
+ALTER TABLE outbox.message SET (autovacuum_vacuum_cost_delay = 0);
+-- dead_letter: a few rows, deleted all at once by a replay or a discard; listed whole by the operator.
+ALTER TABLE outbox.dead_letter SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 100);
+-- relay_lease: 64 rows, each rewritten at every heartbeat (64 versions a second); half of each page left free so
+-- that a renewal stays on its page (HOT, no index entry) and is pruned there by the next reader.
+ALTER TABLE outbox.relay_lease SET (
+    fillfactor = 50,
+    autovacuum_vacuum_scale_factor = 0,
+    autovacuum_vacuum_threshold = 500,
+    autovacuum_vacuum_cost_delay = 0
+);
+-- relay_instance: one row per relay, rewritten at every heartbeat.
+ALTER TABLE outbox.relay_instance SET (
+    fillfactor = 50,
+    autovacuum_vacuum_scale_factor = 0,
+    autovacuum_vacuum_threshold = 100,
+    autovacuum_vacuum_cost_delay = 0
+);
+-- acked_position: a mark appended at every settle, the old ones pruned to what some group still needs.
+ALTER TABLE outbox.acked_position SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
+-- the floors start from the migration's snapshot, at id 0: every row is read from its vpart's head once
+UPDATE outbox.relay_lease SET floor_xmax = pg_snapshot_xmax(pg_current_snapshot())::text::bigint;
+
+-- 0006_downgrade --
+-- Back to reads from each vpart's head, and the default autovacuum of the four tables.
+DROP VIEW outbox.unpublished;
+ALTER TABLE outbox.relay_instance RESET (
+    fillfactor, autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold, autovacuum_vacuum_cost_delay
+);
+ALTER TABLE outbox.relay_lease RESET (
+    fillfactor, autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold, autovacuum_vacuum_cost_delay
+);
+ALTER TABLE outbox.acked_position RESET (autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold);
+ALTER TABLE outbox.dead_letter RESET (autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold);
+ALTER TABLE outbox.message RESET (autovacuum_vacuum_cost_delay);
+ALTER TABLE outbox.relay_lease DROP COLUMN floor_id, DROP COLUMN floor_xmax, DROP COLUMN floor_xip,
+    DROP COLUMN floor_at;
+DROP INDEX outbox.ix_outbox_message_vpart_xid;
+ALTER TABLE outbox.message DROP COLUMN xid;

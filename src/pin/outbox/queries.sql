@@ -55,3 +55,34 @@ RETURNING message_id
 -- dead_letter_topics --
 -- The topics of a MessageId's dead letters.
 SELECT topic FROM outbox.dead_letter WHERE message_id = %(message_id)s ORDER BY topic
+
+-- outbox_plan_by_index --
+-- For the rest of this transaction, plan the floors' parts along their indexes whatever the statistics say: a table
+-- nothing analyzed yet (or analyzed while empty) otherwise gets a bitmap scan and a sort of a whole vpart, a scan of
+-- the primary key filtered by vpart, or a scan of the whole table, dead rows included, instead of an index scan that
+-- stops after its share of rows.
+SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)
+
+-- outbox_floor_past --
+-- Fragment, a condition: a row m of vpart l past its floor id (along (vpart, id), in id order: the row comparison is
+-- a condition of that index only, never of the primary key's). With the two that follow, the rows that may be
+-- waiting, in three disjoint parts (docs/design/outbox-storage.md; the view outbox.unpublished is the same).
+m.vpart = l.vpart AND (m.vpart, m.id) > (l.vpart, l.floor_id)
+
+-- outbox_floor_since --
+-- Fragment, a row source: the rows of vpart l at or below its floor id whose transaction began after the floor's
+-- snapshot (along (vpart, xid), a range from the snapshot's xmax). "IS NOT TRUE" keeps a test that only makes the
+-- parts disjoint from ever being an index condition; the fence (OFFSET 0) keeps the caller's order by id from
+-- making this a walk of the vpart along (vpart, id).
+(SELECT * FROM outbox.message m WHERE m.vpart = l.vpart AND m.xid >= l.floor_xmax AND m.id > l.floor_id IS NOT TRUE
+ OFFSET 0)
+
+-- outbox_floor_running --
+-- Fragment, a row source: the rows of vpart l at or below its floor id whose transaction was running at the floor's
+-- snapshot: one probe of (vpart, xid) per transaction of its list, each a fenced lateral subquery (as "= ANY" or a
+-- semi-join, some plans scan the whole vpart and filter); never a range from the snapshot's xmin.
+(SELECT m.* FROM unnest(l.floor_xip) AS r (xid)
+ CROSS JOIN LATERAL (
+     SELECT * FROM outbox.message m WHERE m.vpart = l.vpart AND m.xid = r.xid AND m.id > l.floor_id IS NOT TRUE
+     OFFSET 0
+ ) AS m)

@@ -19,6 +19,7 @@ from pin.db import Conn, ConnectionPolicy, connect, load_queries
 from pin.messaging import topics
 from pin.messaging.groups import SLA_SECONDS, SLA_WINDOW_SECONDS
 from pin.observability import database_health
+from pin.outbox.floors import FLOORS, PLAN_BY_INDEX
 from pin.outbox.writer import VPARTS
 from pin.promotion.repository import PURCHASE_IS_DUE
 from pin.promotion.worker import JOB_NAME as EXPIRE_PROMOTIONS
@@ -208,7 +209,7 @@ def poison(conn: Conn) -> dict[str, Poison]:
 
 
 _OUTBOX_PER_TOPIC = _query("outbox_per_topic")
-_OUTBOX_LAG = _query("outbox_lag")
+_OUTBOX_LAG = _query("outbox_lag", **FLOORS)
 
 
 @dataclass(frozen=True)
@@ -217,7 +218,9 @@ class _Seconds:
 
 
 def outbox_backlog(conn: Conn) -> OutboxBacklog:
-    """The outbox rows waiting per topic (up to the cap), and the age of the oldest."""
+    """The outbox rows waiting per topic (up to the cap), and the age of the oldest: past the floors, along their
+    indexes (docs/design/outbox-storage.md)."""
+    conn.execute(PLAN_BY_INDEX)
     per_topic = tuple(_rows(conn, TopicBacklog, _OUTBOX_PER_TOPIC))
     lag = _one(conn, _Seconds, _OUTBOX_LAG).seconds
     return OutboxBacklog(lag, per_topic, capped=sum(t.rows for t in per_topic) >= OUTBOX_COUNT_CAP)

@@ -38,17 +38,29 @@ FROM (SELECT f.*, row_number() OVER (PARTITION BY job ORDER BY first_failed_at, 
 WHERE n <= {shown_poison_items} ORDER BY job, n
 
 -- outbox_per_topic --
--- The outbox rows waiting per topic, up to the cap.
+-- The outbox rows waiting per topic, up to the cap: read past each vpart's floor (outbox.unpublished), never through the
+-- dead rows a held horizon keeps.
 SELECT topic, count(*) AS rows, EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS oldest_seconds,
        count(*) FILTER (WHERE next_attempt_at > now()) AS backing_off, max(attempts) AS max_attempts
-FROM (SELECT topic, created_at, next_attempt_at, attempts FROM outbox.message ORDER BY id
-      LIMIT {outbox_count_cap}) AS m
+FROM (SELECT topic, created_at, next_attempt_at, attempts FROM outbox.unpublished LIMIT {outbox_count_cap}) AS m
 GROUP BY topic ORDER BY topic
 
 -- outbox_lag --
--- The age of the oldest outbox row (0 when the outbox is empty).
-SELECT coalesce((SELECT EXTRACT(EPOCH FROM now() - created_at)::float8 FROM outbox.message ORDER BY id LIMIT 1),
-                0.0) AS seconds
+-- The age of the oldest outbox row waiting (0 when none waits): the first row of each vpart past its floor (the
+-- parts of outbox.unpublished, {{past}} read in id order; ids are taken in creation order), never a walk of the dead rows.
+SELECT coalesce((
+    SELECT EXTRACT(EPOCH FROM now() - w.created_at)::float8
+    FROM outbox.relay_lease l
+    CROSS JOIN LATERAL (
+        (SELECT m.id, m.created_at FROM outbox.message m WHERE {past} ORDER BY m.id LIMIT 1)
+        UNION ALL
+        (SELECT m.id, m.created_at FROM {since} AS m)
+        UNION ALL
+        (SELECT m.id, m.created_at FROM {running} AS m)
+    ) w
+    ORDER BY w.id
+    LIMIT 1
+), 0.0) AS seconds
 
 -- outbox_dead_letters_per_topic --
 -- The outbox's dead letters per topic, up to the cap.

@@ -41,7 +41,8 @@ class Leases:
         return sorted(self._owned)
 
     def heartbeat(self) -> dict[int, int]:
-        """Register this instance, renew our leases, take free vparts up to a fair share; returns owned vparts."""
+        """Register this instance, renew our leases (moving their floors up), take free vparts up to a fair share;
+        returns owned vparts."""
         params = {"owner": self._owner, "ttl": self._ttl_seconds}
         with self._lock, self._pool.connection() as conn:
             conn.execute(queries.RELAY_INSTANCE_HEARTBEAT, params)
@@ -49,6 +50,7 @@ class Leases:
             live_row = conn.execute(queries.RELAY_INSTANCE_COUNT_LIVE).fetchone()
             live = max(1, int(str(live_row["live"]))) if live_row else 1
             target = math.ceil(VPARTS / live)
+            conn.execute(queries.RELAY_PLAN_BY_INDEX)  # the renewal moves each floor up: along its indexes
             owned = {
                 int(str(r["vpart"])): int(str(r["epoch"])) for r in conn.execute(queries.RELAY_LEASE_RENEW, params)
             }

@@ -174,6 +174,7 @@ class Pipeline:
             ):
                 # with ids to leave out: planned with them (a hashed constant); without: the prepared plan (trickle)
                 prepare = False if unsettled else None
+                cur.execute(queries.RELAY_PLAN_BY_INDEX)
                 rows = cur.execute(queries.OUTBOX_READ_OWNED, params, prepare=prepare).fetchall()
         except psycopg.Error as exc:
             if watch is None or watch.cancelled(exc) is None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pin.db import load_queries
+from pin.outbox.floors import FLOORS, PLAN_BY_INDEX
 from pin.outbox.writer import MOVED_COLUMNS_SQL
 
 _QUERIES = load_queries(__package__)
 
-OUTBOX_READ_OWNED = _QUERIES["outbox_read_owned"]
+RELAY_PLAN_BY_INDEX = PLAN_BY_INDEX
+
+OUTBOX_READ_OWNED = _QUERIES["outbox_read_owned"].format(**FLOORS, sendable=_QUERIES["outbox_read_sendable"])
 OUTBOX_DELETE_PUBLISHED = _QUERIES["outbox_delete_published"]
 OUTBOX_DELETE_PUBLISHED_FREE = _QUERIES["outbox_delete_published_free"]
 OUTBOX_MARK_FAILED = _QUERIES["outbox_mark_failed"]
@@ -18,7 +21,7 @@ RELAY_INSTANCE_HEARTBEAT = _QUERIES["relay_instance_heartbeat"]
 RELAY_INSTANCE_PURGE = _QUERIES["relay_instance_purge"]
 RELAY_INSTANCE_COUNT_LIVE = _QUERIES["relay_instance_count_live"]
 RELAY_INSTANCE_DELETE = _QUERIES["relay_instance_delete"]
-RELAY_LEASE_RENEW = _QUERIES["relay_lease_renew"]
+RELAY_LEASE_RENEW = _QUERIES["relay_lease_renew"].format(**FLOORS)
 RELAY_LEASE_ACQUIRE_FREE = _QUERIES["relay_lease_acquire_free"]
 RELAY_LEASE_RELEASE = _QUERIES["relay_lease_release"]
 

@@ -2,28 +2,38 @@
 -- docs/design/relay.md for why they are shaped as they are.
 
 -- outbox_read_owned --
--- Due rows of the vparts whose unexpired lease we hold, behind no waiting row of their key, in id order per vpart.
+-- Due rows of the vparts whose unexpired lease we hold, behind no waiting row of their key, in id order per vpart,
+-- read past each vpart's floor ({past}, {since}, {running}: docs/design/outbox-storage.md), never from its head. Each
+-- part filters before its limit, so the read stops after a share of rows whatever the backlog.
 -- No FOR UPDATE: the lease is the claim (a row lock cannot be held across a broker flush).
 SELECT m.id, m.message_id::text, m.vpart::int, l.epoch, m.topic, m.message_key, m.event_type, m.contract_version,
        m.value,
        CASE WHEN m.value IS NULL THEN m.payload::text END, m.headers::text, m.attempts
 FROM outbox.relay_lease l
 CROSS JOIN LATERAL (
-    SELECT * FROM outbox.message m
-    WHERE m.vpart = l.vpart
-      AND m.id <> ALL(%(in_flight)s::bigint[])
-      AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now())
-      AND NOT EXISTS (
-          SELECT 1 FROM outbox.message e
-          WHERE e.message_key = m.message_key AND e.id < m.id AND e.next_attempt_at > now()
-      )
-      AND NOT EXISTS (SELECT 1 FROM outbox.dead_letter d WHERE d.message_key = m.message_key)
+    SELECT * FROM (
+        (SELECT * FROM outbox.message m WHERE {past} AND {sendable} ORDER BY m.id LIMIT %(per_vpart)s)
+        UNION ALL
+        (SELECT * FROM {since} AS m WHERE {sendable})
+        UNION ALL
+        (SELECT * FROM {running} AS m WHERE {sendable})
+    ) m
     ORDER BY m.id
     LIMIT %(per_vpart)s
 ) m
 WHERE l.owner = %(owner)s AND l.expires_at > now()
 ORDER BY m.id
 LIMIT %(limit)s
+
+-- outbox_read_sendable --
+-- Fragment: row m may be sent now: not in flight, due, behind no row of its key in back-off nor a dead letter.
+m.id <> ALL(%(in_flight)s::bigint[])
+AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now())
+AND NOT EXISTS (
+    SELECT 1 FROM outbox.message e
+    WHERE e.message_key = m.message_key AND e.id < m.id AND e.next_attempt_at > now()
+)
+AND NOT EXISTS (SELECT 1 FROM outbox.dead_letter d WHERE d.message_key = m.message_key)
 
 -- outbox_delete_published --
 -- Delete the rows the broker acknowledged, strictly by primary key; their topic and commit -> delete latency. The same
@@ -93,13 +103,30 @@ SELECT count(*) AS live FROM outbox.relay_instance WHERE expires_at > now()
 DELETE FROM outbox.relay_instance WHERE instance_id = %(owner)s
 
 -- relay_lease_renew --
--- Renew our unexpired leases; one that already expired is not renewed (another instance may hold it by now).
-UPDATE outbox.relay_lease SET expires_at = now() + make_interval(secs => %(ttl)s)
+-- Renew our unexpired leases; one that already expired is not renewed (another instance may hold it by now). Each
+-- renewed vpart's floor moves up to just below its oldest waiting row as this statement's snapshot sees it ({past},
+-- {since}, {running}), or to the last id taken when none waits; docs/design/outbox-storage.md proves that no row is
+-- ever left below it. A floor whose snapshot is ahead of the server's (a restore into another cluster) starts over
+-- from id 0.
+UPDATE outbox.relay_lease l
+SET expires_at = now() + make_interval(secs => %(ttl)s),
+    floor_id = CASE WHEN l.floor_xmax > pg_snapshot_xmax(pg_current_snapshot())::text::bigint THEN 0 ELSE coalesce(
+        least(
+            (SELECT m.id FROM outbox.message m WHERE {past} ORDER BY m.id LIMIT 1),
+            (SELECT min(m.id) FROM {since} AS m),
+            (SELECT min(m.id) FROM {running} AS m)
+        ) - 1,
+        greatest(l.floor_id, pg_sequence_last_value(pg_get_serial_sequence('outbox.message', 'id')::regclass))
+    ) END,
+    floor_xmax = pg_snapshot_xmax(pg_current_snapshot())::text::bigint,
+    floor_xip = ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) AS x),
+    floor_at = now()
 WHERE owner = %(owner)s AND expires_at > now()
 RETURNING vpart, epoch
 
 -- relay_lease_acquire_free --
--- Take free or expired leases up to the limit, each with a new epoch (the fencing token).
+-- Take free or expired leases up to the limit, each with a new epoch (the fencing token). A floor whose snapshot is
+-- ahead of the server's (a restore into another cluster: new transaction ids) starts over from id 0 before any read.
 WITH free AS (
     SELECT vpart FROM outbox.relay_lease
     WHERE owner IS NULL OR expires_at <= now()
@@ -109,7 +136,10 @@ WITH free AS (
 )
 UPDATE outbox.relay_lease l
 SET owner = %(owner)s, epoch = l.epoch + 1, expires_at = now() + make_interval(secs => %(ttl)s),
-    acquired_at = now()
+    acquired_at = now(),
+    floor_id = CASE WHEN l.floor_xmax > pg_snapshot_xmax(pg_current_snapshot())::text::bigint THEN 0
+                    ELSE l.floor_id END,
+    floor_xmax = least(l.floor_xmax, pg_snapshot_xmax(pg_current_snapshot())::text::bigint)
 FROM free
 WHERE l.vpart = free.vpart
 RETURNING l.vpart, l.epoch

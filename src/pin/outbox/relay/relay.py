@@ -19,7 +19,7 @@ from pin.cancellation import Canceller
 from pin.db import Conn, ConnectionPolicy, connect
 from pin.observability import liveness
 from pin.outbox import metrics
-from pin.outbox.gauges import OutboxGauges
+from pin.outbox.gauges import OutboxGauges, refresh_in_background
 from pin.outbox.relay.batch import REPORTED_COUNTERS, RelayCounts
 from pin.outbox.relay.config import RelayConfig
 from pin.outbox.relay.delivery import DeliveryWatch
@@ -58,7 +58,6 @@ class OutboxRelay:
         self._wake = threading.Event()
         self._closing = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._next_gauge_refresh = 0.0
         self._delivery = DeliveryWatch()
         self._given_up = threading.Event()  # set while this relay cannot deliver: no heartbeat, no leases
         self._leases = Leases(pool, self.instance_id, self._config.lease_ttl_seconds, self._wake.set)
@@ -120,7 +119,7 @@ class OutboxRelay:
     # -- start and stop ---------------------------------------------------------------------------------
 
     def _start(self, *, listen: bool) -> None:
-        """Take the first leases, then start the heartbeat (and the LISTEN) threads."""
+        """Take the first leases, then start the heartbeat (and the LISTEN) threads, and the gauges' refresh."""
         self._closing.clear()
         try:
             self.heartbeat()
@@ -131,6 +130,9 @@ class OutboxRelay:
             self._threads.append(threading.Thread(target=self._listen_loop, name="relay-listen", daemon=True))
         for thread in self._threads:
             thread.start()
+        # a thread of its own: the gauges are exact, so at a large backlog a refresh takes long and must not hold
+        # a lease renewal back
+        self._threads.append(refresh_in_background(self._gauges, self._config.gauge_refresh_seconds, self._closing))
 
     def close(self) -> None:
         """Stop the threads, let the producer go, release the leases (once; again does nothing)."""
@@ -235,9 +237,6 @@ class OutboxRelay:
                 continue  # not registered while it cannot deliver: the others share its keys
             try:
                 self.heartbeat()
-                if time.monotonic() >= self._next_gauge_refresh:
-                    self._next_gauge_refresh = time.monotonic() + self._config.gauge_refresh_seconds
-                    self._gauges.refresh()
             except Exception as exc:  # noqa: BLE001 - a database outage must not kill the heartbeat
                 log.warning("outbox heartbeat failed", error=str(exc))
 

@@ -1,0 +1,97 @@
+"""The relay's read does not walk the dead rows a held xmin horizon keeps (docs/design/outbox-storage.md).
+
+Counted, not timed: the shared buffers the relay's read touches (EXPLAIN (ANALYZE, BUFFERS) of the read itself),
+before and after 50,000 rows were published and deleted while a transaction held the horizon, so that vacuum could
+remove none of them. A read from each vpart's head (the floors put back to 0 for one statement) is the control: it
+does walk them, which shows they are there.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pin.db import Conn, connect
+from pin.outbox.relay import queries
+
+pytestmark = pytest.mark.integration
+
+OWNER = "horizon-test"
+DEAD_ROWS = 50_000
+LIVE_ROWS = 640  # ten per vpart
+
+
+def _insert(conn: Conn, count: int) -> None:
+    conn.execute(
+        "INSERT INTO outbox.message (message_id, vpart, topic, message_key, event_type, contract_version, payload,"
+        " value, occurred_at)"
+        " SELECT gen_random_uuid(), g %% 64, 'pin.test.horizon.v1', 'k-' || g, 'e', 1, '{}', '{}', now()"
+        " FROM generate_series(1, %s) AS g",
+        (count,),
+    )
+
+
+def _advance(conn: Conn) -> int:
+    """The lease renewal (which moves the floors); returns the buffers it touched."""
+    with conn.transaction():
+        conn.execute(queries.RELAY_PLAN_BY_INDEX)
+        return _buffers(conn, queries.RELAY_LEASE_RENEW, {"owner": OWNER, "ttl": 3600})
+
+
+def _read_buffers(conn: Conn) -> int:
+    with conn.transaction():
+        conn.execute(queries.RELAY_PLAN_BY_INDEX)
+        params = {"owner": OWNER, "per_vpart": 32, "limit": 2000, "in_flight": "{}"}
+        return _buffers(conn, queries.OUTBOX_READ_OWNED, params)
+
+
+def _buffers(conn: Conn, statement: str, params: dict[str, object]) -> int:
+    row = conn.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement}", params).fetchone()
+    assert row is not None
+    plan = next(iter(row.values()))
+    top = (plan if isinstance(plan, list) else json.loads(str(plan)))[0]["Plan"]
+    return int(top["Shared Hit Blocks"]) + int(top["Shared Read Blocks"])
+
+
+def _publish_all(conn: Conn) -> None:
+    conn.execute("DELETE FROM outbox.message")
+
+
+@pytest.mark.parametrize("analyzed", [True, False], ids=["analyzed-small", "never-analyzed"])
+def test_the_reads_cost_does_not_grow_with_the_dead_rows_of_a_held_horizon(database_url: str, analyzed: bool) -> None:
+    relay = connect(database_url, autocommit=True)
+    holder = connect(database_url)
+    try:
+        relay.execute("UPDATE outbox.relay_lease SET owner = %s, expires_at = now() + interval '1 hour'", (OWNER,))
+        _insert(relay, LIVE_ROWS)
+        # statistics of a small table, as autovacuum leaves them early on: a few rows per vpart, so that a plan
+        # free to choose would scan a whole vpart rather than probe it (a table never analyzed is the other case)
+        if analyzed:
+            relay.execute("ANALYZE outbox.message")
+        _advance(relay)
+        before = _read_buffers(relay)
+        _publish_all(relay)
+
+        holder.execute("SELECT pg_current_xact_id()")  # from here on vacuum may remove nothing
+        for _ in range(DEAD_ROWS // 5_000):  # published in batches, the floors moving as the relay moves them
+            _insert(relay, 5_000)
+            _advance(relay)
+            _publish_all(relay)
+        _insert(relay, LIVE_ROWS)
+        _advance(relay)
+        advance = _advance(relay)
+        after = _read_buffers(relay)
+        with relay.transaction():  # the control: the same read from each vpart's head
+            relay.execute("UPDATE outbox.relay_lease SET floor_id = 0")
+            from_heads = _read_buffers(relay)
+            relay.execute("ROLLBACK")
+    finally:
+        holder.close()
+        relay.close()
+
+    print(f"buffers: read before {before}, after {after}, from the heads {from_heads}; advance {advance}")
+    # from the heads, every dead row costs at least a visit to its page (a page holds a few dozen rows)
+    assert from_heads - before > DEAD_ROWS // 2, f"the dead rows are not there to walk: {from_heads} buffers"
+    assert after <= 1.25 * before + 64, f"the read walked dead rows: {before} buffers before, {after} after"
+    assert advance <= before, f"the floors' advance walked dead rows: {advance} buffers (the read: {before})"
