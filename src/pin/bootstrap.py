@@ -121,10 +121,26 @@ def run_relay(*, once: bool) -> dict[str, int] | None:
     pool = create_pool(settings.require_database_url(), min_size=1, max_size=4, name="relay", policy=policy)
     try:
         relay = build_relay(settings, pool, config, hooks)
+        if not once:
+            _export_consumer_waits(settings, pool, context.stop)
         totals = relay.run(context.stop, until_empty=once)
         return totals if once else None
     finally:
         pool.close()
+
+
+def _export_consumer_waits(settings: Settings, pool: ConnectionPool[Conn], stop: threading.Event) -> None:
+    """What waits for every consumer group, exported by every relay instance (docs/design/consumer-waits.md): the
+    relay runs whenever anything is published, and reads the marks it writes itself."""
+    from confluent_kafka.admin import AdminClient
+
+    from pin.messaging.kafka import client_config
+    from pin.outbox.gauges import refresh_in_background
+    from pin.outbox.waiting import ConsumerWaitGauges
+
+    admin = AdminClient(client_config(settings, **{"client.id": "pin-relay-waits"}))
+    gauges = ConsumerWaitGauges(settings, pool, admin)
+    refresh_in_background(gauges, settings.relay_gauge_refresh_seconds, stop, name="consumer-waits")
 
 
 def run_expire_promotions(*, once: bool) -> dict[str, int] | None:

@@ -6,9 +6,15 @@ from __future__ import annotations
 from dataclasses import fields
 from datetime import UTC, datetime
 
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
 from pin.db import Conn
 from pin.messaging import topics
+from pin.messaging.kafka import client_config, silent_client_logger
 from pin.messaging.migrations import migration_states
+from pin.observability.logging import error_text
+from pin.outbox import waiting
 from pin.settings import ConfigurationError, Settings
 from pin.status import database, snapshot
 from pin.status.broker import consumer_offsets
@@ -21,6 +27,7 @@ from pin.status.snapshot import (
     Poison,
     Snapshot,
     Unavailable,
+    Waiting,
 )
 
 
@@ -39,6 +46,7 @@ def collect_status(settings: Settings, *, kafka: bool = True, kafka_timeout: flo
         )
         inbox = database.read(conn, database.inbox)
         members = database.read(conn, database.members(settings.wedged_after_seconds()))
+        waits = _waits(settings, conn, kafka_timeout) if kafka else BrokerUnavailable("not asked (--no-kafka)")
     offsets = consumer_offsets(settings, kafka_timeout) if kafka else BrokerUnavailable("not asked (--no-kafka)")
     consumers = tuple(
         ConsumerView(
@@ -46,10 +54,27 @@ def collect_status(settings: Settings, *, kafka: bool = True, kafka_timeout: flo
             inbox=inbox if isinstance(inbox, Unavailable) else inbox[group],
             broker=offsets if isinstance(offsets, Unavailable) else offsets[group],
             members=members if isinstance(members, Unavailable) else members[group],
+            waiting=waits if isinstance(waits, Unavailable) else waits[group],
         )
         for group in topics.CONSUMER_GROUPS
     )
     return Snapshot(clock=clock, jobs=jobs, outbox=outbox, consumers=consumers, migrations=_migrations(settings, clock))
+
+
+def _waits(settings: Settings, conn: Conn | Unavailable, timeout: float) -> dict[str, Waiting] | Unavailable:
+    """What waits for each group: its committed offsets (the broker) against the relay's acknowledged positions."""
+    if isinstance(conn, Unavailable):
+        return conn
+    if not settings.kafka_bootstrap_servers:
+        return Unavailable("PIN_KAFKA_BOOTSTRAP_SERVERS is not set")
+    quiet = silent_client_logger("pin.status.kafka")  # the report says "n/a" instead of librdkafka's lines
+    overrides = {"socket.timeout.ms": max(1000, int(timeout * 1000)), "logger": quiet}
+    admin = AdminClient(client_config(settings, **overrides))
+    try:
+        found = database.read(conn, lambda c: waiting.read_consumer_waits(settings, c, admin, timeout))
+    except KafkaException as exc:
+        return Unavailable(f"broker: {error_text(exc)}")
+    return found if isinstance(found, Unavailable) else {wait.group: Waiting.of(wait) for wait in found}
 
 
 def _migrations(settings: Settings, clock: datetime | Unavailable) -> tuple[snapshot.MigrationView, ...] | Unavailable:

@@ -99,3 +99,10 @@ RETURNING l.vpart, l.epoch
 -- Give back some of our leases, free at once for the other instances.
 UPDATE outbox.relay_lease SET owner = NULL, expires_at = '-infinity'
 WHERE owner = %(owner)s AND vpart = ANY(%(vparts)s)
+
+-- acked_position_insert --
+-- Where the broker acknowledged a settled batch: per topic and partition its highest offset, in the transaction that
+-- deletes its rows (committed together: a batch that is sent again gets its new offsets marked then).
+INSERT INTO outbox.acked_position (topic, kafka_partition, last_offset)
+SELECT * FROM unnest(%(topics)s::text[], %(partitions)s::int[], %(offsets)s::bigint[])
+ON CONFLICT DO NOTHING

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import structlog
 from psycopg.rows import tuple_row
@@ -33,7 +33,7 @@ class Settler:
 
     def settle(self, batch: Batch) -> RelayCounts:
         """Delete the batch's acknowledged rows, mark or dead-letter its failed ones; its counters."""
-        published, dead_lettered = self._write(batch.acked, batch.failures)
+        published, dead_lettered = self._write(batch.acked, batch.failures, batch.positions)
         cycle = RelayCounts(
             published=published,
             failed=len(batch.failures),
@@ -52,8 +52,14 @@ class Settler:
         )
         return cycle
 
-    def _write(self, acked: Sequence[PendingRow], failures: Sequence[tuple[PendingRow, SendError]]) -> tuple[int, int]:
-        """One transaction: delete the acknowledged rows (one statement), mark or dead-letter the failed ones."""
+    def _write(
+        self,
+        acked: Sequence[PendingRow],
+        failures: Sequence[tuple[PendingRow, SendError]],
+        positions: Mapping[int, tuple[int, int]],
+    ) -> tuple[int, int]:
+        """One transaction: delete the acknowledged rows (one statement) and record where the broker acknowledged
+        them (one more), mark or dead-letter the failed ones."""
         dead_lettered = 0
         published = 0
         with self._pool.connection() as conn:
@@ -66,6 +72,7 @@ class Settler:
                     metrics.PUBLISHED.labels(topic=topic).inc(count)
                 metrics.observe_publish_latencies([latency if latency > 0.0 else 0.0 for _topic, latency in records])
                 published = len(records)
+                _record_acked_positions(conn, acked, positions)
             for row, error in failures:
                 dead_lettered += self._record_failure(conn, row, error)
         return published, dead_lettered
@@ -105,3 +112,24 @@ class Settler:
         config = self._config
         delay = exponential_backoff(attempts, base=config.backoff_base_seconds, cap=config.backoff_max_seconds)
         return delay * random.uniform(0.8, 1.2)  # noqa: S311 - jitter, not cryptography
+
+
+def _record_acked_positions(conn: Conn, acked: Sequence[PendingRow], positions: Mapping[int, tuple[int, int]]) -> None:
+    """Per topic and partition, the highest offset the broker acknowledged in this batch (outbox.acked_position:
+    what waits for each consumer group is read against it, docs/design/consumer-waits.md)."""
+    highest: dict[tuple[str, int], int] = {}
+    for row in acked:
+        partition, offset = positions.get(row.id, (0, -1))
+        if offset >= 0:  # a report without an offset (none seen, but librdkafka allows it) marks nothing
+            place = (row.topic, partition)
+            highest[place] = max(offset, highest.get(place, -1))
+    if not highest:
+        return
+    conn.execute(
+        queries.ACKED_POSITION_INSERT,
+        {
+            "topics": [topic for topic, _ in highest],
+            "partitions": [partition for _, partition in highest],
+            "offsets": list(highest.values()),
+        },
+    )
