@@ -70,10 +70,13 @@ def http_contexts() -> list[HttpContext]:
 
 
 def build_app(settings: Settings, pool: ConnectionPool[Conn]) -> FastAPI:
-    """The HTTP API of every context (:func:`http_contexts`)."""
+    """The HTTP API of every context (:func:`http_contexts`), and the operator console under /console."""
     from pin.api.app import create_app
+    from pin.console.http import install as install_console
 
-    return create_app(settings, pool, http_contexts())
+    app = create_app(settings, pool, http_contexts())
+    install_console(app)
+    return app
 
 
 def build_relay(

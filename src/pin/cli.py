@@ -295,7 +295,10 @@ def dead_letters_discard_command(
 def token(
     user: Annotated[uuid.UUID, typer.Option(help="The user id (sub claim).")],
     tenant: Annotated[uuid.UUID, typer.Option(help="The tenant id (tenant_id claim).")],
-    role: Annotated[list[str], typer.Option(help="A role: agent, investor, manager or admin (repeatable).")],
+    role: Annotated[
+        list[str],
+        typer.Option(help="A role: agent, investor, manager, admin, or viewer/operator for the console (repeatable)."),
+    ],
     ttl: Annotated[int, typer.Option(help="Lifetime in seconds.")] = 3600,
 ) -> None:
     """Mint a development token signed with PIN_JWT_SECRET (HS256)."""
@@ -306,7 +309,7 @@ def token(
         raise ConfigurationError("PIN_JWT_SECRET is not set")
     unknown = [name for name in role if name not in Role._value2member_map_]
     if unknown:
-        raise ConfigurationError(f"--role: unknown role {unknown[0]!r} (agent, investor, manager, admin)")
+        raise ConfigurationError(f"--role: unknown role {unknown[0]!r} ({', '.join(Role)})")
     if not 0 < ttl <= settings.jwt_max_lifetime_seconds:
         # the API refuses a token that lives longer: say so now rather than mint one that never works
         limit = settings.jwt_max_lifetime_seconds

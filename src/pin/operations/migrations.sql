@@ -36,3 +36,23 @@ CREATE TRIGGER audit_append_only BEFORE UPDATE OR DELETE ON operations.audit
 -- 0004_downgrade --
 -- The audit trail gone (development only).
 DROP SCHEMA IF EXISTS operations CASCADE;
+
+-- 0007_upgrade --
+-- What an operator paused for the whole cluster (pin/operations/pauses.py): a worker job or a consumer group, while
+-- its row exists; every instance reads it within PAUSE_READ_SECONDS.
+CREATE TABLE operations.pause (
+    -- job: a polling worker (appointment-timeout, expire-promotions); group: a consumer group
+    kind     text        NOT NULL,
+    name     text        NOT NULL,
+    actor    text        NOT NULL,
+    reason   text        NOT NULL,
+    since    timestamptz NOT NULL DEFAULT now(),
+    -- the operator's row in operations.audit
+    audit_id bigint      NOT NULL,
+    PRIMARY KEY (kind, name),
+    CONSTRAINT pause_kind CHECK (kind IN ('job', 'group'))
+);
+
+-- 0007_downgrade --
+-- Nothing paused (development only).
+DROP TABLE IF EXISTS operations.pause;

@@ -1,0 +1,344 @@
+"""The console's routes under ``/console``: pages (any platform role) and actions (operator; a POST with a reason
+and, from a session, its CSRF token). :func:`install` adds them to the API; the composition root calls it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Annotated, Any
+from urllib.parse import quote, urlencode
+
+from fastapi import APIRouter, Depends, FastAPI, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from pin.api.deps import Pool
+from pin.console import access, pages
+from pin.console.access import ConsoleRefusal, Viewer
+from pin.console.thresholds import crossed
+from pin.messaging.consumer.dead_letters.index import LetterFilter
+from pin.messaging.topics import CONSUMER_GROUPS
+from pin.rfc3339 import is_rfc3339
+from pin.settings import Settings
+from pin.status.snapshot import Unavailable
+
+router = APIRouter(prefix=access.PREFIX, include_in_schema=False)
+Who = Annotated[Viewer, Depends(access.viewer)]
+
+# Seconds between a page's refreshes where JavaScript runs (static/console.js reads it from the body).
+REFRESH_SECONDS = 10
+
+_TEMPLATES = Environment(
+    loader=PackageLoader("pin.console", "templates"), autoescape=True, undefined=StrictUndefined, trim_blocks=True
+)
+_TEMPLATES.tests["crossed"] = lambda value, name: crossed(name, value)
+_TEMPLATES.tests["unavailable"] = lambda value: isinstance(value, Unavailable)
+# a value in a path segment: every character but the unreserved ones escaped ("/" too)
+_TEMPLATES.filters["pathpart"] = lambda value: quote(str(value), safe="")
+
+
+def _settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def render(request: Request, template: str, who: Viewer | None, status: int = 200, **context: Any) -> HTMLResponse:
+    """A page of the console: ``template`` with the viewer, what is paused, and the page's ``context``."""
+    paused: list[Any] = context.pop("paused", None) or []
+    if who is not None and not paused:
+        with request.app.state.pool.connection() as conn:
+            paused = pages.paused(conn)
+    html = _TEMPLATES.get_template(template).render(
+        who=who, paused=paused, path=request.url.path, refresh=REFRESH_SECONDS,
+        prometheus=_settings(request).console_prometheus_url, query=_query_link, quote=quote, **context,
+    )  # fmt: skip
+    return HTMLResponse(html, status_code=status)
+
+
+def _query_link(path: str, params: Mapping[str, object]) -> str:
+    """``path`` with the non-empty ``params`` as its query string."""
+    kept = {name: str(value) for name, value in params.items() if value not in (None, "", False)}
+    return f"{path}?{urlencode(kept)}" if kept else path
+
+
+def _text(value: str | None) -> str | None:
+    """A form or query field: stripped, None when empty."""
+    return value.strip() or None if value is not None else None
+
+
+def _int(value: str | None, name: str) -> int | None:
+    text = _text(value)
+    if text is None:
+        return None
+    if not text.isdecimal() or len(text) > 18:
+        raise ConsoleRefusal(400, f"{name} must be a whole number")
+    return int(text)
+
+
+def _time(value: str | None, name: str) -> datetime | None:
+    """An RFC 3339 time, or a form's datetime-local (``2026-12-01T21:40``, read as UTC)."""
+    text = _text(value)
+    if text is None:
+        return None
+    try:
+        if is_rfc3339(text):
+            return datetime.fromisoformat(text.upper().replace("Z", "+00:00"))
+        if _LOCAL.fullmatch(text):
+            return datetime.fromisoformat(text).replace(tzinfo=UTC)
+    except ValueError:
+        pass
+    raise ConsoleRefusal(400, f"{name} must be an RFC 3339 time (or YYYY-MM-DDTHH:MM, UTC)")
+
+
+_LOCAL = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2})?", re.ASCII)
+
+
+# --- who -----------------------------------------------------------------------------------------------------
+
+
+@router.get("/login")
+def login_page(request: Request) -> HTMLResponse:
+    """The login form."""
+    return render(request, "login.html", None, message=None, next=access.PREFIX)
+
+
+@router.post("/login")
+def login(
+    request: Request,
+    token: Annotated[str, Form(max_length=access.MAX_TOKEN_BYTES)] = "",
+    next: Annotated[str, Form()] = "",
+) -> Response:
+    """Check the token and set the session cookie (HttpOnly, SameSite=Strict, Secure behind TLS, expiring with it)."""
+    try:
+        access.login_principal(request, token)
+    except ConsoleRefusal as refusal:
+        return render(request, "login.html", None, status=refusal.status, message=refusal.message, next=next)
+    # only a page of the console: never an address another site chose
+    target = next if next.startswith(access.PREFIX) and not next.startswith("//") else access.PREFIX
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(
+        access.COOKIE, token.strip(), max_age=access.cookie_seconds(token.strip()), path=access.PREFIX,
+        httponly=True, samesite="strict", secure=access.behind_tls(request),
+    )  # fmt: skip
+    return response
+
+
+@router.post("/logout")
+def logout(request: Request, who: Who, csrf: Annotated[str, Form()] = "") -> Response:
+    """End the session (the form carries the session's CSRF token)."""
+    if who.csrf is not None and csrf != who.csrf:
+        raise ConsoleRefusal(403, "the form's CSRF token is missing or wrong")
+    del request
+    response = RedirectResponse(f"{access.PREFIX}/login", status_code=303)
+    response.delete_cookie(access.COOKIE, path=access.PREFIX)
+    return response
+
+
+# --- pages ---------------------------------------------------------------------------------------------------
+
+
+@router.get("")
+def overview(request: Request, who: Who) -> HTMLResponse:
+    """The system at a glance."""
+    from pin.status.collect import collect_status
+
+    settings = _settings(request)
+    snapshot = collect_status(settings, kafka=bool(settings.kafka_bootstrap_servers), kafka_timeout=2.0)
+    with request.app.state.pool.connection() as conn:
+        letters = pages.open_group_letters(conn)
+        cycles = pages.cycles(conn, limit=20)
+        members = pages.members(conn)
+    return render(request, "overview.html", who, s=snapshot, letters=letters, cycles=cycles, members=members)
+
+
+@router.get("/jobs")
+def jobs(request: Request, who: Who, pool: Pool) -> HTMLResponse:
+    """Both workers: due backlog, poison items, recent cycles."""
+    from pin.status.collect import collect_status
+
+    snapshot = collect_status(_settings(request), kafka=False)
+    with pool.connection() as conn:
+        poison = pages.poison(conn)
+        cycles = pages.cycles(conn)
+    return render(request, "jobs.html", who, s=snapshot, poison=poison, cycles=cycles)
+
+
+@router.get("/outbox")
+def outbox(request: Request, who: Who, pool: Pool, topic: str | None = None, after: str | None = None) -> HTMLResponse:
+    """Per topic backlog and age, the rows waiting, the lease map, the relay's dead letters."""
+    from pin.status.collect import collect_status
+
+    snapshot = collect_status(_settings(request), kafka=False)
+    with pool.connection() as conn:
+        waiting = pages.outbox_waiting(conn, topic=_text(topic), after=_int(after, "after"))
+        leases = pages.lease_map(conn)
+        letters = pages.relay_dead_letters(conn, pages.RelayFilter(), before=None, limit=10)
+    return render(
+        request, "outbox.html", who, s=snapshot, waiting=waiting, leases=leases, letters=letters, topic=_text(topic)
+    )
+
+
+@router.get("/groups")
+def groups(request: Request, who: Who, pool: Pool) -> HTMLResponse:
+    """Every consumer group: members, what waits against the SLA, held messages, open dead letters."""
+    from pin.status.collect import collect_status
+
+    settings = _settings(request)
+    snapshot = collect_status(settings, kafka=bool(settings.kafka_bootstrap_servers), kafka_timeout=2.0)
+    with pool.connection() as conn:
+        letters = pages.open_group_letters(conn)
+        held = pages.held(conn)
+    return render(request, "groups.html", who, s=snapshot, letters=letters, held=held)
+
+
+@router.get("/groups/{group}")
+def group(request: Request, who: Who, pool: Pool, group: str) -> HTMLResponse:
+    """One consumer group: members, partitions, offsets and lag, what waits, held messages, dead letters."""
+    from pin.status.collect import collect_status
+
+    if group not in CONSUMER_GROUPS:
+        raise ConsoleRefusal(404, f"no consumer group {group!r}")
+    settings = _settings(request)
+    snapshot = collect_status(settings, kafka=bool(settings.kafka_bootstrap_servers), kafka_timeout=2.0)
+    view = next(c for c in snapshot.consumers if c.group == group)
+    with pool.connection() as conn:
+        members = pages.members(conn, group)
+        held = pages.held(conn, group=group)
+        letters = pages.group_dead_letters(conn, LetterFilter(group=group), before=None)
+    return render(request, "group.html", who, group=group, view=view, members=members, held=held, letters=letters)
+
+
+def _letter_filter(params: Mapping[str, str | None]) -> LetterFilter:
+    group = _text(params.get("group"))
+    if group is not None and group not in CONSUMER_GROUPS:
+        raise ConsoleRefusal(400, f"no consumer group {group!r}")
+    return LetterFilter(
+        group=group, topic=_text(params.get("topic")), key=_text(params.get("key")),
+        error=_text(params.get("error")), since=_time(params.get("since"), "since"),
+        until=_time(params.get("until"), "until"), resolved=params.get("resolved") in ("1", "on", "true"),
+    )  # fmt: skip
+
+
+@router.get("/dead-letters")
+def dead_letters(request: Request, who: Who, pool: Pool) -> HTMLResponse:
+    """Both kinds of dead letters, filtered and keyset-paginated (``kind``: group, the default, or relay)."""
+    params = dict(request.query_params)
+    kind = params.get("kind") or "group"
+    if kind not in ("group", "relay"):
+        raise ConsoleRefusal(400, "kind is group or relay")
+    where = _letter_filter(params)
+    before = _int(params.get("before"), "before")
+    with pool.connection() as conn:
+        if kind == "group":
+            letters = pages.group_dead_letters(conn, where, before=before)
+        else:
+            relay = pages.RelayFilter(where.topic, where.key, where.error, where.since, where.until)
+            letters = pages.relay_dead_letters(conn, relay, before=before)
+    shown = {name: value for name, value in params.items() if name != "before"}
+    return render(request, "dead_letters.html", who, kind=kind, letters=letters, filters=shown, groups=CONSUMER_GROUPS)
+
+
+@router.get("/dead-letters/group/{letter_id}")
+def group_letter(request: Request, who: Who, pool: Pool, letter_id: int) -> HTMLResponse:
+    """One of the groups' dead letters: payload, headers, error and attempts."""
+    from pin.messaging.consumer.dead_letters import index
+
+    with pool.connection() as conn:
+        letter = index.one(conn, letter_id)
+    if letter is None:
+        raise ConsoleRefusal(404, f"no dead letter {letter_id}")
+    payload = pages.shown_bytes(letter["message_value"])
+    key = pages.shown_bytes(letter["message_key"])
+    headers = [(name, pages.shown_bytes(value)) for name, value in letter["headers"]]
+    return render(request, "group_letter.html", who, letter=letter, payload=payload, key=key, headers=headers)
+
+
+@router.get("/dead-letters/relay/{outbox_id}")
+def relay_letter(request: Request, who: Who, pool: Pool, outbox_id: int) -> HTMLResponse:
+    """One of the relay's dead letters: payload, headers, error and attempts, the rows it holds back."""
+    import json
+
+    with pool.connection() as conn:
+        letter = pages.relay_dead_letter(conn, outbox_id)
+    if letter is None:
+        raise ConsoleRefusal(404, f"no dead letter {outbox_id}")
+    payload = json.dumps(letter["payload"], indent=2, ensure_ascii=False, sort_keys=True)
+    headers = json.dumps(letter["headers"], indent=2, ensure_ascii=False, sort_keys=True)
+    return render(request, "relay_letter.html", who, letter=letter, payload=payload, headers=headers)
+
+
+@router.get("/keys")
+def key_search(key: str = "") -> Response:
+    """The header's key search: to the key's page."""
+    if not key.strip():
+        return RedirectResponse(access.PREFIX, status_code=303)
+    return RedirectResponse(f"{access.PREFIX}/keys/{quote(key.strip()[:200], safe='')}", status_code=303)
+
+
+@router.get("/keys/{key:path}")
+def key(request: Request, who: Who, pool: Pool, key: str) -> HTMLResponse:
+    """Everything about one message key, and why it is not moving."""
+    with pool.connection() as conn:
+        view = pages.key_view(conn, key[:200])
+    return render(request, "key.html", who, view=view)
+
+
+@router.get("/audit")
+def audit_page(request: Request, who: Who, pool: Pool) -> HTMLResponse:
+    """Every operator action, newest first."""
+    with pool.connection() as conn:
+        records = pages.recent_audit(conn)
+    return render(request, "audit.html", who, records=records)
+
+
+def install(app: FastAPI) -> None:
+    """Serve the console on ``app``: its routes, its static files, its refusals as pages, its security headers."""
+    app.include_router(router)
+    app.mount(f"{access.PREFIX}/static", StaticFiles(packages=[("pin.console", "static")]), name="console-static")
+    app.add_middleware(access.SecurityHeaders)
+
+    @app.exception_handler(ConsoleRefusal)
+    def _refused(request: Request, refusal: ConsoleRefusal) -> HTMLResponse:
+        if refusal.status == 401:
+            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            return render(request, "login.html", None, status=401, message=refusal.message, next=target)
+        return render(request, "refused.html", None, status=refusal.status, message=refusal.message)
+
+
+# --- actions (role operator; a reason; from a session, its CSRF token) ---------------------------------------
+
+Reason = Annotated[str, Form(max_length=500)]
+Csrf = Annotated[str, Form(max_length=128)]
+
+
+def _reason(reason: str) -> str:
+    if not reason.strip():
+        raise ConsoleRefusal(400, "a reason is required")
+    return reason.strip()
+
+
+@router.post("/pauses")
+def pause_or_resume(
+    request: Request,
+    *,
+    who: Who,
+    pool: Pool,
+    kind: Annotated[str, Form()] = "",
+    name: Annotated[str, Form()] = "",
+    action: Annotated[str, Form()] = "",
+    reason: Reason = "",
+    csrf: Csrf = "",
+) -> Response:
+    """Pause or resume a worker job or a consumer group for the whole cluster."""
+    from pin.console import actions
+
+    access.acting(request, who, csrf)
+    try:
+        with pool.connection() as conn:
+            actions.pause_or_resume(conn, kind=kind, name=name, action=action, actor=who.actor, reason=_reason(reason))
+    except actions.ActionError as exc:
+        raise ConsoleRefusal(400, str(exc)) from None
+    back = f"{access.PREFIX}/groups/{name}" if kind == "group" else f"{access.PREFIX}/jobs"
+    return RedirectResponse(back, status_code=303)

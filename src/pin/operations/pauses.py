@@ -1,0 +1,77 @@
+"""Pauses for the whole cluster (``operations.pause``): an operator pauses a worker job or a consumer group, every
+instance of it reads the flag within :data:`PAUSE_READ_SECONDS` and stops taking work until it is resumed.
+
+Pausing and resuming record an audit row in the same transaction. A pause already in force keeps its first author
+(a second pause is recorded, and changes nothing); resuming what is not paused changes nothing either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from pin.db import Conn, load_queries
+from pin.operations import audit
+
+_QUERIES = load_queries(__package__)
+PAUSE_SET = _QUERIES["pause_set"]
+PAUSE_CLEAR = _QUERIES["pause_clear"]
+PAUSE_LIST = _QUERIES["pause_list"]
+PAUSE_HELD = _QUERIES["pause_held"]
+
+JOB = "job"
+GROUP = "group"
+KINDS = (JOB, GROUP)
+# How often every instance reads its pause flag: a pause holds cluster-wide within this many seconds (and a bit).
+PAUSE_READ_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class Pause:
+    """One pause in force: what, by whom, why, since when, and its audit record."""
+
+    kind: str
+    name: str
+    actor: str
+    reason: str
+    since: datetime
+    audit_id: int
+
+
+def pause(conn: Conn, *, kind: str, name: str, actor: str, reason: str) -> bool:
+    """Pause ``kind`` ``name`` (recorded); True when it was not paused before."""
+    record = audit.record(conn, actor=actor, action=f"{kind}.pause", target={kind: name}, reason=reason)
+    params = {"kind": kind, "name": name, "actor": record.actor, "reason": record.reason, "audit_id": record.id}
+    return conn.execute(PAUSE_SET, params).fetchone() is not None
+
+
+def resume(conn: Conn, *, kind: str, name: str, actor: str, reason: str) -> bool:
+    """Resume ``kind`` ``name`` (recorded); True when it was paused."""
+    audit.record(conn, actor=actor, action=f"{kind}.resume", target={kind: name}, reason=reason)
+    return conn.execute(PAUSE_CLEAR, {"kind": kind, "name": name}).fetchone() is not None
+
+
+def pauses(conn: Conn) -> list[Pause]:
+    """Every pause in force, the oldest first."""
+    return [
+        Pause(
+            str(r["kind"]),
+            str(r["name"]),
+            str(r["actor"]),
+            str(r["reason"]),
+            _time(r["since"]),
+            int(str(r["audit_id"])),
+        )
+        for r in conn.execute(PAUSE_LIST).fetchall()
+    ]
+
+
+def is_paused(conn: Conn, *, kind: str, name: str) -> bool:
+    """Whether ``kind`` ``name`` is paused now."""
+    row = conn.execute(PAUSE_HELD, {"kind": kind, "name": name}).fetchone()
+    return bool(row and row["paused"])
+
+
+def _time(value: object) -> datetime:
+    assert isinstance(value, datetime)
+    return value
