@@ -162,8 +162,8 @@ def consume(
     run_consumer(group)
 
 
-# `pin dlq list|replay`: the dead-letter topics of the consumer groups.
-dlq_app = typer.Typer(help="Inspect and replay dead-lettered messages.", no_args_is_help=True)
+# `pin dlq list|replay|park`: the dead-letter topics of the consumer groups.
+dlq_app = typer.Typer(help="Inspect and replay dead-lettered messages; park a held one there.", no_args_is_help=True)
 app.add_typer(dlq_app, name="dlq")
 
 
@@ -207,6 +207,38 @@ def dlq_replay(
     print_json({"group": group, "replayed": len(replayed), "messageIds": [letter.message_id for letter in replayed]})
     if message_id is not None and not replayed:
         raise typer.Exit(1)
+
+
+@dlq_app.command("park")
+def dlq_park(  # noqa: PLR0917 - typer passes each option by keyword
+    group: Annotated[str, typer.Option(help="The consumer group holding the message.")],
+    topic: Annotated[str, typer.Option(help="The topic the message was read from.")],
+    reason: Annotated[str, typer.Option(help="Why it will never apply (recorded in operations.audit).")],
+    partition: Annotated[int | None, typer.Option(help="Its partition (with --offset; optional with --key).")] = None,
+    offset: Annotated[int | None, typer.Option(help="Its offset (with --partition).")] = None,
+    key: Annotated[str | None, typer.Option(help="Its key, instead of the offset.")] = None,
+    actor: Annotated[str | None, typer.Option(help="Who parks it (default: the OS user).")] = None,
+    wait_seconds: Annotated[float, typer.Option(help="How long to wait for its holder to dead-letter it.")] = 60.0,
+) -> None:
+    """Move a message held in retry to its group's dead letters, on the record (who, when, why)."""
+    from pin.messaging.consumer.dead_letters.command import check_group
+    from pin.messaging.consumer.dead_letters.park import ParkError, ParkTarget, park
+    from pin.operations.audit import default_actor
+
+    settings = load_settings()
+    target = ParkTarget(check_group(group), topic, partition=partition, offset=offset, key=key)
+    try:
+        parked = park(settings, target, actor=actor or default_actor(), reason=reason, wait_seconds=wait_seconds)
+    except ParkError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from None
+    print_json(parked.as_json())
+    if parked.still_held:
+        typer.echo(
+            f"pin dlq park: {parked.still_held} message(s) marked and still held: the consumer holding each"
+            " dead-letters it at its next attempt (none runs now, or its back-off is longer than the wait)",
+            err=True,
+        )
 
 
 @app.command()

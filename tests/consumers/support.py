@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from psycopg_pool import ConnectionPool
 
 from pin.db import Conn
@@ -306,8 +306,8 @@ def notifications_about(pool: ConnectionPool[Conn], subject_id: object) -> list[
     )
 
 
-def refuse_feed_entries(pool: ConnectionPool[Conn], appointment_id: object) -> None:
-    """Make every insert of this appointment's feed entry fail in PostgreSQL (DataException), on every attempt.
+def refuse_feed_entries(pool: ConnectionPool[Conn], *appointment_ids: object) -> None:
+    """Make every insert of these appointments' feed entries fail in PostgreSQL (DataException), on every attempt.
 
     A readable message whose effect can never commit: what a broken deploy or a data the schema refuses does.
     """
@@ -320,10 +320,28 @@ def refuse_feed_entries(pool: ConnectionPool[Conn], appointment_id: object) -> N
         conn.execute("DROP TRIGGER IF EXISTS refuse_for_test ON crm.lead_feed_entry")
         conn.execute(
             "CREATE TRIGGER refuse_for_test BEFORE INSERT ON crm.lead_feed_entry FOR EACH ROW"  # type: ignore[arg-type]
-            f" EXECUTE FUNCTION crm.refuse_for_test('{uuid.UUID(str(appointment_id))}')"
+            f" EXECUTE FUNCTION crm.refuse_for_test('{','.join(str(uuid.UUID(str(a))) for a in appointment_ids)}')"
         )
 
 
 def feed_entries(pool: ConnectionPool[Conn], appointment_id: object) -> list[dict[str, Any]]:
     """The lead feed entries of one appointment."""
     return rows(pool, "SELECT * FROM crm.lead_feed_entry WHERE appointment_id = %s", appointment_id)
+
+
+def committed_offset(bootstrap: str, group: str, topic: str, partition: int) -> int:
+    """The group's committed offset of one partition (negative when none), read without joining."""
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        [tp] = reader.committed([TopicPartition(topic, partition)], timeout=10)
+        return int(tp.offset)
+    finally:
+        reader.close()
+
+
+def held_messages(pool: ConnectionPool[Conn], group: str) -> list[dict[str, Any]]:
+    """The rows of messaging.held_message of ``group``: the messages its instances hold in retry."""
+    return rows(
+        pool, 'SELECT * FROM messaging.held_message WHERE consumer_group = %s ORDER BY topic, "partition", "offset"',
+        group,
+    )  # fmt: skip

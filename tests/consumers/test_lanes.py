@@ -19,7 +19,7 @@ import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from structlog.testing import capture_logs
 
 from pin.messaging import topics
@@ -31,6 +31,7 @@ from pin.messaging.groups import build_runtime
 from tests.consumers.conftest import FAST_SESSION_TIMEOUT_MS
 from tests.consumers.support import (
     EVENT_TYPES,
+    committed_offset,
     expired_cancellation,
     key_of,
     refuse_feed_entries,
@@ -56,16 +57,6 @@ def _produce(bootstrap: str, topic: str, events: list[dict[str, Any]], *, partit
         producer.produce(topic, key=key_of(topic, event), value=json.dumps(event).encode(), headers=headers, **extra)
         producer.poll(0)
     assert producer.flush(30) == 0
-
-
-def _committed(bootstrap: str, group: str, topic: str, partition: int) -> int:
-    """The group's committed offset of one partition (negative when none), read without joining."""
-    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        [tp] = reader.committed([TopicPartition(topic, partition)], timeout=10)
-        return int(tp.offset)
-    finally:
-        reader.close()
 
 
 def _handled(pool: Any, group: str) -> int:
@@ -114,7 +105,7 @@ def test_with_lanes_a_failing_message_holds_only_its_own_key(make_settings, pool
     """No broker: one partition's messages dealt to a lane, handled in runs of the batch size; the poison's later
     message (in a later run) waits behind it, every other key is applied."""
     settings = make_settings(kafka_bootstrap_servers="127.0.0.1:9")
-    runtime = build_runtime("crm", settings, pool, lanes=4, max_attempts=100, batch_size=4)
+    runtime = build_runtime("crm", settings, pool, lanes=4, batch_size=4)
     bad = expired_cancellation()
     refuse_feed_entries(pool, bad["AppointmentId"])
     bad_again = {**expired_cancellation(), "AppointmentId": bad["AppointmentId"]}
@@ -202,7 +193,7 @@ def test_one_poison_key_in_retry_holds_only_itself_while_1000_other_keys_apply(s
     refuse_feed_entries(pool, bad["AppointmentId"])  # its effect fails on every attempt: retried, never applied
     others = [expired_cancellation() for _ in range(1000)]
     _produce(kafka.bootstrap_servers, TOPIC, [bad, *others], partition=0)  # bad at offset 0, all on one partition
-    options = {"lanes": 8, "max_attempts": 10_000, "backoff_cap": 0.2}
+    options = {"lanes": 8, "backoff_cap": 0.2}
     with capture_logs() as logs, running("crm", settings, pool, **options) as runtime:
         wait_for(lambda: _handled(pool, "crm") >= len(others), timeout=120, what="every other key applied")
         assert rows(pool, "SELECT 1 FROM messaging.inbox WHERE message_id = %s", bad["MessageId"]) == []
@@ -210,7 +201,7 @@ def test_one_poison_key_in_retry_holds_only_itself_while_1000_other_keys_apply(s
         # the committed offset stays at the poison (the lowest offset not applied): a crash replays from it
         assert runtime.offsets.ahead((TOPIC, 0)) == len(others) + 1
         assert {**runtime.offsets.unconfirmed, **runtime.offsets.to_commit}.get((TOPIC, 0), 0) == 0
-        assert _committed(kafka.bootstrap_servers, "crm", TOPIC, 0) <= 0
+        assert committed_offset(kafka.bootstrap_servers, "crm", TOPIC, 0) <= 0
     assert not any(e["event"] == "partition paused for a retry" for e in logs)
 
 
@@ -220,7 +211,7 @@ def test_the_ahead_bound_pauses_the_partition_and_releases_it(settings, kafka, p
     others = [expired_cancellation() for _ in range(400)]
     _produce(kafka.bootstrap_servers, TOPIC, [bad, *others], partition=0)
     bound, batch = 100, 10
-    options = {"lanes": 4, "max_ahead": bound, "batch_size": batch, "max_attempts": 10_000, "backoff_cap": 0.2}
+    options = {"lanes": 4, "max_ahead": bound, "batch_size": batch, "backoff_cap": 0.2}
     with capture_logs() as logs, running("crm", settings, pool, **options) as runtime:
         wait_for(lambda: any(e["event"] == "partition paused at the ahead bound" for e in logs), what="the pause")
         applied_when_paused = _handled(pool, "crm")
@@ -232,7 +223,9 @@ def test_the_ahead_bound_pauses_the_partition_and_releases_it(settings, kafka, p
             conn.execute("DROP TRIGGER refuse_for_test ON crm.lead_feed_entry")
         wait_for(lambda: _handled(pool, "crm") == len(others) + 1, timeout=60, what="everything applied")
         assert any(e["event"] == "partition resumed below the ahead bound" for e in logs)
-        wait_for(lambda: _committed(kafka.bootstrap_servers, "crm", TOPIC, 0) == len(others) + 1, what="the commit")
+        wait_for(
+            lambda: committed_offset(kafka.bootstrap_servers, "crm", TOPIC, 0) == len(others) + 1, what="the commit"
+        )
     _exactly_once(pool, [bad, *others])
 
 

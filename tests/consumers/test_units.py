@@ -14,12 +14,13 @@ from psycopg_pool import PoolTimeout
 
 from pin.crm.domain import FEED_TEXTS, FeedEntryKind, entry_kind_for
 from pin.crm.handler import routes as crm_routes
+from pin.faults import classify as classify_fault
 from pin.messaging import topics
 from pin.messaging.appointment_events import AppointmentCancelReason as R
 from pin.messaging.consumer import ConsumerRuntime
 from pin.messaging.consumer.dead_letters.store import cut_letter, record_size
 from pin.messaging.consumer.lag import partition_lag
-from pin.messaging.consumer.retry import backoff_delay, classify, is_transient
+from pin.messaging.consumer.retry import backoff_delay, classify
 from pin.messaging.envelope import UnreadableMessageError, decode_envelope
 from pin.notifications import domain as n
 from tests.consumers.support import cancelled
@@ -55,44 +56,49 @@ def test_envelope_takes_the_message_id_from_the_header_when_the_value_lacks_it()
 
 
 @pytest.mark.parametrize(
-    ("error", "transient"),
+    ("error", "dead_letters"),
     [
-        (PoolTimeout("no connection"), True),
-        (psycopg.OperationalError("connection refused"), True),
-        (psycopg.errors.AdminShutdown("terminating connection"), True),
-        (psycopg.InterfaceError("the connection is closed"), True),
-        (psycopg.errors.DeadlockDetected("deadlock"), True),
-        (psycopg.errors.SerializationFailure("could not serialize"), True),
-        (psycopg.errors.LockNotAvailable("lock timeout"), True),
-        (psycopg.errors.QueryCanceled("statement timeout"), True),
+        (PoolTimeout("no connection"), False),
+        (psycopg.OperationalError("connection refused"), False),
+        (psycopg.errors.AdminShutdown("terminating connection"), False),
+        (psycopg.InterfaceError("the connection is closed"), False),
+        (psycopg.errors.DeadlockDetected("deadlock"), False),
+        (psycopg.errors.SerializationFailure("could not serialize"), False),
+        (psycopg.errors.LockNotAvailable("lock timeout"), False),
+        (psycopg.errors.QueryCanceled("statement timeout"), False),
+        # a broken deploy or a revoked grant (42), a constraint a deploy added (23), a handler's bug: not the message's
         (psycopg.errors.UndefinedTable("relation does not exist"), False),
+        (psycopg.errors.InsufficientPrivilege("permission denied"), False),
+        (psycopg.errors.NotNullViolation("null value in column"), False),
         (psycopg.errors.CheckViolation("a constraint"), False),
         (ValueError("a bug"), False),
+        # the message itself: unreadable, or not its contract
+        (UnreadableMessageError("not JSON"), True),
     ],
 )
-def test_only_a_failure_about_the_message_counts_towards_the_dead_letter_topic(error, transient):
-    assert is_transient(error) is transient
+def test_only_an_unreadable_message_counts_towards_the_dead_letter_topic(error, dead_letters):
+    assert classify_fault(error).dead_letters is dead_letters
 
 
-def test_the_attempt_limit_counts_only_the_failures_about_the_message():
-    """Six deadlocks in a row use none of the five attempts; the fifth constraint violation dead-letters."""
+def test_the_attempt_limit_counts_only_the_attempts_that_found_the_message_unreadable():
+    """Twenty constraint violations and deadlocks in a row dead-letter nothing; the third unreadable attempt does."""
     log = structlog.get_logger("test")
-    poisoned = 0
-    for attempt in range(1, 7):
+    unreadable = 0
+    for attempt in range(1, 21):
+        error = psycopg.errors.CheckViolation("a constraint") if attempt % 2 else psycopg.errors.DeadlockDetected("x")
         failure = classify(
-            psycopg.errors.DeadlockDetected("deadlock"), "crm", "t", attempts=attempt, poison_attempts=poisoned,
-            max_attempts=5, log=log,
-        )  # fmt: skip
-        assert (failure.dead_letter, failure.poison_attempts) == (False, 0)
+            error, "crm", "t", attempts=attempt, unreadable_attempts=unreadable, max_unreadable_attempts=3, log=log
+        )
+        assert (failure.dead_letter, failure.unreadable_attempts) == (False, 0)
     outcomes = []
-    for attempt in range(7, 12):
+    for attempt in range(21, 24):
         failure = classify(
-            psycopg.errors.CheckViolation("a constraint"), "crm", "t", attempts=attempt, poison_attempts=poisoned,
-            max_attempts=5, log=log,
+            UnreadableMessageError("not JSON"), "crm", "t", attempts=attempt, unreadable_attempts=unreadable,
+            max_unreadable_attempts=3, log=log,
         )  # fmt: skip
-        poisoned = failure.poison_attempts
+        unreadable = failure.unreadable_attempts
         outcomes.append(failure.dead_letter)
-    assert outcomes == [False, False, False, False, True]
+    assert outcomes == [False, False, True]
 
 
 def test_backoff_grows_exponentially_with_jitter_and_a_cap():

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import psycopg
 import pytest
 from psycopg import errors as e
 from psycopg_pool import PoolTimeout
 
 from pin.calendar.domain import ConflictError, InvalidTransitionError, SlotNotBookedError
-from pin.faults import Fault, classify, sqlstate_fault
+from pin.faults import TREATMENTS, Fault, classify, sqlstate_fault, treatment_table
 
 pytestmark = pytest.mark.unit
 
@@ -82,3 +84,17 @@ class _Conn:
 
 def test_a_broken_connection_makes_any_failure_infrastructure():
     assert classify(e.CheckViolation("guard"), _Conn()) is Fault.INFRASTRUCTURE  # type: ignore[arg-type]
+
+
+def test_an_unreadable_message_is_its_own_fault_and_the_only_one_a_consumer_dead_letters():
+    from pin.messaging.envelope import UnreadableMessageError
+
+    assert classify(UnreadableMessageError("not JSON")) is Fault.UNREADABLE
+    assert not Fault.UNREADABLE.transient  # the workers never see one; were they to, it is not retried as transient
+    assert [fault for fault in Fault if fault.dead_letters] == [Fault.UNREADABLE]
+
+
+def test_the_poison_items_page_shows_the_code_s_table_of_treatments():
+    page = (Path(__file__).resolve().parents[2] / "docs" / "design" / "poison-items.md").read_text(encoding="utf-8")
+    assert treatment_table() in page
+    assert sorted(t.fault.value for t in TREATMENTS) == sorted(f.value for f in Fault)  # each fault once

@@ -16,16 +16,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from psycopg_pool import ConnectionPool
 from pydantic import ValidationError
 from rich.console import Console
+from structlog.testing import capture_logs
 
 from pin.contract_check import uncommitted_successors
 from pin.db import Conn
 from pin.local.embedded.kafka import EmbeddedKafka
 from pin.messaging import migrations
 from pin.messaging.consumer import ConsumerRuntime, Items, Route
+from pin.messaging.consumer.reporting import warn_if_unknown_contract
 from pin.messaging.contract_compat import compare
+from pin.messaging.envelope import decode_envelope
 from pin.messaging.groups import select_routes
 from pin.messaging.kafka import consumer_config, ensure_topics, producer_config
 from pin.messaging.migrations import DEADLINE, V1_GROUPS, check_migrations, publishing, start_migrations
@@ -82,6 +86,29 @@ def _outbox(pool: ConnectionPool[Conn]) -> list[dict[str, Any]]:
                 "SELECT message_id, topic, contract_version, payload, xmin::text AS xid FROM outbox.message ORDER BY id"
             ).fetchall()
         )
+
+
+# --- the contract version a route reads ---------------------------------------------------------------------
+
+
+@pytest.mark.unit
+def test_a_message_is_checked_against_its_routes_contract_version() -> None:
+    """A v2 message on the successor's route is known; a v3 on it, or a v2 on the v1 route, is an unknown version;
+    a route whose version is not its topic's is refused when the runtime is built."""
+    payload = SampleChangedV2(sample_id="s", seq=1, color="red").model_dump(by_alias=True, mode="json")
+    for version, route, warned in ((2, _ROUTES[SAMPLE_V2_TOPIC], False), (3, _ROUTES[SAMPLE_V2_TOPIC], True),
+                                   (2, _ROUTES[SAMPLE_V1_TOPIC], True)):  # fmt: skip
+        value = json.dumps({**payload, "MessageId": str(uuid.uuid4()), "ContractVersion": version}).encode()
+        envelope = decode_envelope(value, {}, max_bytes=None)
+        with capture_logs() as logs:
+            warn_if_unknown_contract(structlog.get_logger("test"), envelope, route)
+        assert [(e["contract_version"], e["expected"]) for e in logs] == (
+            [(version, route.contract_version)] if warned else []
+        )
+    wrong = Route(SampleChangedV2.model_validate, _apply)  # the default: version 1
+    with pytest.raises(ValueError, match="contract version 1"):
+        ConsumerRuntime(group=GROUP, routes={SAMPLE_V2_TOPIC: wrong}, pool=None, consumer_config={},
+                        producer_config={})  # type: ignore[arg-type]  # fmt: skip
 
 
 # --- the rows ------------------------------------------------------------------------------------------------
@@ -156,7 +183,7 @@ def _apply(conn: Conn, items: Items[SampleChanged | SampleChangedV2]) -> None:
 # the group's code handles both versions; which one it reads is the setting (groups.select_routes)
 _ROUTES: Mapping[str, Route[Any]] = {
     SAMPLE_V1_TOPIC: Route(SampleChanged.model_validate, _apply),
-    SAMPLE_V2_TOPIC: Route(SampleChangedV2.model_validate, _apply),
+    SAMPLE_V2_TOPIC: Route(SampleChangedV2.model_validate, _apply, SampleChangedV2.CONTRACT_VERSION),
 }
 
 
@@ -244,12 +271,14 @@ def test_a_group_moved_from_v1_to_v2_mid_stream_applies_every_event_exactly_once
     _publish_all(relay, pool)
     processed, duplicates = (_counter(name) for name in ("processed", "duplicates"))
 
-    with running_runtimes([_runtime(on_v2, pool)]):  # now it reads v2, from the topic's start
+    with capture_logs() as logs, running_runtimes([_runtime(on_v2, pool)]):  # now it reads v2, from its start
         wait_for(
             lambda: _counter("processed") - processed + _counter("duplicates") - duplicates >= 60,
             timeout=90,
             what="the group to read all 60 v2 messages",
         )  # fmt: skip
+    # its route reads contract version 2: a v2 message is no "unknown contract version" (it was, on every one)
+    assert [e for e in logs if e["event"] == "unknown contract version"] == []
 
     applied = _applied(pool)
     assert len(applied) == 60

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -33,6 +34,8 @@ from pin.messaging import topics
 from pin.messaging.consumer import ConsumerRuntime
 from pin.messaging.consumer.dead_letters.command import DeadLetter, read_dead_letters
 from pin.messaging.consumer.dead_letters.store import PREVIEW_BYTES
+from pin.messaging.consumer.runtime import DEFAULT_UNREADABLE_ATTEMPTS
+from pin.messaging.envelope import UnreadableMessageError
 from pin.messaging.groups import routes_of
 from pin.messaging.kafka import consumer_config, producer_config
 from pin.settings import Settings
@@ -44,7 +47,6 @@ from tests.consumers.support import (
     in_inbox,
     metric,
     notifications_about,
-    refuse_feed_entries,
     rows,
     running_groups,
     running_runtimes,
@@ -53,6 +55,8 @@ from tests.consumers.support import (
 
 pytestmark = pytest.mark.integration
 
+# the attempts at an unreadable message before its dead letter, as its provenance header says
+UNREADABLE = str(DEFAULT_UNREADABLE_ATTEMPTS)
 TOPIC = topics.APPOINTMENT_CANCELLED
 GROUPS = ("crm", "notifications")
 
@@ -121,7 +125,7 @@ def test_a_deeply_nested_message_in_a_burst_is_dead_lettered_and_the_messages_ar
             wait_for(lambda e=event: _handled_by_both(pool, e), what="the valid messages around the nested one")
         for group in GROUPS:
             origin = _letter(settings, group, nested_id).provenance
-            assert (origin["dlt-exception-type"], origin["dlt-attempts"]) == ("UnreadableMessageError", "1")
+            assert (origin["dlt-exception-type"], origin["dlt-attempts"]) == ("UnreadableMessageError", UNREADABLE)
             assert "not JSON" in origin["dlt-exception-message"]
             assert origin["dlt-original-offset"] == "1"
     for event in (before, after):
@@ -167,7 +171,7 @@ def test_an_oversized_message_in_a_burst_is_dead_lettered_cut_with_its_full_byte
         for group in GROUPS:
             letter = _letter(settings, group, huge["MessageId"])
             origin = letter.provenance
-            assert (origin["dlt-exception-type"], origin["dlt-attempts"]) == ("UnreadableMessageError", "1")
+            assert (origin["dlt-exception-type"], origin["dlt-attempts"]) == ("UnreadableMessageError", UNREADABLE)
             assert origin["dlt-original-size"] == str(len(huge_value))
             assert origin["dlt-original-sha256"] == hashlib.sha256(huge_value).hexdigest()
             assert letter.record is not None
@@ -206,7 +210,8 @@ def test_the_one_shared_validation_refuses_the_same_messages_in_every_group(
     group,
 ):
     """crm dead-lettered OccurredAt "yesterday" and notifications handled it; a NUL in TimeZone failed crm five
-    times (DataError) and notifications handled it. Now each group refuses each at once."""
+    times (DataError) and notifications handled it. Now each group refuses each the same way: unreadable, tried
+    PIN_CONSUMER_UNREADABLE_ATTEMPTS times (never its database), then dead-lettered."""
     yesterday = {**_event(), "OccurredAt": "yesterday"}
     nul = _event()
     nul["TimeZone"] = "Europe/Moscow\u0000"
@@ -220,10 +225,11 @@ def test_the_one_shared_validation_refuses_the_same_messages_in_every_group(
         wait_for(lambda: in_inbox(pool, group, good["MessageId"]), what="the valid message behind the bad ones")
         for event, field in zip(bad, ("OccurredAt", "$.TimeZone", "StartAt"), strict=True):
             origin = _letter(settings, group, event["MessageId"]).provenance
-            assert (origin["dlt-exception-type"], origin["dlt-attempts"]) == ("UnreadableMessageError", "1")
+            assert (origin["dlt-exception-type"], origin["dlt-attempts"]) == ("UnreadableMessageError", UNREADABLE)
             assert field in origin["dlt-exception-message"]
             assert not in_inbox(pool, group, event["MessageId"])
-    assert metric("pin_consumer_retries_total", group=group, topic=TOPIC) == retries_before  # none was retried
+    retried = len(bad) * (DEFAULT_UNREADABLE_ATTEMPTS - 1)  # each read again, never more
+    assert metric("pin_consumer_retries_total", group=group, topic=TOPIC) == retries_before + retried
 
 
 def test_a_dead_letter_the_topic_never_takes_is_parked_in_the_database_and_the_partition_goes_on(
@@ -232,20 +238,29 @@ def test_a_dead_letter_the_topic_never_takes_is_parked_in_the_database_and_the_p
     pool,
 ):
     """The dead-letter producer reaches no broker: three publishes, then the letter is parked in the database (it
-    used to be retried for ever, its partition blocked); after the fix, replay sends it from the database."""
+    used to be retried for ever, its partition blocked); after the fix (a consumer whose reader refused it is
+    fixed), replay sends it from the database."""
     failing, behind = _event(), _event()
-    refuse_feed_entries(pool, failing["AppointmentId"])
+    routes = routes_of("crm")
+    tolerant = routes[TOPIC]
+
+    def strict(payload: Any) -> Any:  # a reader that refuses this valid message: unreadable, to be dead-lettered
+        if payload.get("MessageId") == failing["MessageId"]:
+            raise UnreadableMessageError("refused by this reader")
+        return tolerant.parse(payload)
+
+    routes[TOPIC] = replace(tolerant, parse=strict)
     _burst(kafka.bootstrap_servers, [(_value(failing), failing["MessageId"]), (_value(behind), behind["MessageId"])])
     parked_before = metric("pin_consumer_dead_letters_parked_total", group="crm", topic=TOPIC)
     failures_before = metric("pin_consumer_dead_letter_failures_total", group="crm", topic=TOPIC)
     nowhere = settings.model_copy(update={"kafka_bootstrap_servers": "127.0.0.1:1"})  # nothing listens on 1
     runtime = ConsumerRuntime(
         group="crm",
-        routes=routes_of("crm"),
+        routes=routes,
         pool=pool,
         consumer_config=consumer_config(settings, "crm"),
         producer_config=producer_config(nowhere, **{"linger.ms": 0}),
-        max_attempts=2,
+        unreadable_attempts=2,
         backoff_base=0.05,
         backoff_cap=0.2,
         dlq_timeout=0.5,
@@ -254,17 +269,16 @@ def test_a_dead_letter_the_topic_never_takes_is_parked_in_the_database_and_the_p
     with running_runtimes([runtime]):
         wait_for(lambda: feed_entries(pool, behind["AppointmentId"]), what="the message behind the parked one")
     [row] = rows(pool, "SELECT * FROM messaging.dead_letter WHERE consumer_group = 'crm'")
-    assert (row["disposition"], row["offset"], row["error_type"]) == ("parked", 0, "DataException")
+    assert (row["disposition"], row["offset"], row["error_type"]) == ("parked", 0, "UnreadableMessageError")
     assert bytes(row["message_value"]) == _value(failing)
     assert metric("pin_consumer_dead_letters_parked_total", group="crm", topic=TOPIC) == parked_before + 1
     assert metric("pin_consumer_dead_letter_failures_total", group="crm", topic=TOPIC) == failures_before + 3
 
     [summary] = [item for item in _listed(settings, "crm") if item["messageId"] == failing["MessageId"]]
-    assert (summary["parked"], summary["dlqOffset"], summary["errorType"]) == (True, None, "DataException")
+    assert (summary["parked"], summary["dlqOffset"], summary["errorType"]) == (True, None, "UnreadableMessageError")
     assert summary["fullBytesAt"] == f"messaging.dead_letter id={row['id']}"
 
-    with pool.connection() as conn:
-        conn.execute("DROP TRIGGER refuse_for_test ON crm.lead_feed_entry")  # the fix
+    # the fix: the group's reader (running_groups below) takes it
     replayed = _cli(settings, "dlq", "replay", "--group", "crm", "--message-id", failing["MessageId"],
                     "--idle-seconds", "0.5")  # fmt: skip
     assert '"replayed": 1' in replayed.stdout

@@ -79,10 +79,11 @@ def topics_of(group: str) -> tuple[str, ...]:
 
 
 def build_runtime(group: str, settings: Settings, pool: ConnectionPool[Conn], **options: Any) -> ConsumerRuntime:
-    """A consumer instance of ``group`` on ``pool``; ``options`` go to :class:`ConsumerRuntime` (retry, hooks)."""
+    """A consumer instance of ``group`` on ``pool``; ``options`` go to :class:`ConsumerRuntime` (retry, hooks; a
+    test's own routes)."""
     runtime = ConsumerRuntime(
         group=group,
-        routes=routes_of(group, settings),
+        routes=options.pop("routes", None) or routes_of(group, settings),
         pool=pool,
         consumer_config=consumer_config(settings, group, **{"client.id": f"pin-consume-{group}"}),
         producer_config=producer_config(settings, **{"client.id": f"pin-consume-{group}-dlq", "linger.ms": 0}),
@@ -92,6 +93,7 @@ def build_runtime(group: str, settings: Settings, pool: ConnectionPool[Conn], **
             "lanes": settings.consumer_lanes,
             "max_ahead": settings.consumer_max_ahead,
             "inbox_retention_seconds": settings.consumer_inbox_retention_seconds,
+            "unreadable_attempts": settings.consumer_unreadable_attempts,
             **options,
         },
     )

@@ -25,6 +25,12 @@ PARTITIONS: int = Settings.model_fields["kafka_topic_partitions"].default
 STATUS_PROBE_GROUP = "pin-status"
 
 
+def topic_version(topic: str) -> int | None:
+    """The contract version a topic's name ends in (``.v2`` -> 2), None when it names none."""
+    _, _, suffix = topic.rpartition(".v")
+    return int(suffix) if suffix.isdecimal() else None
+
+
 def dead_letter_topic(group: str) -> str:
     """The dead-letter topic of one consumer group."""
     return f"pin.dlq.{group}.v1"

@@ -34,9 +34,11 @@ class AuditRecord:
     """One recorded operator action."""
 
     id: int
+    # the database clock's time of the action
     at: datetime
     actor: str
     action: str
+    # identifiers only (group, topic, partition, offset, key, filter), and how many of what it touched
     target: Mapping[str, Any]
     counts: Mapping[str, Any]
     reason: str
@@ -71,28 +73,27 @@ def record(
         raise AuditError("a reason is required")
     if not actor.strip():
         raise AuditError("an actor is required")
-    params = {
-        "actor": actor.strip(), "action": action, "target": Jsonb(dict(target)), "counts": Jsonb(dict(counts or {})),
-        "reason": reason.strip(),
-    }  # fmt: skip
+    who, why, what, how_many = actor.strip(), reason.strip(), dict(target), dict(counts or {})
+    params = {"actor": who, "action": action, "target": Jsonb(what), "counts": Jsonb(how_many), "reason": why}
     row = conn.execute(AUDIT_RECORD, params).fetchone()
     assert row is not None
     return AuditRecord(
-        id=int(str(row["id"])), at=_time(row["at"]), actor=params["actor"], action=action, target=dict(target),
-        counts=dict(counts or {}), reason=reason.strip(),
+        id=int(str(row["id"])), at=_time(row["at"]), actor=who, action=action, target=what, counts=how_many,
+        reason=why,
     )  # fmt: skip
 
 
 def recent(conn: Conn, *, limit: int = 100, action: str | None = None) -> list[AuditRecord]:
     """The latest ``limit`` actions (of ``action`` only, when given), newest first."""
     rows = conn.execute(AUDIT_RECENT, {"limit": max(1, limit), "action": action}).fetchall()
-    return [
-        AuditRecord(
-            id=int(str(row["id"])), at=_time(row["at"]), actor=str(row["actor"]), action=str(row["action"]),
-            target=_object(row["target"]), counts=_object(row["counts"]), reason=str(row["reason"]),
-        )  # fmt: skip
-        for row in rows
-    ]
+    return [_record(row) for row in rows]
+
+
+def _record(row: Mapping[str, object]) -> AuditRecord:
+    return AuditRecord(
+        id=int(str(row["id"])), at=_time(row["at"]), actor=str(row["actor"]), action=str(row["action"]),
+        target=_object(row["target"]), counts=_object(row["counts"]), reason=str(row["reason"]),
+    )  # fmt: skip
 
 
 def _time(value: object) -> datetime:

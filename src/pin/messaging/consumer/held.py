@@ -23,12 +23,8 @@ from pin.faults import Fault
 from pin.messaging.consumer.received import Received
 from pin.observability.logging import scrub_text
 
+# held_failed, held_release, held_forget, held_forget_partitions, held_prune
 _QUERIES = load_queries(__package__)
-HELD_FAILED = _QUERIES["held_failed"]
-HELD_RELEASE = _QUERIES["held_release"]
-HELD_FORGET = _QUERIES["held_forget"]
-HELD_FORGET_PARTITIONS = _QUERIES["held_forget_partitions"]
-HELD_PRUNE = _QUERIES["held_prune"]
 
 # The longest error text a row keeps.
 _MAX_ERROR = 300
@@ -74,6 +70,8 @@ class HeldRecords:
         self._pool = pool
         self._db_timeout = db_timeout
         self._log = log
+        # the partitions this instance has written a row of (a revoke or a stop deletes only there)
+        self._partitions: set[tuple[str, int]] = set()
 
     def failed(
         self,
@@ -91,9 +89,10 @@ class HeldRecords:
             "fault": fault.value, "error_type": type(exc).__name__, "error": first_line(exc), "attempts": attempts,
             "retry_in": retry_in,
         }  # fmt: skip
+        self._partitions.add(message.partition_key)
         try:
             with self._pool.connection(timeout=self._db_timeout) as conn:
-                row = conn.execute(HELD_FAILED, params).fetchone()
+                row = conn.execute(_QUERIES["held_failed"], params).fetchone()
         except (psycopg.Error, PoolTimeout) as exc_write:
             self._not_recorded("held message not recorded", message, exc_write)
             return None
@@ -104,7 +103,7 @@ class HeldRecords:
 
     def release(self, conn: Conn, message: Received) -> None:
         """In the message's retry transaction: its row goes with the effect; :class:`ParkRequested` when parked."""
-        row = conn.execute(HELD_RELEASE, self._where(message)).fetchone()
+        row = conn.execute(_QUERIES["held_release"], self._where(message)).fetchone()
         if row is not None and row["park_audit_id"] is not None:
             raise ParkRequested(Park(int(str(row["park_audit_id"])), str(row["error_type"]), str(row["error"])))
 
@@ -112,28 +111,29 @@ class HeldRecords:
         """``message`` is no longer held (dead-lettered): its row goes (best effort; a row left is pruned later)."""
         try:
             with self._pool.connection(timeout=self._db_timeout) as conn:
-                conn.execute(HELD_FORGET, self._where(message))
+                conn.execute(_QUERIES["held_forget"], self._where(message))
         except (psycopg.Error, PoolTimeout) as exc:
             self._not_recorded("held message not removed", message, exc)
 
     def forget_partitions(self, partitions: Iterable[tuple[str, int]]) -> None:
         """This instance gives ``partitions`` up: its unparked rows of them go (best effort)."""
-        keys = sorted(partitions)
+        keys = sorted(self._partitions.intersection(partitions))
         if not keys:
             return
+        self._partitions.difference_update(keys)
         params = {
             "group": self.group, "member": self.member, "topics": [k[0] for k in keys],
             "partitions": [k[1] for k in keys],
         }  # fmt: skip
         try:
             with self._pool.connection(timeout=self._db_timeout) as conn:
-                conn.execute(HELD_FORGET_PARTITIONS, params)
+                conn.execute(_QUERIES["held_forget_partitions"], params)
         except (psycopg.Error, PoolTimeout) as exc:
             self._log.warning("held messages not removed", error_type=type(exc).__name__, partitions=len(keys))
 
     def prune(self, conn: Conn) -> int:
         """Rows of messages the group has applied since (a holder killed, its successor applied them at once)."""
-        return conn.execute(HELD_PRUNE, {"group": self.group}).rowcount
+        return conn.execute(_QUERIES["held_prune"], {"group": self.group}).rowcount
 
     def _where(self, message: Received) -> dict[str, object]:
         return {"group": self.group, "topic": message.topic, "partition": message.partition, "offset": message.offset}

@@ -6,7 +6,7 @@ The statements are named in this package's ``queries.sql``.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -51,13 +51,23 @@ def inbox_prune(conn: Conn, group: str, retention_seconds: float) -> int:
 
 
 def prune_inbox(
-    pool: ConnectionPool[Conn], group: str, retention_seconds: float, *, db_timeout: float, log: Any
+    pool: ConnectionPool[Conn],
+    group: str,
+    retention_seconds: float,
+    *,
+    db_timeout: float,
+    log: Any,
+    also: Callable[[Conn], int] | None = None,
 ) -> None:
-    """One bounded prune of ``group``'s inbox; a failure is logged (housekeeping never stops consumption)."""
+    """One bounded prune of ``group``'s inbox, and ``also`` (the held messages' rows of messages applied since) on
+    the same connection; a failure is logged (housekeeping never stops consumption)."""
     try:
         with pool.connection(timeout=db_timeout) as conn:
             deleted = inbox_prune(conn, group, retention_seconds)
+            stale = also(conn) if also is not None else 0
         if deleted:
             log.info("inbox pruned", deleted=deleted)
+        if stale:
+            log.info("records of held messages applied since removed", deleted=stale)
     except Exception as exc:  # noqa: BLE001 - housekeeping never stops consumption
         log.warning("inbox prune failed", error_type=type(exc).__name__)

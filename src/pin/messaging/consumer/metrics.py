@@ -46,6 +46,12 @@ EVENT_AGE = Histogram(
     ["group", "topic"],
     buckets=EVENT_AGE_BUCKETS,
 )
+HELD = Gauge(
+    "pin_consumer_held_messages",
+    "Messages this instance holds in retry now (each also a row of messaging.held_message; with one lane each holds"
+    " its partition, with lanes its key).",
+    ["group"],
+)
 SLA = Gauge(
     "pin_consumer_sla_seconds",
     "The group's SLA (pin.messaging.groups.SLA_SECONDS): the bound ConsumerSlaBreached compares the p99 age with.",

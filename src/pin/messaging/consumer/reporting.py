@@ -16,8 +16,6 @@ from pin.messaging.consumer.routes import HandlingContext, Route
 from pin.messaging.envelope import Envelope, decode_envelope
 from pin.observability.tracing import context_from_headers, tracer
 
-SUPPORTED_CONTRACT_VERSION = 1
-
 
 @dataclass(frozen=True, slots=True)
 class Decoded:
@@ -60,10 +58,12 @@ def with_envelope(log: Any, envelope: Envelope) -> Any:
     return log.bind(message_id=str(envelope.message_id), correlation_id=envelope.correlation_id)
 
 
-def warn_if_unknown_contract(log: Any, envelope: Envelope) -> None:
-    """An unknown ContractVersion is a warning; processing continues (tolerant reader)."""
-    if envelope.contract_version != SUPPORTED_CONTRACT_VERSION:
-        log.warning("unknown contract version", contract_version=envelope.contract_version)
+def warn_if_unknown_contract(log: Any, envelope: Envelope, route: Route[Any]) -> None:
+    """A ContractVersion other than the route's contract's is a warning; processing continues (tolerant reader)."""
+    if envelope.contract_version != route.contract_version:
+        log.warning(
+            "unknown contract version", contract_version=envelope.contract_version, expected=route.contract_version
+        )
 
 
 def report_unknown_values(group: str, context: HandlingContext, log: Any) -> None:
@@ -105,8 +105,8 @@ def report_run(
                 item_log.debug("message handled", event_type=item.envelope.event_type, attempts=1)
     for item in decoded:
         # a message's log is bound only for a line it writes (binding costs more than the rest of this loop)
-        if item.envelope.contract_version != SUPPORTED_CONTRACT_VERSION:
-            warn_if_unknown_contract(message_log(log, item.message, item.envelope), item.envelope)
+        if item.envelope.contract_version != item.route.contract_version:
+            warn_if_unknown_contract(message_log(log, item.message, item.envelope), item.envelope, item.route)
         if id(item) not in applied_ids:
             log_duplicate(message_log(log, item.message, item.envelope), item.envelope)
     if applied:

@@ -1,4 +1,5 @@
-"""Retrying a failed message on its partition: which failures count as attempts (pin.faults), and the back-off."""
+"""Retrying a failed message on its partition: which failures count towards the dead letters (pin.faults: only an
+unreadable message's), and the back-off."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ class Held:
     attempts: int
     retry_at: float
     behind: list[Received] = field(default_factory=list)
-    # of the attempts, those that failed for a reason about the message (the dead-letter limit counts only these)
-    poison_attempts: int = 0
+    # of the attempts, those that failed because the message could not be read (the dead-letter limit counts these)
+    unreadable_attempts: int = 0
 
 
 @dataclass(frozen=True)
@@ -33,14 +34,11 @@ class Failure:
 
     exc: BaseException
     dead_letter: bool
-    # the message's failures about itself so far, this one included when it is one (pin.faults: poison)
-    poison_attempts: int = 0
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether ``exc`` is not the message's fault (pin.faults): the database unreachable or in trouble, a timeout,
-    a deadlock or serialization failure. Retried without limit; never an attempt towards the dead-letter topic."""
-    return classify_fault(exc).transient
+    fault: Fault = Fault.POISON
+    # the attempts that found the message unreadable so far, this one included when it did (pin.faults)
+    unreadable_attempts: int = 0
+    # seconds until the next attempt, when it is held
+    retry_in: float = 0.0
 
 
 def backoff_delay(attempt: int, *, base: float, cap: float, rng: Callable[[], float] = random.random) -> float:
@@ -49,18 +47,26 @@ def backoff_delay(attempt: int, *, base: float, cap: float, rng: Callable[[], fl
 
 
 def classify(
-    exc: Exception, group: str, topic: str, *, attempts: int, poison_attempts: int, max_attempts: int, log: Any
+    exc: Exception,
+    group: str,
+    topic: str,
+    *,
+    attempts: int,
+    unreadable_attempts: int,
+    max_unreadable_attempts: int,
+    log: Any,
 ) -> Failure:
-    """A failed attempt logged and counted: retried (not the message's fault, or attempts left) or dead-lettered.
+    """A failed attempt logged and counted: retried, or (unreadable, its attempts used up) dead-lettered.
 
-    ``attempts`` counts every try (the back-off grows with it); ``poison_attempts`` the earlier failures about the
-    message, the only ones the limit counts: a deadlock or an outage before them does not use the limit up.
+    ``attempts`` counts every try (the back-off grows with it); ``unreadable_attempts`` the earlier ones that found
+    the message unreadable, the only ones the limit counts (pin.faults.Fault.dead_letters): a message that passed
+    its contract is retried without limit, whatever fails it.
     """
     fault = classify_fault(exc)
-    poison_attempts += 0 if fault.transient else 1
-    give_up = not fault.transient and poison_attempts >= max_attempts
+    unreadable_attempts += 1 if fault.dead_letters else 0
+    give_up = fault.dead_letters and unreadable_attempts >= max_unreadable_attempts
     log.warning(
-        "message failed",
+        "unreadable message" if fault.dead_letters else "message failed",
         error_type=type(exc).__name__,
         error=error_line(exc),
         attempts=attempts,
@@ -70,4 +76,4 @@ def classify(
     )
     if not give_up:
         RETRIES.labels(group, topic).inc()
-    return Failure(exc, dead_letter=give_up, poison_attempts=poison_attempts)
+    return Failure(exc, dead_letter=give_up, fault=fault, unreadable_attempts=unreadable_attempts)

@@ -55,11 +55,14 @@ class Route(Generic[T]):
 
     The effect takes the new messages of a batch at once (a lone message is a batch of one), so that a group can
     write each table with one set-based statement per batch; its end state must be that of applying the messages
-    one after another in offset order.
+    one after another in offset order. A route of a successor contract (a ``.v2`` topic) says its version.
     """
 
     parse: Callable[[Mapping[str, Any]], T]
     apply_many: Callable[[Conn, Items[T]], None]
+    # the ContractVersion of the contract this route reads (its topic's ``.v<N>``): a message with another is
+    # logged as an unknown contract version (and handled: tolerant reader)
+    contract_version: int = 1
 
     def apply(self, conn: Conn, event: T, context: HandlingContext) -> None:
         """One message's effect: the batch effect over a batch of one."""

@@ -21,16 +21,18 @@ from psycopg_pool import ConnectionPool
 
 from pin.db import Conn
 from pin.messaging.consumer.dead_letters.send import DeadLetterSender
+from pin.messaging.consumer.held import HeldRecords, ParkedByOperator, ParkRequested
 from pin.messaging.consumer.inbox import inbox_insert, prune_inbox
 from pin.messaging.consumer.lag import forget_lag, record_lag
 from pin.messaging.consumer.lanes import WHOLE_PARTITION, Lane, Scope, lane_of
 from pin.messaging.consumer.membership import Membership
+from pin.messaging.consumer.metrics import HELD
 from pin.messaging.consumer.offsets import Offsets
 from pin.messaging.consumer.received import Received
 from pin.messaging.consumer.reporting import Decoded, message_log, message_span, read, report_run, with_envelope
 from pin.messaging.consumer.retry import Failure, Held, backoff_delay, classify
 from pin.messaging.consumer.routes import HandlingContext, Route
-from pin.messaging.envelope import UnreadableMessageError
+from pin.messaging.topics import topic_version
 from pin.observability.tracing import spans_exported
 from pin.settings import INBOX_RETENTION_SECONDS, Settings
 
@@ -40,6 +42,8 @@ log = structlog.get_logger(__name__)
 DEFAULT_MAX_MESSAGE_BYTES: int = Settings.model_fields["kafka_max_message_bytes"].default
 # How many messages of a partition may be in hand past its committed offset before it is paused.
 DEFAULT_MAX_AHEAD: int = Settings.model_fields["consumer_max_ahead"].default
+# Attempts at an unreadable message before it is dead-lettered (the only failure that is: pin.faults.TREATMENTS).
+DEFAULT_UNREADABLE_ATTEMPTS: int = Settings.model_fields["consumer_unreadable_attempts"].default
 
 
 def pool_size(lanes: int) -> int:
@@ -66,7 +70,7 @@ class ConsumerRuntime:
         pool: ConnectionPool[Conn],
         consumer_config: Mapping[str, Any],
         producer_config: Mapping[str, Any],
-        max_attempts: int = 5,
+        unreadable_attempts: int = DEFAULT_UNREADABLE_ATTEMPTS,
         backoff_base: float = 0.5,
         backoff_cap: float = 30.0,
         poll_timeout: float = 0.5,
@@ -83,14 +87,17 @@ class ConsumerRuntime:
         lanes: int = 1,
         max_ahead: int = DEFAULT_MAX_AHEAD,
     ) -> None:
-        if max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
+        if unreadable_attempts < 1:
+            raise ValueError("unreadable_attempts must be at least 1")
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         if dead_letter_attempts < 1:
             raise ValueError("dead_letter_attempts must be at least 1")
         if lanes < 1 or max_ahead < 1:
             raise ValueError("lanes and max_ahead must be at least 1")
+        for topic, route in routes.items():
+            if topic_version(topic) not in (None, route.contract_version):
+                raise ValueError(f"the route of {topic} reads contract version {route.contract_version}")
         self.group = group
         self._routes = dict(routes)
         self._pool = pool
@@ -104,7 +111,7 @@ class ConsumerRuntime:
             "message.timeout.ms": max(1, int(dlq_timeout * 1000)),
         }
         self._max_message_bytes = max_message_bytes
-        self._max_attempts = max_attempts
+        self._unreadable_attempts = unreadable_attempts
         self._backoff_base = backoff_base
         self._backoff_cap = backoff_cap
         self._poll_timeout = poll_timeout
@@ -136,6 +143,10 @@ class ConsumerRuntime:
         # this instance's row of messaging.consumer_member: how `pin status` tells a wedged group
         self._membership = Membership(
             group=group, pool=pool, interval=membership_interval, db_timeout=db_timeout, log=self._log
+        )
+        # the messages this instance holds in retry, in messaging.held_message (for operators; `pin dlq park`)
+        self._held = HeldRecords(
+            group=group, member=self._membership.member, pool=pool, db_timeout=db_timeout, log=self._log
         )
 
     @property
@@ -170,12 +181,15 @@ class ConsumerRuntime:
                 self._membership.beat(len(self._assigned))  # a statement only on its interval or a new assignment
                 self._on_batch(self.poll_batch(consumer))
                 self.offsets.commit_async(consumer)
+                HELD.labels(self.group).set(sum(len(lane.held) for lane in self._lanes))
                 producer.poll(0)  # the dead-letter producer's own log lines (librdkafka serves them on poll)
         finally:
             self._stop_lanes()
             for lane in self._lanes:
                 lane.held.clear()
                 lane.take()
+            self._held.forget_partitions(self._assigned)  # nothing of this instance is held any more
+            HELD.labels(self.group).set(0)
             self._paused.clear()
             self._paused_ahead.clear()
             with contextlib.suppress(Exception):  # a failed last commit only means a redelivery (deduplicated)
@@ -334,8 +348,8 @@ class ConsumerRuntime:
             if held.retry_at <= now:
                 del lane.held[key]
                 self._process(
-                    [held.message, *held.behind], attempts=held.attempts + 1, poison_attempts=held.poison_attempts,
-                    lane=lane,
+                    [held.message, *held.behind], attempts=held.attempts + 1,
+                    unreadable_attempts=held.unreadable_attempts, lane=lane,
                 )  # fmt: skip
                 partition = (key[0], key[1])
                 if key not in lane.held and partition in self._paused:
@@ -343,19 +357,20 @@ class ConsumerRuntime:
                     self._consumer_or_fail().resume([TopicPartition(key[0], key[1])])
 
     def _process(
-        self, messages: list[Received], *, attempts: int, poison_attempts: int = 0, lane: Lane | None = None
+        self, messages: list[Received], *, attempts: int, unreadable_attempts: int = 0, lane: Lane | None = None
     ) -> None:
         """Messages of one partition and one lane, in order (the first has failed ``attempts - 1`` times before, of
-        which ``poison_attempts`` for a reason about the message).
+        which ``unreadable_attempts`` because it could not be read).
 
         Fresh messages go in batches: the readable ones before an unreadable one in one transaction, then the
-        unreadable one alone (to the DLQ at once), then batch mode again. When a batch's transaction fails, its
+        unreadable one alone (held for a retry, dead-lettered once its attempts are used up), then batch mode
+        again. When a batch's transaction fails, its
         messages go one per transaction, as lone messages. A message that fails is held for a retry with the later
         messages of its scope (its key, or with one lane every key) behind it; the others go on. A loop, not
         recursion: a batch of any size with any number of unreadable messages in it takes constant stack.
         """
         lane = lane or self._lanes[0]
-        queue, tries, poisoned, index, batches = messages, attempts, poison_attempts, 0, True
+        queue, tries, unreadable, index, batches = messages, attempts, unreadable_attempts, 0, True
         while index < len(queue):
             if batches and tries == 1 and len(queue) - index > 1:
                 rest, isolated = self._apply_batch(queue[index:])
@@ -364,12 +379,12 @@ class ConsumerRuntime:
                 if not queue:
                     return
             message = queue[index]
-            failure = self._handle(message, attempts=tries, poison_attempts=poisoned)
+            failure = self._handle(message, attempts=tries, unreadable_attempts=unreadable)
             if failure is not None:
-                queue, index = self._hold(lane, message, tries, failure.poison_attempts, later=queue[index + 1 :]), 0
+                queue, index = self._hold(lane, message, tries, failure, later=queue[index + 1 :]), 0
             else:
                 index += 1
-            tries, poisoned = 1, 0
+            tries, unreadable = 1, 0
 
     def _done(self, message: Received) -> None:
         """``message`` is handled (effect committed, skipped, or dead-lettered): its partition may commit past it."""
@@ -378,48 +393,71 @@ class ConsumerRuntime:
 
     # -- one message on its own -----------------------------------------------------------------------------------
 
-    def _handle(self, message: Received, *, attempts: int, poison_attempts: int) -> Failure | None:
-        """One attempt at a message on its own; None once it is handled or dead-lettered (its offset to commit)."""
-        failure = self._attempt(message, attempts, poison_attempts)
+    def _handle(self, message: Received, *, attempts: int, unreadable_attempts: int) -> Failure | None:
+        """One attempt at a message on its own; None once it is handled or dead-lettered (its offset to commit).
+
+        A failure that is not dead-lettered is recorded as held (messaging.held_message); a park mark an operator
+        put on the record (`pin dlq park`) sends it to the dead letters instead.
+        """
+        failure, message_id = self._attempt(message, attempts, unreadable_attempts)
+        if failure is not None and not failure.dead_letter:
+            delay = backoff_delay(attempts, base=self._backoff_base, cap=self._backoff_cap)
+            failure = replace(failure, retry_in=delay)
+            park = self._held.failed(
+                message, message_id=message_id, fault=failure.fault, exc=failure.exc, attempts=attempts,
+                retry_in=delay,
+            )  # fmt: skip
+            if park is not None:
+                failure = replace(failure, exc=ParkedByOperator(park), dead_letter=True)
         if failure is not None and failure.dead_letter and not self._dead_letters.send(message, failure.exc, attempts):
             failure = replace(failure, dead_letter=False)  # keep it in hand; try the DLQ again later
         if failure is not None and not failure.dead_letter:
             return failure
+        if failure is not None and (attempts > 1 or isinstance(failure.exc, ParkedByOperator)):
+            self._held.forget(message)  # dead-lettered: no longer held
         self._done(message)
         return None
 
-    def _attempt(self, message: Received, attempts: int, poison_attempts: int) -> Failure | None:
-        """Handle once, as a batch of one; None on success, else the failure and whether it goes to the DLQ now."""
+    def _attempt(
+        self, message: Received, attempts: int, unreadable_attempts: int
+    ) -> tuple[Failure | None, object | None]:
+        """Handle once, as a batch of one; None on success, else the failure and whether it goes to the DLQ now;
+        with the MessageId once it is read. A held message's retry (``attempts`` > 1) releases its record in its
+        transaction, and stops there when an operator parked it."""
         attempt_log = message_log(self._log, message)
         route = self._routes.get(message.topic)
         if route is None:
             attempt_log.warning("message of a topic this group does not handle skipped")
-            return None
+            return None, None
+        message_id = None
         try:
             decoded = read(message, route, self._max_message_bytes)
+            message_id = decoded.envelope.message_id
             attempt_log = with_envelope(attempt_log, decoded.envelope)
-            applied, at = self._transact([decoded])
-        except UnreadableMessageError as exc:
-            attempt_log.error("unreadable message", error=str(exc), attempts=attempts)
-            return Failure(exc, dead_letter=True)
+            applied, at = self._transact([decoded], release=message if attempts > 1 else None)
+        except ParkRequested as parked:
+            attempt_log.warning("held message parked by an operator", audit_id=parked.park.audit_id)
+            return Failure(ParkedByOperator(parked.park), dead_letter=True), message_id
         except Exception as exc:  # noqa: BLE001 - every failure is classified, retried or dead-lettered
             return classify(
-                exc, self.group, message.topic, attempts=attempts, poison_attempts=poison_attempts,
-                max_attempts=self._max_attempts, log=attempt_log,
-            )  # fmt: skip
+                exc, self.group, message.topic, attempts=attempts, unreadable_attempts=unreadable_attempts,
+                max_unreadable_attempts=self._unreadable_attempts, log=attempt_log,
+            ), message_id  # fmt: skip
         self._after_run([decoded], applied, at, attempts=attempts)
-        return None
+        return None, message_id
 
     def _hold(
-        self, lane: Lane, message: Received, attempts: int, poison_attempts: int, *, later: list[Received]
+        self, lane: Lane, message: Received, attempts: int, failure: Failure, *, later: list[Received]
     ) -> list[Received]:
         """Keep ``message`` for a retry with the later messages of its scope behind it; the others, to go on."""
         scope = self._scope(message)
         behind = [m for m in later if self._scope(m) == scope]
         others = [m for m in later if self._scope(m) != scope]
-        delay = backoff_delay(attempts, base=self._backoff_base, cap=self._backoff_cap)
+        delay = failure.retry_in
         key = message.partition_key
-        lane.held[(key[0], key[1], scope)] = Held(message, attempts, time.monotonic() + delay, behind, poison_attempts)
+        lane.held[(key[0], key[1], scope)] = Held(
+            message, attempts, time.monotonic() + delay, behind, failure.unreadable_attempts
+        )
         if scope == WHOLE_PARTITION:
             if key not in self._paused:
                 self._consumer_or_fail().pause([TopicPartition(key[0], key[1])])
@@ -476,14 +514,20 @@ class ConsumerRuntime:
         self._after_run(decoded, applied, at)
         return True
 
-    def _transact(self, decoded: list[Decoded]) -> tuple[list[tuple[Decoded, HandlingContext]], datetime | None]:
+    def _transact(
+        self, decoded: list[Decoded], *, release: Received | None = None
+    ) -> tuple[list[tuple[Decoded, HandlingContext]], datetime | None]:
         """Readable messages of one partition (a batch, or one on its own) in one transaction: the inbox rows, then
-        each new one's effect, in order. The new ones with their contexts, and the transaction's database time."""
+        each new one's effect, in order. The new ones with their contexts, and the transaction's database time.
+        ``release``: a held message retried on its own, whose record goes with the effect (:class:`ParkRequested`
+        when an operator parked it)."""
         first = decoded[0].message
         # a span per message (all open around the batch's effect) only when spans leave the process (without a
         # processor the SDK records and drops them)
         spans = spans_exported()
         with self._pool.connection(timeout=self._db_timeout) as conn, conn.transaction():
+            if release is not None:
+                self._held.release(conn, release)
             new, at = inbox_insert(
                 conn, self.group, topic=first.topic, partition=first.partition,
                 message_ids=[d.envelope.message_id for d in decoded], offsets=[d.message.offset for d in decoded],
@@ -561,6 +605,7 @@ class ConsumerRuntime:
         self._assigned = self._assigned - gone
         self._revoked_in_poll |= gone
         self._dead_letters.forget(gone)
+        self._held.forget_partitions(gone)
         for topic, partition in keys:
             self._paused.discard((topic, partition))
             self._paused_ahead.discard((topic, partition))
@@ -574,7 +619,10 @@ class ConsumerRuntime:
         if now < self._next_prune:
             return
         self._next_prune = now + self._prune_interval
-        prune_inbox(self._pool, self.group, self._inbox_retention, db_timeout=self._db_timeout, log=self._log)
+        prune_inbox(
+            self._pool, self.group, self._inbox_retention, db_timeout=self._db_timeout, log=self._log,
+            also=self._held.prune,
+        )  # fmt: skip
 
     def _consumer_or_fail(self) -> Consumer:
         assert self._consumer is not None, "the runtime is not running"
