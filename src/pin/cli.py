@@ -304,10 +304,10 @@ def dead_letters_replay_command(
 
 @dead_letters_app.command("discard")
 def dead_letters_discard_command(
-    message_id: Annotated[uuid.UUID, typer.Argument(help="The MessageId to drop for good.")],
+    message_id: Annotated[uuid.UUID, typer.Argument(help="The MessageId to discard.")],
     topic: Annotated[str | None, typer.Option(help="The letter's topic (a MessageId with letters on two).")] = None,
 ) -> None:
-    """Drop a dead letter for good; the later rows of its key are then published."""
+    """Discard a dead letter (kept in outbox.dead_letter_discarded); the later rows of its key are then published."""
     from pin.db import ConnectionPolicy, connect
     from pin.outbox.dead_letters import AmbiguousMessageIdError, dead_letter_discard
 

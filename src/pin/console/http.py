@@ -12,10 +12,11 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Depends, FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from pin.api.deps import Pool
-from pin.console import access, pages
+from pin.console import access, actions, pages
 from pin.console.access import ConsoleRefusal, Viewer
 from pin.console.thresholds import crossed
 from pin.messaging.consumer.dead_letters.index import LetterFilter
@@ -332,8 +333,6 @@ def pause_or_resume(
     csrf: Csrf = "",
 ) -> Response:
     """Pause or resume a worker job or a consumer group for the whole cluster."""
-    from pin.console import actions
-
     access.acting(request, who, csrf)
     try:
         with pool.connection() as conn:
@@ -342,3 +341,79 @@ def pause_or_resume(
         raise ConsoleRefusal(400, str(exc)) from None
     back = f"{access.PREFIX}/groups/{name}" if kind == "group" else f"{access.PREFIX}/jobs"
     return RedirectResponse(back, status_code=303)
+
+
+@router.post("/dead-letters/act")
+async def dead_letters_act(request: Request, who: Who, pool: Pool) -> Response:
+    """Replay (a dry run first) or discard the selected letters, or every letter matching the filter."""
+    form = await request.form()
+    fields = {name: str(value) for name, value in form.items() if isinstance(value, str)}
+    access.acting(request, who, fields.get("csrf"))
+    reason = _reason(fields.get("reason", ""))
+    kind, action = fields.get("kind", "group"), fields.get("action", "")
+    if kind not in ("group", "relay") or action not in ("replay-dry-run", "replay", "discard"):
+        raise ConsoleRefusal(400, "kind is group or relay; action is replay-dry-run, replay or discard")
+    ids = [int(value) for value in form.getlist("id") if isinstance(value, str) and value.isdecimal()]
+    if fields.get("scope") == "filter":
+        where = _letter_filter({name[2:]: value for name, value in fields.items() if name.startswith("f_")})
+        target: dict[str, Any] = {"kind": kind, "filter": where.described()}
+    elif ids:
+        where = LetterFilter(ids=tuple(ids[: actions.ACTION_LIMIT + 1]))
+        target = {"kind": kind, "ids": ids}
+    else:
+        raise ConsoleRefusal(400, "select at least one letter, or apply to every letter matching the filter")
+    return await run_in_threadpool(_act, request, who, pool, kind, action, where, target, reason)
+
+
+def _act(
+    request: Request, who: Viewer, pool: Any, kind: str, action: str, where: LetterFilter, target: dict[str, Any],
+    reason: str,
+) -> Response:  # fmt: skip
+    settings = _settings(request)
+    try:
+        with pool.connection() as conn:
+            if kind == "group":
+                letters = actions.select_group_letters(conn, where)
+                preview = actions.preview_group(conn, letters)
+            else:
+                relay = pages.RelayFilter(where.topic, where.key, where.error, where.since, where.until, where.ids)
+                letters = pages.relay_dead_letters(conn, relay, before=None, limit=actions.ACTION_LIMIT + 1).rows
+                if len(letters) > actions.ACTION_LIMIT:
+                    raise actions.ActionError(f"more than {actions.ACTION_LIMIT} letters match: narrow the filter")
+                preview = actions.preview_relay(letters)
+            if action == "replay-dry-run":
+                return render(request, "dry_run.html", who, preview=preview, target=target, reason=reason)
+            do = {
+                ("group", "replay"): lambda: actions.replay_group(conn, settings, letters, actor=who.actor, reason=reason, target=target)[0],
+                ("group", "discard"): lambda: actions.discard_group(conn, letters, actor=who.actor, reason=reason, target=target),
+                ("relay", "replay"): lambda: actions.replay_relay(conn, settings, letters, actor=who.actor, reason=reason, target=target),
+                ("relay", "discard"): lambda: actions.discard_relay(conn, letters, actor=who.actor, reason=reason, target=target),
+            }[(kind, action)]  # fmt: skip
+            record = do()
+    except actions.ActionError as exc:
+        raise ConsoleRefusal(400, str(exc)) from None
+    return render(request, "done.html", who, record=record)
+
+
+@router.post("/held/park")
+def park_held(
+    request: Request,
+    *,
+    who: Who,
+    group: Annotated[str, Form()] = "",
+    topic: Annotated[str, Form()] = "",
+    partition: Annotated[str, Form()] = "",
+    offset: Annotated[str, Form()] = "",
+    reason: Reason = "",
+    csrf: Csrf = "",
+) -> Response:
+    """Park a message a consumer holds in retry: its holder dead-letters it at its next attempt (`pin dlq park`)."""
+    from pin.messaging.consumer.dead_letters.park import ParkError, ParkTarget, park
+
+    access.acting(request, who, csrf)
+    target = ParkTarget(group, topic, _int(partition, "partition"), _int(offset, "offset"))
+    try:
+        parked = park(_settings(request), target, actor=who.actor, reason=_reason(reason), wait_seconds=0)
+    except ParkError as exc:
+        raise ConsoleRefusal(400, str(exc)) from None
+    return render(request, "done.html", who, record=parked.record)

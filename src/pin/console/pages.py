@@ -108,10 +108,13 @@ class RelayFilter:
     error: str | None = None
     since: Any = None
     until: Any = None
+    ids: tuple[int, ...] | None = None
 
     def params(self) -> dict[str, Any]:
         """The bound parameters."""
-        return {"topic": self.topic, "key": self.key, "error": self.error, "since": self.since, "until": self.until}
+        ids = list(self.ids) if self.ids is not None else None
+        return {"topic": self.topic, "key": self.key, "error": self.error, "since": self.since, "until": self.until,
+                "ids": ids}  # fmt: skip
 
 
 def relay_dead_letters(conn: Conn, where: RelayFilter, *, before: int | None, limit: int = PAGE_SIZE) -> Page:

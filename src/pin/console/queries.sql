@@ -27,6 +27,7 @@ WHERE (%(before)s::bigint IS NULL OR id < %(before)s::bigint)
   AND (%(error)s::text IS NULL OR strpos(lower(error), lower(%(error)s::text)) > 0)
   AND (%(since)s::timestamptz IS NULL OR dead_lettered_at >= %(since)s::timestamptz)
   AND (%(until)s::timestamptz IS NULL OR dead_lettered_at < %(until)s::timestamptz)
+  AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
 ORDER BY id DESC
 LIMIT %(limit)s
 
@@ -85,3 +86,11 @@ SELECT g.consumer_group,
        (SELECT count(*) FROM (SELECT 1 FROM messaging.dead_letter_index i
          WHERE i.consumer_group = g.consumer_group AND i.resolution IS NULL LIMIT 10001) AS open) AS open_letters
 FROM unnest(%(groups)s::text[]) AS g(consumer_group)
+
+-- console_inbox_holds --
+-- Which of these MessageIds a group's inbox already holds (applied: a replay of them would be skipped).
+SELECT message_id FROM messaging.inbox WHERE consumer_group = %(group)s AND message_id = ANY(%(ids)s::uuid[])
+
+-- console_purchase_versions --
+-- The newest Version a context stored of these purchases (its boost's Version guard); {schema} is the context's.
+SELECT purchase_id, version FROM {schema}.purchase WHERE purchase_id = ANY(%(ids)s::uuid[])

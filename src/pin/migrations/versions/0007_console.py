@@ -1,6 +1,6 @@
 """The operator console's tables: the index of the consumer groups' dead letters (``messaging.dead_letter_index``)
-and the cluster-wide pauses (``operations.pause``). The statements are ``messaging/migrations.sql`` and
-``operations/migrations.sql``.
+the cluster-wide pauses (``operations.pause``) and the relay's discarded dead letters (``outbox.dead_letter_discarded``).
+The statements are ``messaging/migrations.sql``, ``operations/migrations.sql`` and ``outbox/migrations.sql``.
 
 Revision ID: 0007
 Revises: 0003, 0004 (a merge point on this branch: both came from 0002; the chain is re-made at merge)
@@ -17,15 +17,18 @@ down_revision = ("0003", "0004")
 
 _MESSAGING = load_queries("pin.messaging", "migrations.sql")
 _OPERATIONS = load_queries("pin.operations", "migrations.sql")
+_OUTBOX = load_queries("pin.outbox", "migrations.sql")
 
 
 def upgrade() -> None:
-    """The dead letters' index, then the pauses."""
+    """The dead letters' index, the pauses, the discarded letters."""
     op.execute(_MESSAGING["0007_upgrade"])
     op.execute(_OPERATIONS["0007_upgrade"])
+    op.execute(_OUTBOX["0007_upgrade"])
 
 
 def downgrade() -> None:
     """Both gone (development only)."""
+    op.execute(_OUTBOX["0007_downgrade"])
     op.execute(_OPERATIONS["0007_downgrade"])
     op.execute(_MESSAGING["0007_downgrade"])
