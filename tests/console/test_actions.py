@@ -45,7 +45,7 @@ def operator(settings: Settings, pool: ConnectionPool[Conn], token: Any) -> Iter
 
 
 def _counts(html: str) -> tuple[int, int, int]:
-    return tuple(int(html.split(f'id="{name}">')[1].split("<")[0]) for name in ("apply", "skip", "refuse"))  # type: ignore[return-value]
+    return tuple(int(html.split(f'id="{name}">')[1].split("<", maxsplit=1)[0]) for name in ("apply", "skip", "refuse"))  # type: ignore[return-value]
 
 
 def test_park_a_held_message_then_dry_run_and_replay_its_dead_letter(
@@ -75,8 +75,8 @@ def test_park_a_held_message_then_dry_run_and_replay_its_dead_letter(
         refused = operator.post("/console/held/park", data={"group": "crm", "topic": TOPIC, "partition": "0",
                                                             "offset": str(held["offset"]), "reason": " "})  # fmt: skip
         assert refused.status_code == 400  # no reason, nothing done
-        parked = operator.post("/console/held/park", data={"group": "crm", "topic": TOPIC, "partition": "0",
-                                                           "offset": str(held["offset"]), "reason": "to fix later"})  # fmt: skip
+        where = {"group": "crm", "topic": TOPIC, "partition": "0", "offset": str(held["offset"])}
+        parked = operator.post("/console/held/park", data={**where, "reason": "to fix later"})
         assert parked.status_code == 200, parked.text
         [letter] = wait_for(
             lambda: rows(pool, "SELECT * FROM messaging.dead_letter_index WHERE consumer_group = 'crm'"),
@@ -119,16 +119,18 @@ def test_a_dry_run_tells_skipped_and_refused_letters(pool: ConnectionPool[Conn],
     with pool.connection() as conn:
         conn.execute("INSERT INTO messaging.inbox (consumer_group, message_id, topic, \"partition\", \"offset\")"
                      " VALUES ('catalog', %s, %s, 0, 0)", (applied, topics.PURCHASE_CHANGED))  # fmt: skip
-        conn.execute("INSERT INTO catalog.purchase (purchase_id, tenant_id, status, version) VALUES (%s, %s, 'Active', 5)",
-                     (purchase, uuid.uuid4()))  # fmt: skip
+        conn.execute(
+            "INSERT INTO catalog.purchase (purchase_id, tenant_id, status, version) VALUES (%s, %s, 'Active', 5)",
+            (purchase, uuid.uuid4()),
+        )
         for offset, (message_id, version) in enumerate(((applied, 9), (stale, 3), (fresh, 7))):
             value = json.dumps({"MessageId": str(message_id), "PurchaseId": str(purchase), "Version": version})
             origin = Origin("catalog", topics.PURCHASE_CHANGED, 0, offset, 0, "ParkedByOperator", "parked", 4)
             index.write(
                 conn, origin, str(purchase).encode(), value.encode(), [("message-id", str(message_id).encode())]
             )
-    dry = operator.post("/console/dead-letters/act", data={"kind": "group", "scope": "filter", "f_group": "catalog",
-                                                           "action": "replay-dry-run", "reason": "how many?"})  # fmt: skip
+    form = {"kind": "group", "scope": "filter", "f_group": "catalog", "reason": "how many?"}
+    dry = operator.post("/console/dead-letters/act", data={**form, "action": "replay-dry-run"})
     assert dry.status_code == 200, dry.text
     assert _counts(dry.text) == (1, 1, 1)
 
@@ -146,8 +148,8 @@ def test_discard_both_kinds_keeps_the_letters_and_records_it(pool: ConnectionPoo
     group = operator.post("/console/dead-letters/act", data={"kind": "group", "scope": "selected", "id": str(letter_id),
                                                              "action": "discard", "reason": "garbage"})  # fmt: skip
     assert group.status_code == 200, group.text
-    relay = operator.post("/console/dead-letters/act", data={"kind": "relay", "scope": "selected", "id": "42",
-                                                             "action": "discard", "reason": "obsolete event"})  # fmt: skip
+    form = {"kind": "relay", "scope": "selected", "id": "42", "action": "discard", "reason": "obsolete event"}
+    relay = operator.post("/console/dead-letters/act", data=form)
     assert relay.status_code == 200, relay.text
     assert rows(pool, "SELECT resolution FROM messaging.dead_letter_index")[0]["resolution"] == "discarded"
     assert not rows(pool, "SELECT 1 FROM outbox.dead_letter")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode
@@ -12,8 +13,8 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Depends, FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
-from starlette.concurrency import run_in_threadpool
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from starlette.concurrency import run_in_threadpool
 
 from pin.api.deps import Pool
 from pin.console import access, actions, pages
@@ -362,37 +363,58 @@ async def dead_letters_act(request: Request, who: Who, pool: Pool) -> Response:
         target = {"kind": kind, "ids": ids}
     else:
         raise ConsoleRefusal(400, "select at least one letter, or apply to every letter matching the filter")
-    return await run_in_threadpool(_act, request, who, pool, kind, action, where, target, reason)
+    act = _Act(who, kind, action, where, target, reason)
+    return await run_in_threadpool(_act, request, pool, act)
 
 
-def _act(
-    request: Request, who: Viewer, pool: Any, kind: str, action: str, where: LetterFilter, target: dict[str, Any],
-    reason: str,
-) -> Response:  # fmt: skip
-    settings = _settings(request)
+@dataclass(frozen=True)
+class _Act:
+    """One dead-letter action as the form asked for it."""
+
+    who: Viewer
+    kind: str  # group or relay
+    action: str  # replay-dry-run, replay or discard
+    where: LetterFilter
+    target: dict[str, Any]  # what the audit record names
+    reason: str
+
+
+def _act(request: Request, pool: Any, act: _Act) -> Response:
+    """Select the letters (at most a page), then the dry run's page, or the action and its record's page."""
     try:
         with pool.connection() as conn:
-            if kind == "group":
-                letters = actions.select_group_letters(conn, where)
-                preview = actions.preview_group(conn, letters)
-            else:
-                relay = pages.RelayFilter(where.topic, where.key, where.error, where.since, where.until, where.ids)
-                letters = pages.relay_dead_letters(conn, relay, before=None, limit=actions.ACTION_LIMIT + 1).rows
-                if len(letters) > actions.ACTION_LIMIT:
-                    raise actions.ActionError(f"more than {actions.ACTION_LIMIT} letters match: narrow the filter")
-                preview = actions.preview_relay(letters)
-            if action == "replay-dry-run":
-                return render(request, "dry_run.html", who, preview=preview, target=target, reason=reason)
-            do = {
-                ("group", "replay"): lambda: actions.replay_group(conn, settings, letters, actor=who.actor, reason=reason, target=target)[0],
-                ("group", "discard"): lambda: actions.discard_group(conn, letters, actor=who.actor, reason=reason, target=target),
-                ("relay", "replay"): lambda: actions.replay_relay(conn, settings, letters, actor=who.actor, reason=reason, target=target),
-                ("relay", "discard"): lambda: actions.discard_relay(conn, letters, actor=who.actor, reason=reason, target=target),
-            }[(kind, action)]  # fmt: skip
-            record = do()
+            letters, preview = _selected(conn, act)
+            if act.action == "replay-dry-run":
+                return render(request, "dry_run.html", act.who, preview=preview, target=act.target, reason=act.reason)
+            record = _do(conn, _settings(request), act, letters)
     except actions.ActionError as exc:
         raise ConsoleRefusal(400, str(exc)) from None
-    return render(request, "done.html", who, record=record)
+    return render(request, "done.html", act.who, record=record)
+
+
+def _selected(conn: Any, act: _Act) -> tuple[list[dict[str, Any]], actions.Preview]:
+    """The letters an action takes, and its dry run."""
+    if act.kind == "group":
+        letters = actions.select_group_letters(conn, act.where)
+        return letters, actions.preview_group(conn, letters)
+    w = act.where
+    relay = pages.RelayFilter(w.topic, w.key, w.error, w.since, w.until, w.ids)
+    letters = pages.relay_dead_letters(conn, relay, before=None, limit=actions.ACTION_LIMIT + 1).rows
+    if len(letters) > actions.ACTION_LIMIT:
+        raise actions.ActionError(f"more than {actions.ACTION_LIMIT} letters match: narrow the filter")
+    return letters, actions.preview_relay(letters)
+
+
+def _do(conn: Any, settings: Settings, act: _Act, letters: list[dict[str, Any]]) -> Any:
+    """The replay or discard of ``letters``; its audit record."""
+    said: dict[str, Any] = {"actor": act.who.actor, "reason": act.reason, "target": act.target}
+    if act.kind == "group" and act.action == "replay":
+        return actions.replay_group(conn, settings, letters, **said)[0]
+    if act.kind == "group":
+        return actions.discard_group(conn, letters, **said)
+    if act.action == "replay":
+        return actions.replay_relay(conn, settings, letters, **said)
+    return actions.discard_relay(conn, letters, **said)
 
 
 @router.post("/held/park")

@@ -1,5 +1,6 @@
 """The operator console's tables: the index of the consumer groups' dead letters (``messaging.dead_letter_index``)
-the cluster-wide pauses (``operations.pause``) and the relay's discarded dead letters (``outbox.dead_letter_discarded``).
+the cluster-wide pauses (``operations.pause``) and the relay's discarded dead letters
+(``outbox.dead_letter_discarded``).
 The statements are ``messaging/migrations.sql``, ``operations/migrations.sql`` and ``outbox/migrations.sql``.
 
 Revision ID: 0007
