@@ -187,6 +187,7 @@ def _run_polling_job(
     """One polling-job instance: its pool, then one cycle (``once``) or the runner until SIGTERM/SIGINT."""
     from pin.jobs.runner import JobRunner, RunnerConfig
     from pin.observability.database_health import DatabaseHealth
+    from pin.operations.pauses import JOB, PauseFlag
     from pin.outbox.gauges import OutboxGauges, refresh_in_background
 
     context = start_role(role, metrics=not once)
@@ -203,7 +204,8 @@ def _run_polling_job(
         refresh_in_background(gauges, settings.relay_gauge_refresh_seconds, context.stop)
         # the workers run in either outbox mode, so they export the database's health (docs/operations.md)
         DatabaseHealth(pool).start(context.stop, settings.database_health_refresh_seconds)
-        JobRunner(job, RunnerConfig(interval_seconds=interval_of(settings)), context.stop).run()
+        paused = PauseFlag(pool, kind=JOB, name=role)  # an operator's pause, read every PAUSE_READ_SECONDS
+        JobRunner(job, RunnerConfig(interval_seconds=interval_of(settings)), context.stop, paused).run()
         return None
     finally:
         pool.close()

@@ -7,8 +7,14 @@ Pausing and resuming record an audit row in the same transaction. A pause alread
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+
+import psycopg
+from prometheus_client import Gauge
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from pin.db import Conn, load_queries
 from pin.operations import audit
@@ -24,6 +30,13 @@ GROUP = "group"
 KINDS = (JOB, GROUP)
 # How often every instance reads its pause flag: a pause holds cluster-wide within this many seconds (and a bit).
 PAUSE_READ_SECONDS = 2.0
+
+PAUSED = Gauge(
+    "pin_paused",
+    "1 while an operator has paused this job or consumer group for the whole cluster (operations.pause), else 0; "
+    "the alert rules do not page for what is paused on purpose.",
+    ["kind", "name"],
+)
 
 
 @dataclass(frozen=True)
@@ -75,3 +88,39 @@ def is_paused(conn: Conn, *, kind: str, name: str) -> bool:
 def _time(value: object) -> datetime:
     assert isinstance(value, datetime)
     return value
+
+
+class PauseFlag:
+    """Whether one job or group is paused, read from the database at most every ``every`` seconds (a failed read
+    keeps the last answer: a database outage neither pauses nor resumes anything); exported as ``pin_paused``."""
+
+    def __init__(
+        self,
+        pool: ConnectionPool[Conn],
+        *,
+        kind: str,
+        name: str,
+        every: float = PAUSE_READ_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._pool = pool
+        self._kind = kind
+        self._name = name
+        self._every = every
+        self._clock = clock
+        self._next_read = 0.0
+        self._paused = False
+        PAUSED.labels(kind, name).set(0)
+
+    def __call__(self) -> bool:
+        """Paused now (as of the last read)."""
+        now = self._clock()
+        if now >= self._next_read:
+            self._next_read = now + self._every
+            try:
+                with self._pool.connection(timeout=self._every) as conn:
+                    self._paused = is_paused(conn, kind=self._kind, name=self._name)
+            except (psycopg.Error, PoolTimeout):
+                pass  # the last answer holds until the database answers again
+            PAUSED.labels(self._kind, self._name).set(1 if self._paused else 0)
+        return self._paused
