@@ -39,7 +39,9 @@ def operator(settings: Settings, pool: ConnectionPool[Conn], token: Any) -> Iter
 
 
 def _paused_gauge(kind: str, name: str) -> float | None:
-    return REGISTRY.get_sample_value("pin_paused", {"kind": kind, "name": name})
+    if kind == "group":
+        return REGISTRY.get_sample_value("pin_consumer_paused", {"group": name})
+    return REGISTRY.get_sample_value("pin_worker_paused", {"worker": name})
 
 
 def _event() -> dict[str, Any]:

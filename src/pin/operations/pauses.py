@@ -31,12 +31,21 @@ KINDS = (JOB, GROUP)
 # How often every instance reads its pause flag: a pause holds cluster-wide within this many seconds (and a bit).
 PAUSE_READ_SECONDS = 2.0
 
-PAUSED = Gauge(
-    "pin_paused",
-    "1 while an operator has paused this job or consumer group for the whole cluster (operations.pause), else 0; "
-    "the alert rules do not page for what is paused on purpose.",
-    ["kind", "name"],
-)
+# 1 while paused, per kind: the alert rules join them on the label their own metrics carry (unless ... == 1)
+PAUSED = {
+    JOB: Gauge(
+        "pin_worker_paused",
+        "1 while an operator has paused this worker job for the whole cluster (operations.pause), else 0; the "
+        "worker alerts do not fire while it is 1.",
+        ["worker"],
+    ),
+    GROUP: Gauge(
+        "pin_consumer_paused",
+        "1 while an operator has paused this consumer group for the whole cluster (operations.pause), else 0; the "
+        "consumer alerts do not fire while it is 1.",
+        ["group"],
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -92,7 +101,7 @@ def _time(value: object) -> datetime:
 
 class PauseFlag:
     """Whether one job or group is paused, read from the database at most every ``every`` seconds (a failed read
-    keeps the last answer: a database outage neither pauses nor resumes anything); exported as ``pin_paused``."""
+    keeps the last answer: a database outage neither pauses nor resumes anything); exported (:data:`PAUSED`)."""
 
     def __init__(
         self,
@@ -110,7 +119,8 @@ class PauseFlag:
         self._clock = clock
         self._next_read = 0.0
         self._paused = False
-        PAUSED.labels(kind, name).set(0)
+        self._gauge = PAUSED[kind].labels(name)
+        self._gauge.set(0)
 
     def __call__(self) -> bool:
         """Paused now (as of the last read)."""
@@ -122,5 +132,5 @@ class PauseFlag:
                     self._paused = is_paused(conn, kind=self._kind, name=self._name)
             except (psycopg.Error, PoolTimeout):
                 pass  # the last answer holds until the database answers again
-            PAUSED.labels(self._kind, self._name).set(1 if self._paused else 0)
+            self._gauge.set(1 if self._paused else 0)
         return self._paused
