@@ -59,7 +59,10 @@ def test_a_paused_group_stops_consuming_within_5_s_and_resumes(
         first = _event()
         producer.send(topics.APPOINTMENT_CANCELLED, first)
         wait_for(lambda: feed_entries(pool, first["AppointmentId"]), what="the group consuming")
-        assert operator.post("/console/pauses", data={**form, "action": "pause"}, follow_redirects=False).status_code == 303
+        assert (
+            operator.post("/console/pauses", data={**form, "action": "pause"}, follow_redirects=False).status_code
+            == 303
+        )
         time.sleep(PAUSE_BOUND_SECONDS)
         assert _paused_gauge("group", "crm") == 1
         held_back = _event()
@@ -69,7 +72,10 @@ def test_a_paused_group_stops_consuming_within_5_s_and_resumes(
         page = operator.get("/console/groups").text
         assert 'id="paused"' in page
         assert "the CRM database is migrating" in page
-        assert operator.post("/console/pauses", data={**form, "action": "resume"}, follow_redirects=False).status_code == 303
+        assert (
+            operator.post("/console/pauses", data={**form, "action": "resume"}, follow_redirects=False).status_code
+            == 303
+        )
         wait_for(
             lambda: feed_entries(pool, held_back["AppointmentId"]),
             timeout=PAUSE_BOUND_SECONDS + 10,
