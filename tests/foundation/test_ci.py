@@ -79,12 +79,13 @@ def test_make_test_provides_its_tools_before_any_test_runs(tmp_path: Path) -> No
 
 
 def _bin_with(tmp_path: Path, *tools: str) -> Path:
-    """A PATH folder holding only the given commands (links to the real ones) and a fake promtool if asked."""
+    """A PATH folder holding only the given commands (links to the real ones) and a fake promtool or chromium if
+    asked."""
     folder = tmp_path / "bin"
     folder.mkdir()
     for tool in tools:
-        if tool == "promtool":
-            fake = folder / "promtool"
+        if tool in ("promtool", "chromium"):
+            fake = folder / tool
             fake.write_text("#!/bin/sh\nexit 0\n")
             fake.chmod(0o755)
         else:
@@ -93,7 +94,7 @@ def _bin_with(tmp_path: Path, *tools: str) -> Path:
 
 
 def test_without_promtool_and_no_way_to_install_it_one_line_says_what_and_how(tmp_path: Path) -> None:
-    path = _bin_with(tmp_path, "id")
+    path = _bin_with(tmp_path, "id", "chromium")
     result = subprocess.run(
         ["/bin/bash", str(ROOT / "scripts" / "test-tools")],
         env={**os.environ, "PATH": str(path)},
@@ -110,8 +111,25 @@ def test_without_promtool_and_no_way_to_install_it_one_line_says_what_and_how(tm
     assert "prometheus" in lines[0]
 
 
-def test_with_promtool_on_the_path_nothing_is_installed(tmp_path: Path) -> None:
+def test_without_chromium_and_no_way_to_install_it_one_line_says_what_and_how(tmp_path: Path) -> None:
     path = _bin_with(tmp_path, "id", "promtool")
+    result = subprocess.run(
+        ["/bin/bash", str(ROOT / "scripts" / "test-tools")],
+        env={**os.environ, "PATH": str(path)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "chromium" in lines[0]
+    assert "prometheus" not in lines[0]
+
+
+def test_with_promtool_and_chromium_on_the_path_nothing_is_installed(tmp_path: Path) -> None:
+    path = _bin_with(tmp_path, "id", "promtool", "chromium")
     result = subprocess.run(
         ["/bin/bash", str(ROOT / "scripts" / "test-tools")],
         env={**os.environ, "PATH": str(path)},

@@ -47,8 +47,22 @@ ACTION_LIMIT = 50
 GROUP, RELAY = "group", "relay"
 
 
+@dataclass(frozen=True)
+class Said:
+    """Who acts, why, and on what (the audit record's actor, reason and target)."""
+
+    actor: str
+    reason: str
+    target: dict[str, Any]
+
+
 class ActionError(ValueError):
     """An action that cannot be done as asked (unknown target, no reason, too many letters): nothing changed."""
+
+
+def _record(conn: Conn, said: Said, action: str, counts: dict[str, int]) -> audit.AuditRecord:
+    """The action's audit record, in ``conn``'s transaction."""
+    return audit.record(conn, actor=said.actor, action=action, target=said.target, reason=said.reason, counts=counts)
 
 
 def pause_or_resume(conn: Conn, *, kind: str, name: str, action: str, actor: str, reason: str) -> bool:
@@ -137,13 +151,7 @@ def _purchase_version(letter: dict[str, Any]) -> tuple[uuid.UUID, int] | None:
 
 
 def replay_group(
-    conn: Conn,
-    settings: Settings,
-    letters: Sequence[dict[str, Any]],
-    *,
-    actor: str,
-    reason: str,
-    target: dict[str, Any],
+    conn: Conn, settings: Settings, letters: Sequence[dict[str, Any]], said: Said
 ) -> tuple[audit.AuditRecord, Preview]:
     """Send ``letters`` back to their original topics (key, value and headers as read: the same MessageId), then
     mark them replayed, recorded with the dry run's counts. Every letter goes, the skipped and refused too: the
@@ -152,7 +160,7 @@ def replay_group(
     if not letters:
         raise ActionError("no open dead letter matches")
     _publish(settings, letters)
-    record = audit.record(conn, actor=actor, action="dlq.replay", target=target, reason=reason, counts=preview.counts())
+    record = _record(conn, said, "dlq.replay", preview.counts())
     index.resolve(conn, [int(letter["id"]) for letter in letters], resolution=index.REPLAYED, audit_id=record.id)
     conn.commit()
     return record, preview
@@ -178,15 +186,12 @@ def _publish(settings: Settings, letters: Sequence[dict[str, Any]]) -> None:
         raise ActionError(f"the broker did not acknowledge {remaining + len(failures)} replayed letter(s): none marked")
 
 
-def discard_group(
-    conn: Conn, letters: Sequence[dict[str, Any]], *, actor: str, reason: str, target: dict[str, Any]
-) -> audit.AuditRecord:
+def discard_group(conn: Conn, letters: Sequence[dict[str, Any]], said: Said) -> audit.AuditRecord:
     """Mark ``letters`` discarded (kept, hidden by default), recorded."""
     if not letters:
         raise ActionError("no open dead letter matches")
     ids = [int(letter["id"]) for letter in letters]
-    record = audit.record(conn, actor=actor, action="dlq.discard", target=target, reason=reason,
-                          counts={"letters": len(ids)})  # fmt: skip
+    record = _record(conn, said, "dlq.discard", {"letters": len(ids)})  # fmt: skip
     index.resolve(conn, ids, resolution=index.DISCARDED, audit_id=record.id)
     conn.commit()
     return record
@@ -197,34 +202,22 @@ def preview_relay(letters: Sequence[dict[str, Any]]) -> Preview:
     return Preview(RELAY, apply=[int(letter["id"]) for letter in letters])
 
 
-def replay_relay(
-    conn: Conn,
-    settings: Settings,
-    letters: Sequence[dict[str, Any]],
-    *,
-    actor: str,
-    reason: str,
-    target: dict[str, Any],
-) -> audit.AuditRecord:
+def replay_relay(conn: Conn, settings: Settings, letters: Sequence[dict[str, Any]], said: Said) -> audit.AuditRecord:
     """Put the relay's ``letters`` back into the outbox (each at the head of its key), recorded."""
     if not letters:
         raise ActionError("no dead letter matches")
     set_outbox_mode(OutboxMode(settings.outbox_mode))  # in cdc mode the replayed rows are captured too
-    record = audit.record(conn, actor=actor, action="outbox.replay", target=target, reason=reason,
-                          counts={"letters": len(letters)})  # fmt: skip
+    record = _record(conn, said, "outbox.replay", {"letters": len(letters)})  # fmt: skip
     for letter in letters:  # dead_letter_replay commits: the record and the first letter together, then each
         relay_letters.dead_letter_replay(conn, letter["message_id"], str(letter["topic"]))
     return record
 
 
-def discard_relay(
-    conn: Conn, letters: Sequence[dict[str, Any]], *, actor: str, reason: str, target: dict[str, Any]
-) -> audit.AuditRecord:
+def discard_relay(conn: Conn, letters: Sequence[dict[str, Any]], said: Said) -> audit.AuditRecord:
     """Discard the relay's ``letters`` (kept in ``outbox.dead_letter_discarded``; their keys' later rows flow)."""
     if not letters:
         raise ActionError("no dead letter matches")
-    record = audit.record(conn, actor=actor, action="outbox.discard", target=target, reason=reason,
-                          counts={"letters": len(letters)})  # fmt: skip
+    record = _record(conn, said, "outbox.discard", {"letters": len(letters)})  # fmt: skip
     for letter in letters:
         relay_letters.dead_letter_discard(conn, letter["message_id"], str(letter["topic"]))
     return record

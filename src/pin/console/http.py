@@ -3,6 +3,7 @@ and, from a session, its CSRF token). :func:`install` adds them to the API; the 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -242,33 +243,41 @@ def dead_letters(request: Request, who: Who, pool: Pool) -> HTMLResponse:
     return render(request, "dead_letters.html", who, kind=kind, letters=letters, filters=shown, groups=CONSUMER_GROUPS)
 
 
-@router.get("/dead-letters/group/{letter_id}")
-def group_letter(request: Request, who: Who, pool: Pool, letter_id: int) -> HTMLResponse:
-    """One of the groups' dead letters: payload, headers, error and attempts."""
+@router.get("/dead-letters/{kind}/{letter_id}")
+def dead_letter(request: Request, who: Who, pool: Pool, kind: str, letter_id: int) -> HTMLResponse:
+    """One dead letter (``kind`` group or relay): payload, headers, error and attempts (a relay's letter: the
+    rows of its key it holds back)."""
+    read = {"group": _group_letter, "relay": _relay_letter}.get(kind)
+    if read is None:
+        raise ConsoleRefusal(404, f"no kind of dead letter {kind!r}")
+    with pool.connection() as conn:
+        shown = read(conn, letter_id)
+    if shown is None:
+        raise ConsoleRefusal(404, f"no dead letter {letter_id}")
+    return render(request, f"{kind}_letter.html", who, **shown)
+
+
+def _group_letter(conn: Any, letter_id: int) -> dict[str, Any] | None:
+    """A group's letter as its page shows it: every byte as text (the template escapes it)."""
     from pin.messaging.consumer.dead_letters import index
 
-    with pool.connection() as conn:
-        letter = index.one(conn, letter_id)
+    letter = index.one(conn, letter_id)
     if letter is None:
-        raise ConsoleRefusal(404, f"no dead letter {letter_id}")
-    payload = pages.shown_bytes(letter["message_value"])
-    key = pages.shown_bytes(letter["message_key"])
+        return None
     headers = [(name, pages.shown_bytes(value)) for name, value in letter["headers"]]
-    return render(request, "group_letter.html", who, letter=letter, payload=payload, key=key, headers=headers)
+    payload, key = pages.shown_bytes(letter["message_value"]), pages.shown_bytes(letter["message_key"])
+    return {"letter": letter, "payload": payload, "key": key, "headers": headers}
 
 
-@router.get("/dead-letters/relay/{outbox_id}")
-def relay_letter(request: Request, who: Who, pool: Pool, outbox_id: int) -> HTMLResponse:
-    """One of the relay's dead letters: payload, headers, error and attempts, the rows it holds back."""
-    import json
-
-    with pool.connection() as conn:
-        letter = pages.relay_dead_letter(conn, outbox_id)
+def _relay_letter(conn: Any, outbox_id: int) -> dict[str, Any] | None:
+    """The relay's letter as its page shows it: its payload and headers as indented JSON."""
+    letter = pages.relay_dead_letter(conn, outbox_id)
     if letter is None:
-        raise ConsoleRefusal(404, f"no dead letter {outbox_id}")
-    payload = json.dumps(letter["payload"], indent=2, ensure_ascii=False, sort_keys=True)
-    headers = json.dumps(letter["headers"], indent=2, ensure_ascii=False, sort_keys=True)
-    return render(request, "relay_letter.html", who, letter=letter, payload=payload, headers=headers)
+        return None
+    shown = {
+        name: json.dumps(letter[name], indent=2, ensure_ascii=False, sort_keys=True) for name in ("payload", "headers")
+    }
+    return {"letter": letter, **shown}
 
 
 @router.get("/keys")
@@ -407,14 +416,14 @@ def _selected(conn: Any, act: _Act) -> tuple[list[dict[str, Any]], actions.Previ
 
 def _do(conn: Any, settings: Settings, act: _Act, letters: list[dict[str, Any]]) -> Any:
     """The replay or discard of ``letters``; its audit record."""
-    said: dict[str, Any] = {"actor": act.who.actor, "reason": act.reason, "target": act.target}
+    said = actions.Said(act.who.actor, act.reason, act.target)
     if act.kind == "group" and act.action == "replay":
-        return actions.replay_group(conn, settings, letters, **said)[0]
+        return actions.replay_group(conn, settings, letters, said)[0]
     if act.kind == "group":
-        return actions.discard_group(conn, letters, **said)
+        return actions.discard_group(conn, letters, said)
     if act.action == "replay":
-        return actions.replay_relay(conn, settings, letters, **said)
-    return actions.discard_relay(conn, letters, **said)
+        return actions.replay_relay(conn, settings, letters, said)
+    return actions.discard_relay(conn, letters, said)
 
 
 @router.post("/held/park")

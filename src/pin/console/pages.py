@@ -17,16 +17,6 @@ from pin.operations import audit, pauses
 from pin.outbox.writer import VPARTS
 
 _QUERIES = load_queries(__package__)
-OUTBOX_WAITING = _QUERIES["console_outbox_waiting"]
-LEASE_MAP = _QUERIES["console_lease_map"]
-RELAY_DEAD_LETTERS = _QUERIES["console_relay_dead_letters"]
-RELAY_DEAD_LETTER_ONE = _QUERIES["console_relay_dead_letter_one"]
-HELD = _QUERIES["console_held"]
-POISON = _QUERIES["console_poison"]
-CYCLES = _QUERIES["console_cycles"]
-OUTBOX_OF_KEY = _QUERIES["console_outbox_of_key"]
-MEMBERS = _QUERIES["console_members"]
-OPEN_GROUP_LETTERS = _QUERIES["console_open_group_letters"]
 
 # Rows per page of every list; the next page starts after the last row shown (keyset, never OFFSET).
 PAGE_SIZE = 50
@@ -70,31 +60,31 @@ def paused(conn: Conn) -> list[pauses.Pause]:
 
 def open_group_letters(conn: Conn) -> dict[str, int]:
     """Each group's open dead letters (counts stop at 10 001)."""
-    rows = conn.execute(OPEN_GROUP_LETTERS, {"groups": list(CONSUMER_GROUPS)}).fetchall()
+    rows = conn.execute(_QUERIES["console_open_group_letters"], {"groups": list(CONSUMER_GROUPS)}).fetchall()
     return {str(r["consumer_group"]): int(str(r["open_letters"])) for r in rows}
 
 
 def cycles(conn: Conn, limit: int = 50) -> list[dict[str, Any]]:
     """The last cycle of every worker instance, the most recent first."""
-    return list(conn.execute(CYCLES, {"limit": limit}).fetchall())
+    return list(conn.execute(_QUERIES["console_cycles"], {"limit": limit}).fetchall())
 
 
 def poison(
     conn: Conn, *, job: str | None = None, item: uuid.UUID | None = None, limit: int = PAGE_SIZE
 ) -> list[dict[str, Any]]:
     """The workers' poison items (of ``job``, of ``item``), the longest failing first."""
-    return list(conn.execute(POISON, {"job": job, "item": item, "limit": limit}).fetchall())
+    return list(conn.execute(_QUERIES["console_poison"], {"job": job, "item": item, "limit": limit}).fetchall())
 
 
 def outbox_waiting(conn: Conn, *, topic: str | None, after: int | None, limit: int = PAGE_SIZE) -> Page:
     """One page of the outbox rows waiting, oldest first."""
-    rows = conn.execute(OUTBOX_WAITING, {"topic": topic, "after": after, "limit": limit + 1}).fetchall()
+    rows = conn.execute(_QUERIES["console_outbox_waiting"], {"topic": topic, "after": after, "limit": limit + 1}).fetchall()
     return _page(list(rows), limit)
 
 
 def lease_map(conn: Conn) -> list[dict[str, Any]]:
     """Every vpart's lease (``VPARTS`` rows)."""
-    rows = list(conn.execute(LEASE_MAP).fetchall())
+    rows = list(conn.execute(_QUERIES["console_lease_map"]).fetchall())
     assert len(rows) <= VPARTS
     return rows
 
@@ -119,13 +109,13 @@ class RelayFilter:
 
 def relay_dead_letters(conn: Conn, where: RelayFilter, *, before: int | None, limit: int = PAGE_SIZE) -> Page:
     """One page of the relay's dead letters, newest first."""
-    rows = conn.execute(RELAY_DEAD_LETTERS, {**where.params(), "before": before, "limit": limit + 1}).fetchall()
+    rows = conn.execute(_QUERIES["console_relay_dead_letters"], {**where.params(), "before": before, "limit": limit + 1}).fetchall()
     return _page(list(rows), limit)
 
 
 def relay_dead_letter(conn: Conn, outbox_id: int) -> dict[str, Any] | None:
     """One of the relay's dead letters, whole, with the rows of its key it holds back."""
-    row = conn.execute(RELAY_DEAD_LETTER_ONE, {"id": outbox_id}).fetchone()
+    row = conn.execute(_QUERIES["console_relay_dead_letter_one"], {"id": outbox_id}).fetchone()
     return dict(row) if row is not None else None
 
 
@@ -138,13 +128,13 @@ def held(
     conn: Conn, *, group: str | None = None, key: bytes | None = None, limit: int = PAGE_SIZE
 ) -> list[dict[str, Any]]:
     """The messages consumers hold in retry (of ``group``, of ``key``), the longest held first."""
-    rows = conn.execute(HELD, {"group": group, "key": key, "limit": limit}).fetchall()
+    rows = conn.execute(_QUERIES["console_held"], {"group": group, "key": key, "limit": limit}).fetchall()
     return [{**row, "key_text": index.key_text(_bytes(row["message_key"]))} for row in rows]
 
 
 def members(conn: Conn, group: str | None = None) -> list[dict[str, Any]]:
     """The consumer instances (of ``group``), live or not."""
-    return list(conn.execute(MEMBERS, {"group": group}).fetchall())
+    return list(conn.execute(_QUERIES["console_members"], {"group": group}).fetchall())
 
 
 def recent_audit(conn: Conn, limit: int = 200) -> list[audit.AuditRecord]:
@@ -198,7 +188,7 @@ class KeyView:
 def key_view(conn: Conn, key: str) -> KeyView:
     """Everything about ``key``: outbox rows, dead letters of both kinds, held messages, poison items."""
     view = KeyView(key)
-    view.outbox = list(conn.execute(OUTBOX_OF_KEY, {"key": key, "limit": PAGE_SIZE}).fetchall())
+    view.outbox = list(conn.execute(_QUERIES["console_outbox_of_key"], {"key": key, "limit": PAGE_SIZE}).fetchall())
     view.relay_letters = relay_dead_letters(conn, RelayFilter(key=key), before=None).rows
     view.group_letters = group_dead_letters(conn, index.LetterFilter(key=key, resolved=True), before=None).rows
     view.held = held(conn, key=key.encode())

@@ -20,10 +20,6 @@ from pin.db import Conn, load_queries
 from pin.operations import audit
 
 _QUERIES = load_queries(__package__)
-PAUSE_SET = _QUERIES["pause_set"]
-PAUSE_CLEAR = _QUERIES["pause_clear"]
-PAUSE_LIST = _QUERIES["pause_list"]
-PAUSE_HELD = _QUERIES["pause_held"]
 
 JOB = "job"
 GROUP = "group"
@@ -64,13 +60,13 @@ def pause(conn: Conn, *, kind: str, name: str, actor: str, reason: str) -> bool:
     """Pause ``kind`` ``name`` (recorded); True when it was not paused before."""
     record = audit.record(conn, actor=actor, action=f"{kind}.pause", target={kind: name}, reason=reason)
     params = {"kind": kind, "name": name, "actor": record.actor, "reason": record.reason, "audit_id": record.id}
-    return conn.execute(PAUSE_SET, params).fetchone() is not None
+    return conn.execute(_QUERIES["pause_set"], params).fetchone() is not None
 
 
 def resume(conn: Conn, *, kind: str, name: str, actor: str, reason: str) -> bool:
     """Resume ``kind`` ``name`` (recorded); True when it was paused."""
     audit.record(conn, actor=actor, action=f"{kind}.resume", target={kind: name}, reason=reason)
-    return conn.execute(PAUSE_CLEAR, {"kind": kind, "name": name}).fetchone() is not None
+    return conn.execute(_QUERIES["pause_clear"], {"kind": kind, "name": name}).fetchone() is not None
 
 
 def pauses(conn: Conn) -> list[Pause]:
@@ -84,13 +80,13 @@ def pauses(conn: Conn) -> list[Pause]:
             _time(r["since"]),
             int(str(r["audit_id"])),
         )
-        for r in conn.execute(PAUSE_LIST).fetchall()
+        for r in conn.execute(_QUERIES["pause_list"]).fetchall()
     ]
 
 
 def is_paused(conn: Conn, *, kind: str, name: str) -> bool:
     """Whether ``kind`` ``name`` is paused now."""
-    row = conn.execute(PAUSE_HELD, {"kind": kind, "name": name}).fetchone()
+    row = conn.execute(_QUERIES["pause_held"], {"kind": kind, "name": name}).fetchone()
     return bool(row and row["paused"])
 
 

@@ -20,10 +20,6 @@ from pin.messaging.consumer.dead_letters.store import Headers, Origin
 from pin.messaging.envelope import UnreadableMessageError, decode_envelope
 
 _QUERIES = load_queries(__package__)
-INDEX_WRITE = _QUERIES["dead_letter_index_write"]
-INDEX_PAGE = _QUERIES["dead_letter_index_page"]
-INDEX_ONE = _QUERIES["dead_letter_index_one"]
-INDEX_RESOLVE = _QUERIES["dead_letter_index_resolve"]
 
 WHOLE = "whole"
 REPLAYED = "replayed"
@@ -77,7 +73,7 @@ def write(
         "error_type": origin.error_type, "error": origin.error, "attempts": origin.attempts,
         "disposition": disposition, "stored_id": stored_id,
     }  # fmt: skip
-    row = conn.execute(INDEX_WRITE, params).fetchone()
+    row = conn.execute(_QUERIES["dead_letter_index_write"], params).fetchone()
     assert row is not None, "an upsert with RETURNING returns its row"
     return int(str(row["id"]))
 
@@ -110,12 +106,12 @@ class LetterFilter:
 
 def page(conn: Conn, where: LetterFilter, *, before: int | None, limit: int) -> list[dict[str, Any]]:
     """One page of the letters ``where`` selects, newest first, after the keyset cursor ``before`` (an id)."""
-    return list(conn.execute(INDEX_PAGE, {**where.params(), "before": before, "limit": limit}).fetchall())
+    return list(conn.execute(_QUERIES["dead_letter_index_page"], {**where.params(), "before": before, "limit": limit}).fetchall())
 
 
 def one(conn: Conn, letter_id: int) -> dict[str, Any] | None:
     """One letter with its bytes (the full ones where ``messaging.dead_letter`` keeps them), or None."""
-    row = conn.execute(INDEX_ONE, {"id": letter_id}).fetchone()
+    row = conn.execute(_QUERIES["dead_letter_index_one"], {"id": letter_id}).fetchone()
     if row is None:
         return None
     names, values = row.pop("header_names"), row.pop("header_values")
@@ -133,5 +129,5 @@ def _bytes(value: object) -> bytes | None:
 
 def resolve(conn: Conn, ids: Sequence[int], *, resolution: str, audit_id: int) -> list[int]:
     """Mark the open letters ``ids`` resolved by the action ``audit_id``; the ids marked."""
-    rows = conn.execute(INDEX_RESOLVE, {"ids": list(ids), "resolution": resolution, "audit_id": audit_id})
+    rows = conn.execute(_QUERIES["dead_letter_index_resolve"], {"ids": list(ids), "resolution": resolution, "audit_id": audit_id})
     return [int(str(row["id"])) for row in rows.fetchall()]
