@@ -78,7 +78,9 @@ def poison(
 
 def outbox_waiting(conn: Conn, *, topic: str | None, after: int | None, limit: int = PAGE_SIZE) -> Page:
     """One page of the outbox rows waiting, oldest first."""
-    rows = conn.execute(_QUERIES["console_outbox_waiting"], {"topic": topic, "after": after, "limit": limit + 1}).fetchall()
+    rows = conn.execute(
+        _QUERIES["console_outbox_waiting"], {"topic": topic, "after": after, "limit": limit + 1}
+    ).fetchall()
     return _page(list(rows), limit)
 
 
@@ -109,7 +111,9 @@ class RelayFilter:
 
 def relay_dead_letters(conn: Conn, where: RelayFilter, *, before: int | None, limit: int = PAGE_SIZE) -> Page:
     """One page of the relay's dead letters, newest first."""
-    rows = conn.execute(_QUERIES["console_relay_dead_letters"], {**where.params(), "before": before, "limit": limit + 1}).fetchall()
+    rows = conn.execute(
+        _QUERIES["console_relay_dead_letters"], {**where.params(), "before": before, "limit": limit + 1}
+    ).fetchall()
     return _page(list(rows), limit)
 
 

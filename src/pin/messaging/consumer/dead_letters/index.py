@@ -90,23 +90,36 @@ class LetterFilter:
     until: datetime | None = None
     resolved: bool = False  # resolved letters (replayed, discarded) too
     ids: tuple[int, ...] | None = None
+    message_id: uuid.UUID | None = None
 
     def params(self) -> dict[str, Any]:
         """The filter's bound parameters."""
         return {
             "group": self.group, "topic": self.topic, "key": self.key, "error": self.error, "since": self.since,
             "until": self.until, "resolved": self.resolved, "ids": list(self.ids) if self.ids is not None else None,
+            "message_id": self.message_id,
         }  # fmt: skip
 
     def described(self) -> dict[str, Any]:
         """The filter as the audit trail records it (identifiers and times only)."""
         shown = {name: value for name, value in self.params().items() if value not in (None, False)}
-        return {name: value.isoformat() if isinstance(value, datetime) else value for name, value in shown.items()}
+        return {
+            name: value.isoformat()
+            if isinstance(value, datetime)
+            else str(value)
+            if isinstance(value, uuid.UUID)
+            else value
+            for name, value in shown.items()
+        }
 
 
 def page(conn: Conn, where: LetterFilter, *, before: int | None, limit: int) -> list[dict[str, Any]]:
     """One page of the letters ``where`` selects, newest first, after the keyset cursor ``before`` (an id)."""
-    return list(conn.execute(_QUERIES["dead_letter_index_page"], {**where.params(), "before": before, "limit": limit}).fetchall())
+    return list(
+        conn.execute(
+            _QUERIES["dead_letter_index_page"], {**where.params(), "before": before, "limit": limit}
+        ).fetchall()
+    )
 
 
 def one(conn: Conn, letter_id: int) -> dict[str, Any] | None:
@@ -129,5 +142,7 @@ def _bytes(value: object) -> bytes | None:
 
 def resolve(conn: Conn, ids: Sequence[int], *, resolution: str, audit_id: int) -> list[int]:
     """Mark the open letters ``ids`` resolved by the action ``audit_id``; the ids marked."""
-    rows = conn.execute(_QUERIES["dead_letter_index_resolve"], {"ids": list(ids), "resolution": resolution, "audit_id": audit_id})
+    rows = conn.execute(
+        _QUERIES["dead_letter_index_resolve"], {"ids": list(ids), "resolution": resolution, "audit_id": audit_id}
+    )
     return [int(str(row["id"])) for row in rows.fetchall()]

@@ -74,6 +74,7 @@ WHERE (%(before)s::bigint IS NULL OR id < %(before)s::bigint)
   AND (%(until)s::timestamptz IS NULL OR failed_at < %(until)s::timestamptz)
   AND (%(resolved)s::boolean OR resolution IS NULL)
   AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+  AND (%(message_id)s::uuid IS NULL OR message_id = %(message_id)s::uuid)
 ORDER BY id DESC
 LIMIT %(limit)s
 
