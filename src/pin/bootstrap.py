@@ -126,6 +126,7 @@ def run_relay(*, once: bool) -> dict[str, int] | None:
         relay = build_relay(settings, pool, config, hooks)
         if not once:
             _export_consumer_waits(settings, pool, context.stop)
+            _carry_out_replay_jobs(settings, pool, context.stop)
         totals = relay.run(context.stop, until_empty=once)
         return totals if once else None
     finally:
@@ -144,6 +145,16 @@ def _export_consumer_waits(settings: Settings, pool: ConnectionPool[Conn], stop:
     admin = AdminClient(client_config(settings, **{"client.id": "pin-relay-waits"}))
     gauges = ConsumerWaitGauges(settings, pool, admin)
     refresh_in_background(gauges, settings.relay_gauge_refresh_seconds, stop, name="consumer-waits")
+
+
+def _carry_out_replay_jobs(settings: Settings, pool: ConnectionPool[Conn], stop: threading.Event) -> None:
+    """The console's replays larger than a page, carried out by every relay: one turn a second, at most
+    PIN_CONSOLE_REPLAY_RATE letters a turn (pin/console/replay_jobs.py)."""
+    from pin.console.replay_jobs import ReplayJobs
+    from pin.outbox.gauges import refresh_in_background
+
+    jobs = ReplayJobs(settings, pool, per_turn=settings.console_replay_rate)
+    refresh_in_background(jobs, 1.0, stop, name="replay-jobs")
 
 
 def run_expire_promotions(*, once: bool) -> dict[str, int] | None:

@@ -60,7 +60,11 @@ class ActionError(ValueError):
     """An action that cannot be done as asked (unknown target, no reason, too many letters): nothing changed."""
 
 
-def _record(conn: Conn, said: Said, action: str, counts: dict[str, int]) -> audit.AuditRecord:
+class TooManyLettersError(ActionError):
+    """More letters match than one request acts on: a replay of them is a job (:mod:`pin.console.replay_jobs`)."""
+
+
+def record(conn: Conn, said: Said, action: str, counts: dict[str, int]) -> audit.AuditRecord:
     """The action's audit record, in ``conn``'s transaction."""
     return audit.record(conn, actor=said.actor, action=action, target=said.target, reason=said.reason, counts=counts)
 
@@ -99,7 +103,7 @@ def select_group_letters(conn: Conn, where: index.LetterFilter) -> list[dict[str
     """The open letters ``where`` selects (at most :data:`ACTION_LIMIT`; more is an :class:`ActionError`)."""
     rows = index.page(conn, where, before=None, limit=ACTION_LIMIT + 1)
     if len(rows) > ACTION_LIMIT:
-        raise ActionError(f"more than {ACTION_LIMIT} letters match: narrow the filter (a page at a time)")
+        raise TooManyLettersError(f"more than {ACTION_LIMIT} letters match: narrow the filter, or replay them as a job")
     return [full for row in rows if (full := index.one(conn, int(row["id"]))) is not None]
 
 
@@ -159,14 +163,14 @@ def replay_group(
     preview = preview_group(conn, letters)
     if not letters:
         raise ActionError("no open dead letter matches")
-    _publish(settings, letters)
-    record = _record(conn, said, "dlq.replay", preview.counts())
-    index.resolve(conn, [int(letter["id"]) for letter in letters], resolution=index.REPLAYED, audit_id=record.id)
+    publish(settings, letters)
+    done = record(conn, said, "dlq.replay", preview.counts())
+    index.resolve(conn, [int(letter["id"]) for letter in letters], resolution=index.REPLAYED, audit_id=done.id)
     conn.commit()
-    return record, preview
+    return done, preview
 
 
-def _publish(settings: Settings, letters: Sequence[dict[str, Any]]) -> None:
+def publish(settings: Settings, letters: Sequence[dict[str, Any]]) -> None:
     """Produce every letter to its original topic and wait for the broker's acknowledgements."""
     if not settings.kafka_bootstrap_servers:
         raise ActionError("PIN_KAFKA_BOOTSTRAP_SERVERS is not set: this instance cannot replay to the broker")
@@ -191,10 +195,10 @@ def discard_group(conn: Conn, letters: Sequence[dict[str, Any]], said: Said) -> 
     if not letters:
         raise ActionError("no open dead letter matches")
     ids = [int(letter["id"]) for letter in letters]
-    record = _record(conn, said, "dlq.discard", {"letters": len(ids)})  # fmt: skip
-    index.resolve(conn, ids, resolution=index.DISCARDED, audit_id=record.id)
+    done = record(conn, said, "dlq.discard", {"letters": len(ids)})
+    index.resolve(conn, ids, resolution=index.DISCARDED, audit_id=done.id)
     conn.commit()
-    return record
+    return done
 
 
 def preview_relay(letters: Sequence[dict[str, Any]]) -> Preview:
@@ -207,17 +211,17 @@ def replay_relay(conn: Conn, settings: Settings, letters: Sequence[dict[str, Any
     if not letters:
         raise ActionError("no dead letter matches")
     set_outbox_mode(OutboxMode(settings.outbox_mode))  # in cdc mode the replayed rows are captured too
-    record = _record(conn, said, "outbox.replay", {"letters": len(letters)})  # fmt: skip
+    done = record(conn, said, "outbox.replay", {"letters": len(letters)})
     for letter in letters:  # dead_letter_replay commits: the record and the first letter together, then each
         relay_letters.dead_letter_replay(conn, letter["message_id"], str(letter["topic"]))
-    return record
+    return done
 
 
 def discard_relay(conn: Conn, letters: Sequence[dict[str, Any]], said: Said) -> audit.AuditRecord:
     """Discard the relay's ``letters`` (kept in ``outbox.dead_letter_discarded``; their keys' later rows flow)."""
     if not letters:
         raise ActionError("no dead letter matches")
-    record = _record(conn, said, "outbox.discard", {"letters": len(letters)})  # fmt: skip
+    done = record(conn, said, "outbox.discard", {"letters": len(letters)})
     for letter in letters:
         relay_letters.dead_letter_discard(conn, letter["message_id"], str(letter["topic"]))
-    return record
+    return done

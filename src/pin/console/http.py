@@ -21,6 +21,7 @@ from pin.api.deps import Pool
 from pin.console import access, actions, pages
 from pin.console.access import ConsoleRefusal, Viewer
 from pin.console.thresholds import crossed
+from pin.messaging.consumer.dead_letters import index
 from pin.messaging.consumer.dead_letters.index import LetterFilter
 from pin.messaging.topics import CONSUMER_GROUPS
 from pin.rfc3339 import is_rfc3339
@@ -227,6 +228,8 @@ def _letter_filter(params: Mapping[str, str | None]) -> LetterFilter:
 @router.get("/dead-letters")
 def dead_letters(request: Request, who: Who, pool: Pool) -> HTMLResponse:
     """Both kinds of dead letters, filtered and keyset-paginated (``kind``: group, the default, or relay)."""
+    from pin.console import replay_jobs
+
     params = dict(request.query_params)
     kind = params.get("kind") or "group"
     if kind not in ("group", "relay"):
@@ -239,8 +242,24 @@ def dead_letters(request: Request, who: Who, pool: Pool) -> HTMLResponse:
         else:
             relay = pages.RelayFilter(where.topic, where.key, where.error, where.since, where.until)
             letters = pages.relay_dead_letters(conn, relay, before=before)
-    shown = {name: value for name, value in params.items() if name != "before"}
-    return render(request, "dead_letters.html", who, kind=kind, letters=letters, filters=shown, groups=CONSUMER_GROUPS)
+        jobs = replay_jobs.recent(conn, limit=5)
+    shown = {name: value for name, value in params.items() if name not in ("before", "job")}
+    return render(
+        request, "dead_letters.html", who, kind=kind, letters=letters, filters=shown, groups=CONSUMER_GROUPS, jobs=jobs
+    )
+
+
+@router.post("/replay-jobs/{job_id}/cancel")
+def cancel_replay_job(
+    request: Request, *, who: Who, pool: Pool, job_id: int, reason: Reason = "", csrf: Csrf = ""
+) -> Response:
+    """Cancel a running replay job (what it replayed stays replayed)."""
+    from pin.console import replay_jobs
+
+    access.acting(request, who, csrf)
+    with pool.connection() as conn:
+        replay_jobs.cancel(conn, job_id, actions.Said(who.actor, _reason(reason), {"job": job_id}))
+    return RedirectResponse(f"{access.PREFIX}/dead-letters?job={job_id}", status_code=303)
 
 
 @router.get("/dead-letters/{kind}/{letter_id}")
@@ -259,8 +278,6 @@ def dead_letter(request: Request, who: Who, pool: Pool, kind: str, letter_id: in
 
 def _group_letter(conn: Any, letter_id: int) -> dict[str, Any] | None:
     """A group's letter as its page shows it: every byte as text (the template escapes it)."""
-    from pin.messaging.consumer.dead_letters import index
-
     letter = index.one(conn, letter_id)
     if letter is None:
         return None
@@ -392,13 +409,32 @@ def _act(request: Request, pool: Any, act: _Act) -> Response:
     """Select the letters (at most a page), then the dry run's page, or the action and its record's page."""
     try:
         with pool.connection() as conn:
-            letters, preview = _selected(conn, act)
+            try:
+                letters, preview = _selected(conn, act)
+            except actions.TooManyLettersError:
+                if act.kind != "group" or act.action == "discard":
+                    raise
+                return _as_job(request, conn, act)
             if act.action == "replay-dry-run":
-                return render(request, "dry_run.html", act.who, preview=preview, target=act.target, reason=act.reason)
+                return render(request, "dry_run.html", act.who, preview=preview, reason=act.reason, job=None)
             record = _do(conn, _settings(request), act, letters)
     except actions.ActionError as exc:
         raise ConsoleRefusal(400, str(exc)) from None
     return render(request, "done.html", act.who, record=record)
+
+
+def _as_job(request: Request, conn: Any, act: _Act) -> Response:
+    """More letters than a page: the dry run of the first page and how many match; the replay, a job."""
+    from pin.console import replay_jobs
+
+    if act.action == "replay":
+        said = actions.Said(act.who.actor, act.reason, act.target)
+        job_id = replay_jobs.start(conn, act.where, said)
+        return RedirectResponse(f"{access.PREFIX}/dead-letters?job={job_id}", status_code=303)
+    rows = index.page(conn, act.where, before=None, limit=actions.ACTION_LIMIT)
+    preview = actions.preview_group(conn, [letter for row in rows if (letter := index.one(conn, int(row["id"])))])
+    job = {"filter": act.where.described(), "letters": replay_jobs.matching(conn, act.where)}
+    return render(request, "dry_run.html", act.who, preview=preview, reason=act.reason, job=job)
 
 
 def _selected(conn: Any, act: _Act) -> tuple[list[dict[str, Any]], actions.Preview]:

@@ -94,3 +94,44 @@ SELECT message_id FROM messaging.inbox WHERE consumer_group = %(group)s AND mess
 -- console_purchase_versions --
 -- The newest Version a context stored of these purchases (its boost's Version guard); {schema} is the context's.
 SELECT purchase_id, version FROM {schema}.purchase WHERE purchase_id = ANY(%(ids)s::uuid[])
+
+-- replay_job_start --
+-- A replay job, running from now on; returns its id.
+INSERT INTO operations.replay_job (audit_id, filter, total) VALUES (%(audit_id)s, %(filter)s, %(total)s) RETURNING id
+
+-- replay_job_count --
+-- How many open letters a job's filter matches when it starts (stops counting at 1 000 001).
+SELECT count(*) AS letters FROM (SELECT 1 FROM messaging.dead_letter_index
+  WHERE resolution IS NULL AND (%(group)s::text IS NULL OR consumer_group = %(group)s::text)
+    AND (%(topic)s::text IS NULL OR topic = %(topic)s::text) AND (%(key)s::text IS NULL OR key_text = %(key)s::text)
+    AND (%(error)s::text IS NULL OR strpos(lower(error_type || ': ' || error), lower(%(error)s::text)) > 0)
+    AND (%(since)s::timestamptz IS NULL OR failed_at >= %(since)s::timestamptz)
+    AND (%(until)s::timestamptz IS NULL OR failed_at < %(until)s::timestamptz)
+    AND (%(message_id)s::uuid IS NULL OR message_id = %(message_id)s::uuid)
+  LIMIT 1000001) AS matched
+
+-- replay_job_claim --
+-- The oldest running job no other relay is working on now, locked for this turn.
+SELECT id, filter, audit_id FROM operations.replay_job WHERE state = 'running' ORDER BY id LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED
+
+-- replay_job_progress --
+-- A turn's progress; the job ends (done) when the turn found nothing left.
+UPDATE operations.replay_job
+SET replayed = replayed + %(replayed)s, apply = apply + %(apply)s, skip = skip + %(skip)s, refuse = refuse + %(refuse)s,
+    state = CASE WHEN %(finished)s THEN 'done' ELSE state END, updated_at = now()
+WHERE id = %(id)s
+
+-- replay_job_fail --
+-- A job the broker or the database keeps failing: stopped with its error.
+UPDATE operations.replay_job SET state = 'failed', error = %(error)s, updated_at = now() WHERE id = %(id)s
+
+-- replay_job_cancel --
+-- Cancel a running job; true when it was running.
+UPDATE operations.replay_job SET state = 'cancelled', updated_at = now()
+WHERE id = %(id)s AND state = 'running'
+RETURNING true AS cancelled
+
+-- replay_job_recent --
+-- The latest replay jobs, newest first.
+SELECT id, created_at, updated_at, audit_id, filter, state, total, replayed, apply, skip, refuse, error
+FROM operations.replay_job ORDER BY id DESC LIMIT %(limit)s

@@ -1,7 +1,7 @@
-"""The operator console's tables: the index of the consumer groups' dead letters (``messaging.dead_letter_index``)
-the cluster-wide pauses (``operations.pause``) and the relay's discarded dead letters
-(``outbox.dead_letter_discarded``).
-The statements are ``messaging/migrations.sql``, ``operations/migrations.sql`` and ``outbox/migrations.sql``.
+"""The operator console's tables: the index of the consumer groups' dead letters (``messaging.dead_letter_index``),
+the cluster-wide pauses (``operations.pause``), the replays larger than a page (``operations.replay_job``) and the
+relay's discarded dead letters (``outbox.dead_letter_discarded``). The statements are ``messaging/migrations.sql``,
+``operations/migrations.sql`` and ``outbox/migrations.sql``.
 
 Revision ID: 0007
 Revises: 0003, 0004 (a merge point on this branch: both came from 0002; the chain is re-made at merge)
@@ -25,11 +25,13 @@ def upgrade() -> None:
     """The dead letters' index, the pauses, the discarded letters."""
     op.execute(_MESSAGING["0007_upgrade"])
     op.execute(_OPERATIONS["0007_upgrade"])
+    op.execute(_OPERATIONS["0007_replay_job_upgrade"])
     op.execute(_OUTBOX["0007_upgrade"])
 
 
 def downgrade() -> None:
     """Both gone (development only)."""
     op.execute(_OUTBOX["0007_downgrade"])
+    op.execute(_OPERATIONS["0007_replay_job_downgrade"])
     op.execute(_OPERATIONS["0007_downgrade"])
     op.execute(_MESSAGING["0007_downgrade"])
