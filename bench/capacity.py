@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pin.messaging.consumer.runtime import pool_size
+from pin.settings import Settings
+
 ROOT = Path(__file__).resolve().parents[1]
 SUMMARY = ROOT / "bench" / "results" / "summary.json"
 PAGE = ROOT / "docs" / "capacity.md"
@@ -38,7 +41,10 @@ TARGET_UTILISATION = 0.5  # instances sized to run at half their measured rate: 
 BENCH_CORES = 2  # the bench machine: every role, PostgreSQL and the broker shared 2 cores
 PG_CORE_BUDGET = 24  # cores of one large PostgreSQL server kept for PIN (a 32-core machine at 75 %)
 PROMOTION_BURST_SECONDS = 300  # a day's purchase expiries may all fall due at once (packages end at midnight)
-POOL_CONNECTIONS = {"api": 20, "relay": 5, "worker": 2, "consumer": 2}  # bootstrap.py's pools (+1 LISTEN: relay)
+# bootstrap.py's pools (+1 LISTEN: relay); a consumer's is its lanes + 1 (PIN_CONSUMER_LANES' default)
+POOL_CONNECTIONS = {
+    "api": 20, "relay": 5, "worker": 2, "consumer": pool_size(Settings.model_fields["consumer_lanes"].default)
+}  # fmt: skip
 API_INSTANCES_PER_EVENTS = 500  # not measured by the bench: one API instance per 500 events/s at peak, assumed
 MAX_CONNECTIONS = 300  # the embedded server's max_connections; a production server is usually 100-500
 VPARTS = 64  # outbox.writer.VPARTS: the relay cannot use more instances than this
@@ -415,8 +421,9 @@ def render(summary: Mapping[str, Any]) -> str:
         *_plans_table(plans, usable_cores(costs)),
         "",
         *_para(
-            "Connections are the pools of `bootstrap.py` (API 20, relay 4 and its LISTEN connection, workers and",
-            "consumers 2 each), for 2 worker roles and 4 consumer groups. The embedded server allows",
+            "Connections are the pools of `bootstrap.py` (API 20, relay 4 and its LISTEN connection, workers 2,",
+            f"consumers {POOL_CONNECTIONS['consumer']}: their lanes and one), for 2 worker roles and 4 consumer",
+            "groups. The embedded server allows",
             f"{MAX_CONNECTIONS};",
             pooler,
         ),

@@ -148,6 +148,7 @@ class Settings(BaseSettings):
     # Consumers: lanes per partition. Messages are dealt to lanes by key (one key's in offset order in one lane) and
     # the lanes apply their batches concurrently, each on its own connection; a message in retry holds back only the
     # later messages of its key. 1: the partition is one lane, handled by the loop (a retry holds the partition).
+    # 1 by default (docs/design/consumers.md, "Lanes": the measurement, and why not 2 yet).
     consumer_lanes: int = Field(default=1, ge=1, le=64)
     # Consumers: how many messages of a partition may be in hand past its committed offset (the lowest offset not
     # yet applied) before the partition is paused until the lanes catch up; bounds a key held in retry's memory.

@@ -70,8 +70,8 @@ def _batch_transactions(logs: list[dict[str, Any]]) -> list[tuple[int, bool]]:
 
 
 def test_a_poison_message_in_the_middle_of_a_batch_is_isolated(settings, kafka, pool, producer):
-    """The batch with a message whose effect fails goes one by one: the messages before it apply, it is held (the
-    committed offset at it, nothing behind it applied, never dead-lettered), and once its cause is fixed it
+    """One lane: the batch with a message whose effect fails goes one by one: the messages before it apply, it is held
+    (the committed offset at it, nothing behind it applied, never dead-lettered), and once its cause is fixed it
     applies, then the messages behind it."""
     before = [expired_cancellation(), expired_cancellation()]
     bad = expired_cancellation()
@@ -83,7 +83,7 @@ def test_a_poison_message_in_the_middle_of_a_batch_is_isolated(settings, kafka, 
         producer.send(TOPIC, event, partition=0)
     dead_before = metric("pin_consumer_dead_lettered_total", group="crm", topic=TOPIC)
 
-    with capture_logs() as logs, running("crm", settings, pool, backoff_base=0.05, backoff_cap=0.3):
+    with capture_logs() as logs, running("crm", settings, pool, lanes=1, backoff_base=0.05, backoff_cap=0.3):
         for event in before:
             wait_for(lambda e=event: feed_entries(pool, e["AppointmentId"]), what="the messages before the poison")
         # while the poison is retried its partition's committed offset never passes it (offset 2)

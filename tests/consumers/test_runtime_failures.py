@@ -234,6 +234,7 @@ def test_a_valid_message_that_fails_is_retried_without_limit_never_dead_lettered
     partition does not move past the stuck offset; once the cause is fixed it applies by itself, once. (The DLQ
     is only for what cannot be read: pin.faults.TREATMENTS.)"""
     breakage, error_type = case
+    only_its_key = breakage in {"check-added", "handler-bug"}  # the others fail every message of the table
     database_url, bootstrap = settings.require_database_url(), settings.kafka_bootstrap_servers
     topic = topics.APPOINTMENT_CANCELLED
     warmup, failing, behind = _event(), _event(), _event()
@@ -267,9 +268,12 @@ def test_a_valid_message_that_fails_is_retried_without_limit_never_dead_lettered
     }[breakage]
     retries_before = metric("pin_consumer_retries_total", group="crm", topic=topic)
     dead_before = metric("pin_consumer_dead_lettered_total", group="crm", topic=topic)
+    # a failure of one message's data: with 2 lanes only its key waits; a broken table: the default (one lane)
+    lanes = {"lanes": 2} if only_its_key else {}
     runtime = build_runtime(
-        "crm", settings, consumer_pool, routes=routes, backoff_base=0.05, backoff_cap=0.3, statistics_interval_ms=500
-    )
+        "crm", settings, consumer_pool, routes=routes, backoff_base=0.05, backoff_cap=0.3, statistics_interval_ms=500,
+        **lanes,
+    )  # fmt: skip
     try:
         with running_runtimes([runtime]):
             producer.send(topic, warmup, partition=0)  # offset 0
@@ -290,15 +294,22 @@ def test_a_valid_message_that_fails_is_retried_without_limit_never_dead_lettered
                 what=f"{MANY_ATTEMPTS} retries",
             )
             assert metric("pin_consumer_dead_lettered_total", group="crm", topic=topic) == dead_before
+            [held] = wait_for(
+                lambda: [h for h in held_messages(pool, "crm") if h["offset"] == 1 and h["attempts"] >= MANY_ATTEMPTS],
+                what=f"the held message recorded, {MANY_ATTEMPTS} attempts",
+            )
+            assert metric("pin_consumer_dead_lettered_total", group="crm", topic=topic) == dead_before
+            if only_its_key:  # lanes: another key behind it goes on, the committed offset stays at it
+                wait_for(lambda: in_inbox(pool, "crm", behind["MessageId"]), what="the other key applied")
+            else:  # one lane: its partition waits behind it
+                assert not in_inbox(pool, "crm", behind["MessageId"])
             assert committed_offset(bootstrap, "crm", topic, 0) == 1  # the offset stays at it
-            assert not in_inbox(pool, "crm", behind["MessageId"])  # one lane: its partition waits
-            [held] = wait_for(lambda: held_messages(pool, "crm"), what="the held message recorded")
             assert (held["topic"], held["partition"], held["offset"]) == (topic, 0, 1)
             assert (str(held["message_id"]), bytes(held["message_key"])) == (
                 failing["MessageId"],
                 failing["AppointmentId"].encode(),
             )
-            assert (held["error_type"], held["attempts"] >= MANY_ATTEMPTS - 1) == (error_type, True)
+            assert held["error_type"] == error_type
             assert held["fault"] == "poison"
             assert held["park_audit_id"] is None
             assert "\n" not in held["error"]
@@ -319,10 +330,7 @@ def test_a_valid_message_that_fails_is_retried_without_limit_never_dead_lettered
 
     assert len(feed_entries(pool, failing["AppointmentId"])) == 1
     assert len(rows(pool, "SELECT 1 FROM messaging.inbox WHERE message_id = %s", failing["MessageId"])) == 1
-    assert (
-        feed_entries(pool, behind["AppointmentId"])[0]["recorded_at"]
-        >= (feed_entries(pool, failing["AppointmentId"])[0]["recorded_at"])
-    )
+    assert len(feed_entries(pool, behind["AppointmentId"])) == 1
     assert held_messages(pool, "crm") == []  # its record went with its effect
     assert metric("pin_consumer_dead_lettered_total", group="crm", topic=topic) == dead_before
     assert read_dead_letters(settings, ["crm"], idle_seconds=0.3) == []
@@ -343,6 +351,10 @@ def test_an_incompatible_payload_is_dead_lettered_only_after_the_configured_atte
         assert (held["fault"], held["error_type"], held["message_id"]) == ("unreadable", "UnreadableMessageError", None)
         assert metric("pin_consumer_dead_lettered_total", group="crm", topic=topic) == dead_before
         wait_for(lambda: feed_entries(pool, behind["AppointmentId"]), what="the partition to go on")
+        wait_for(
+            lambda: metric("pin_consumer_dead_lettered_total", group="crm", topic=topic) == dead_before + 1,
+            what="the dead letter",
+        )
     [letter] = [x for x in read_dead_letters(settings, ["crm"], idle_seconds=0.3) if x.message_id == bad["MessageId"]]
     assert (letter.provenance["dlt-attempts"], letter.provenance["dlt-exception-type"]) == (
         "4",
@@ -366,7 +378,7 @@ def test_pin_dlq_park_moves_a_held_message_to_the_dead_letters_on_the_record_and
     first, second, behind = _event(), _event(), _event()
     refuse_feed_entries(pool, first["AppointmentId"], second["AppointmentId"])
     cli = CliRunner()
-    with running("crm", settings, pool, backoff_base=0.1, backoff_cap=1.0):
+    with running("crm", settings, pool, lanes=1, backoff_base=0.1, backoff_cap=1.0):  # one lane: the partition waits
         for event in (first, second, behind):
             producer.send(topic, event, partition=0)  # offsets 0, 1, 2
         wait_for(lambda: [h for h in held_messages(pool, "crm") if h["attempts"] >= 3], what="the first held")
@@ -493,12 +505,12 @@ def test_inbox_rows_older_than_the_dedup_window_are_pruned(settings, pool):
 
 
 def test_a_failing_message_holds_its_partition_only(settings, pool, producer):
-    """Retry without moving past the offset: the message behind the failing one waits for it; a message on another
-    partition goes on meanwhile; after the fix the failing one applies, then the one behind it."""
+    """Retry without moving past the offset, with one lane: the message behind the failing one waits for it; a
+    message on another partition goes on meanwhile; after the fix the failing one applies, then the one behind it."""
     bad = _event()
     refuse_feed_entries(pool, bad["AppointmentId"])  # readable, but its effect fails until the fix
     behind, elsewhere = _event(), _event()
-    with running("crm", settings, pool, backoff_base=0.2, backoff_cap=1.0):
+    with running("crm", settings, pool, lanes=1, backoff_base=0.2, backoff_cap=1.0):
         warmup = _event()
         producer.send(topics.APPOINTMENT_CANCELLED, warmup, partition=1)
         wait_for(lambda: feed_entries(pool, warmup["AppointmentId"]), what="the consumer to be up")

@@ -2,7 +2,8 @@
 
 A row per held message: where it was read, its key and MessageId, the last failure (its fault, type and first line,
 scrubbed of row values: never a payload), the attempts, since when and until when. Written once per failed attempt
-(an upsert that backs off with the retries, so the write rate is bounded by the back-off), deleted in the
+(an upsert that backs off with the retries, so the write rate is bounded by the back-off; not while the database
+cannot be reached at all, when the record would only wait for it too), deleted in the
 transaction that applies the message (with its effect), after it is dead-lettered, and when this instance gives its
 partition up. `pin dlq park` marks a row with its audit record: the holder finds the mark at the message's next
 attempt (the release in its transaction, or the upsert after a failure) and dead-letters it. A failure to write is
@@ -61,6 +62,18 @@ class ParkedByOperator(Exception):  # noqa: N818 - the dead letter's error type:
         self.park = park
 
 
+def _database_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says no connection could be had or kept (no SQLSTATE): nothing can be recorded either."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, PoolTimeout):
+            return True
+        if isinstance(seen, psycopg.Error):
+            return seen.sqlstate is None
+        seen = seen.__cause__
+    return False
+
+
 class HeldRecords:
     """One consumer instance's rows of ``messaging.held_message``."""
 
@@ -84,6 +97,8 @@ class HeldRecords:
         retry_in: float,
     ) -> Park | None:
         """Record that ``message`` failed its attempt and is held; the park mark on its row, if an operator set one."""
+        if _database_unreachable(exc):
+            return None  # the record would wait for the same database: the retry goes on without it
         params = {
             **self._where(message), "key": message.key, "message_id": message_id, "member": self.member,
             "fault": fault.value, "error_type": type(exc).__name__, "error": first_line(exc), "attempts": attempts,

@@ -419,20 +419,22 @@ class ConsumerRuntime:
         put on the record (`pin dlq park`) sends it to the dead letters instead.
         """
         failure, message_id = self._attempt(message, attempts, unreadable_attempts)
-        if failure is not None and not failure.dead_letter:
-            delay = backoff_delay(attempts, base=self._backoff_base, cap=self._backoff_cap)
-            failure = replace(failure, retry_in=delay)
+        if failure is None:
+            return None  # applied or skipped: already done (marked twice, a partition's position could go back)
+        # its back-off, whether it is held now or after a dead letter the broker refused
+        failure = replace(failure, retry_in=backoff_delay(attempts, base=self._backoff_base, cap=self._backoff_cap))
+        if not failure.dead_letter:
             park = self._held.failed(
                 message, message_id=message_id, fault=failure.fault, exc=failure.exc, attempts=attempts,
-                retry_in=delay,
+                retry_in=failure.retry_in,
             )  # fmt: skip
             if park is not None:
                 failure = replace(failure, exc=ParkedByOperator(park), dead_letter=True)
-        if failure is not None and failure.dead_letter and not self._dead_letters.send(message, failure.exc, attempts):
+        if failure.dead_letter and not self._dead_letters.send(message, failure.exc, attempts):
             failure = replace(failure, dead_letter=False)  # keep it in hand; try the DLQ again later
-        if failure is not None and not failure.dead_letter:
+        if not failure.dead_letter:
             return failure
-        if failure is not None and (attempts > 1 or isinstance(failure.exc, ParkedByOperator)):
+        if attempts > 1 or isinstance(failure.exc, ParkedByOperator):
             self._held.forget(message)  # dead-lettered: no longer held
         self._done(message)
         return None
@@ -447,6 +449,7 @@ class ConsumerRuntime:
         route = self._routes.get(message.topic)
         if route is None:
             attempt_log.warning("message of a topic this group does not handle skipped")
+            self._done(message)
             return None, None
         message_id = None
         try:
