@@ -30,7 +30,7 @@ test: $(INSTALLED)  ## the whole test suite against real PostgreSQL and a real b
 	scripts/test-tools
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
-test-deep: $(INSTALLED)  ## the property-based, race and soak-style tests at their full size (`make test` runs them smaller)
+test-deep: $(INSTALLED)  ## the property-based, race and soak-style tests at their full size (`make test` runs them smaller), and the deep-only ones
 	scripts/test-tools
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m deep --deep
 

@@ -89,8 +89,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         shutil.rmtree(own, ignore_errors=True)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Longest first (the soak, then the other multi-process tests), so that parallel workers finish together."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Longest first (the soak, then the other multi-process tests), so that parallel workers finish together; a
+    test marked ``deep(only=True)`` (minutes of real time, no smaller size: a real Prometheus over the real SLAs) is
+    deselected unless ``--deep``."""
+    if not config.getoption("--deep", default=False):
+        only_deep = [item for item in items if (mark := item.get_closest_marker("deep")) and mark.kwargs.get("only")]
+        if only_deep:
+            config.hook.pytest_deselected(items=only_deep)
+            items[:] = [item for item in items if item not in only_deep]
 
     def rank(item: pytest.Item) -> int:
         if item.nodeid.startswith("tests/soak/"):

@@ -79,12 +79,11 @@ def test_make_test_provides_its_tools_before_any_test_runs(tmp_path: Path) -> No
 
 
 def _bin_with(tmp_path: Path, *tools: str) -> Path:
-    """A PATH folder holding only the given commands (links to the real ones) and a fake promtool or chromium if
-    asked."""
+    """A PATH folder holding only the given commands (links to the real ones) and a fake promtool if asked."""
     folder = tmp_path / "bin"
     folder.mkdir()
     for tool in tools:
-        if tool in ("promtool", "chromium"):
+        if tool in ("promtool", "prometheus", "chromium"):
             fake = folder / tool
             fake.write_text("#!/bin/sh\nexit 0\n")
             fake.chmod(0o755)
@@ -93,9 +92,9 @@ def _bin_with(tmp_path: Path, *tools: str) -> Path:
     return folder
 
 
-def test_without_promtool_and_no_way_to_install_it_one_line_says_what_and_how(tmp_path: Path) -> None:
-    path = _bin_with(tmp_path, "id", "chromium")
-    result = subprocess.run(
+def _test_tools(path: Path) -> subprocess.CompletedProcess[str]:
+    """scripts/test-tools run with only ``path`` on the PATH."""
+    return subprocess.run(
         ["/bin/bash", str(ROOT / "scripts" / "test-tools")],
         env={**os.environ, "PATH": str(path)},
         capture_output=True,
@@ -103,6 +102,11 @@ def test_without_promtool_and_no_way_to_install_it_one_line_says_what_and_how(tm
         check=False,
         timeout=30,
     )
+
+
+def test_without_promtool_and_no_way_to_install_it_one_line_says_what_and_how(tmp_path: Path) -> None:
+    path = _bin_with(tmp_path, "id")
+    result = _test_tools(path)
     assert result.returncode == 1
     assert result.stdout == ""
     lines = result.stderr.splitlines()
@@ -112,33 +116,26 @@ def test_without_promtool_and_no_way_to_install_it_one_line_says_what_and_how(tm
 
 
 def test_without_chromium_and_no_way_to_install_it_one_line_says_what_and_how(tmp_path: Path) -> None:
-    path = _bin_with(tmp_path, "id", "promtool")
-    result = subprocess.run(
-        ["/bin/bash", str(ROOT / "scripts" / "test-tools")],
-        env={**os.environ, "PATH": str(path)},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=30,
-    )
+    result = _test_tools(_bin_with(tmp_path, "id", "promtool", "prometheus"))
     assert result.returncode == 1
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
     assert "chromium" in lines[0]
-    assert "prometheus" not in lines[0]
+    assert "package(s) chromium missing" in lines[0]
 
 
-def test_with_promtool_and_chromium_on_the_path_nothing_is_installed(tmp_path: Path) -> None:
-    path = _bin_with(tmp_path, "id", "promtool", "chromium")
-    result = subprocess.run(
-        ["/bin/bash", str(ROOT / "scripts" / "test-tools")],
-        env={**os.environ, "PATH": str(path)},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=30,
-    )
+def test_with_promtool_prometheus_and_chromium_on_the_path_nothing_is_installed(tmp_path: Path) -> None:
+    path = _bin_with(tmp_path, "id", "promtool", "prometheus", "chromium")
+    result = _test_tools(path)
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_with_promtool_but_no_prometheus_server_it_is_missing_too(tmp_path: Path) -> None:
+    """The deep tests run a real Prometheus: promtool alone is not enough (and here it cannot be installed)."""
+    path = _bin_with(tmp_path, "id", "promtool")
+    result = _test_tools(path)
+    assert result.returncode == 1
+    assert "prometheus" in result.stderr
 
 
 def test_ci_runs_the_full_size_cases_after_the_readmes_test_command(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from pin.outbox.relay import OutboxRelay
 from pin.settings import Settings
 from tests.outbox.support import TOPIC, broker_settings, event_row, insert_rows, outbox_count
 from tests.support.kafka import read_topic
+from tests.support.processes import RoleProcess
 
 pytestmark = pytest.mark.integration
 
@@ -60,19 +61,23 @@ def _ends(bootstrap: str, topic: str, expected: int) -> dict[int, int]:
     return ends
 
 
+@pytest.fixture
+def on_broker(
+    kafka: EmbeddedKafka, make_settings: Callable[..., Settings], new_relay: Callable[..., OutboxRelay]
+) -> tuple[Settings, OutboxRelay]:
+    """Settings on the test's broker (the test topic created) and an in-process relay publishing to it."""
+    settings = broker_settings(make_settings, kafka.bootstrap_servers)
+    return settings, new_relay(settings)
+
+
 def _admin(settings: Settings) -> Any:
     return AdminClient(client_config(settings))
 
 
 def test_a_group_behind_the_acknowledged_offsets_and_a_group_that_never_committed_wait(
-    kafka: EmbeddedKafka,
-    database_url: str,
-    pool: ConnectionPool[Conn],
-    make_settings: Callable[..., Settings],
-    new_relay: Callable[..., OutboxRelay],
+    kafka: EmbeddedKafka, database_url: str, pool: ConnectionPool[Conn], on_broker: tuple[Settings, OutboxRelay]
 ) -> None:
-    settings = broker_settings(make_settings, kafka.bootstrap_servers)
-    relay = new_relay(settings)
+    settings, relay = on_broker
     before = time.monotonic()
     _publish(database_url, relay, 12)
     ends = _ends(kafka.bootstrap_servers, TOPIC, 12)
@@ -115,14 +120,9 @@ def test_a_group_behind_the_acknowledged_offsets_and_a_group_that_never_committe
 
 
 def test_pruning_keeps_every_answer_and_the_oldest_age_is_the_first_unread_batch(
-    kafka: EmbeddedKafka,
-    database_url: str,
-    pool: ConnectionPool[Conn],
-    make_settings: Callable[..., Settings],
-    new_relay: Callable[..., OutboxRelay],
+    kafka: EmbeddedKafka, database_url: str, pool: ConnectionPool[Conn], on_broker: tuple[Settings, OutboxRelay]
 ) -> None:
-    settings = broker_settings(make_settings, kafka.bootstrap_servers)
-    relay = new_relay(settings)
+    settings, relay = on_broker
     for batch in range(4):  # four batches, a second apart: four marks per partition
         _publish(database_url, relay, 6, tag=f"b{batch}")
         time.sleep(1.0)
@@ -170,14 +170,9 @@ def test_pruning_keeps_every_answer_and_the_oldest_age_is_the_first_unread_batch
 
 
 def test_every_relay_exports_the_waits_and_the_slas_of_groups_that_run_nowhere(
-    kafka: EmbeddedKafka,
-    database_url: str,
-    pool: ConnectionPool[Conn],
-    make_settings: Callable[..., Settings],
-    new_relay: Callable[..., OutboxRelay],
+    kafka: EmbeddedKafka, database_url: str, pool: ConnectionPool[Conn], on_broker: tuple[Settings, OutboxRelay]
 ) -> None:
-    settings = broker_settings(make_settings, kafka.bootstrap_servers)
-    relay = new_relay(settings)
+    settings, relay = on_broker
     _publish(database_url, relay, 5, topic=CANCELLED)
     ends = _ends(kafka.bootstrap_servers, CANCELLED, 5)
     _commit(settings, "crm", {(CANCELLED, p): end for p, end in ends.items()})
@@ -200,17 +195,13 @@ def test_every_relay_exports_the_waits_and_the_slas_of_groups_that_run_nowhere(
 
 
 def test_pin_status_shows_what_waits_for_each_group_against_its_sla(
-    kafka: EmbeddedKafka,
-    database_url: str,
-    make_settings: Callable[..., Settings],
-    new_relay: Callable[..., OutboxRelay],
+    kafka: EmbeddedKafka, database_url: str, on_broker: tuple[Settings, OutboxRelay]
 ) -> None:
     from rich.console import Console
 
     from pin.status import collect_status, render
 
-    settings = broker_settings(make_settings, kafka.bootstrap_servers)
-    relay = new_relay(settings)
+    settings, relay = on_broker
     _publish(database_url, relay, 4, topic=CANCELLED)
     ends = _ends(kafka.bootstrap_servers, CANCELLED, 4)
     _commit(settings, "crm", {(CANCELLED, p): end for p, end in ends.items()})
@@ -242,3 +233,60 @@ def test_pin_status_shows_what_waits_for_each_group_against_its_sla(
     assert notifications["pastSla"] is True
     console.print(render(report))
     assert "over SLA, oldest on appointment-cancelled[" in console.export_text()
+
+
+def test_the_marks_of_several_relays_and_a_kill9_cover_every_record_the_broker_holds(
+    database_url: str,
+    pool: ConnectionPool[Conn],
+    kafka: EmbeddedKafka,
+    make_settings: Callable[..., Settings],
+    spawn_role: Callable[..., RoleProcess],
+) -> None:
+    from tests.outbox.test_relay_instances import _kill9_then_drain
+
+    broker_settings(make_settings, kafka.bootstrap_servers)
+    insert_rows(database_url, [event_row(f"thing-{n % 25}", n // 25 + 1) for n in range(300)])
+    # a relay killed with its batches acknowledged but never settled (no marks of theirs), a second one sends them
+    # again and drains the outbox: the records of both are in the topic
+    records, _survivor = _kill9_then_drain(
+        database_url, kafka, spawn_role, {"PIN_RELAY_BATCH_SIZE": "50"}, after_produce=2, what="mid-batch"
+    )
+    ends: dict[int, int] = {}
+    for record in records:
+        ends[record.partition] = max(ends.get(record.partition, 0), record.offset + 1)
+
+    with pool.connection() as conn:
+        (never,) = waiting.consumer_waits(conn, {"news": (TOPIC,)}, {})
+
+    # the marks reach the end of every partition, and everything in the topic, duplicates included, waits for a
+    # group that never committed
+    assert {p.partition: p.acked_end for p in never.partitions} == ends
+    assert never.waiting == len(records) == sum(ends.values())
+
+
+def test_pruning_a_quiet_partition_leaves_the_age_of_a_later_offset_within_the_grain(
+    kafka: EmbeddedKafka, database_url: str, pool: ConnectionPool[Conn], on_broker: tuple[Settings, OutboxRelay]
+) -> None:
+    settings, relay = on_broker
+    for seq in (1, 2, 3):  # one key: offsets 0, 1, 2 of its partition, one batch (one mark) each
+        insert_rows(database_url, [event_row("quiet", seq)])
+        relay.heartbeat()
+        relay.run_once()
+    ((partition, end),) = _ends(kafka.bootstrap_servers, TOPIC, 3).items()
+    assert end == 3
+    # the first two were acknowledged a minute before the third (a quiet partition), within one grain of each other
+    with pool.connection() as conn:
+        conn.execute(
+            "UPDATE outbox.acked_position SET acked_at = acked_at - interval '60 seconds' WHERE last_offset < %s",
+            (end - 1,),
+        )
+    reads = {"catalog": (TOPIC,)}
+    _commit(settings, "catalog", {(TOPIC, partition): 0})
+    with pool.connection() as conn:
+        waiting.prune_acked_positions(conn, reads, waiting.committed_offsets(_admin(settings), reads, 5))
+    # catalog applies the first message, then stalls on the second: acknowledged a minute ago, not at the third's time
+    _commit(settings, "catalog", {(TOPIC, partition): 1})
+    with pool.connection() as conn:
+        (catalog,) = waiting.consumer_waits(conn, reads, waiting.committed_offsets(_admin(settings), reads, 5))
+    assert catalog.waiting == 2
+    assert catalog.oldest_seconds >= 60 - waiting.MARK_GRAIN_SECONDS

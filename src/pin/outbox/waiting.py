@@ -29,7 +29,8 @@ CONSUMER_WAITS = _QUERIES["consumer_waits"]
 ACKED_POSITION_PRUNE_LOCK = _QUERIES["acked_position_prune_lock"]
 ACKED_POSITION_PRUNE = _QUERIES["acked_position_prune"]
 
-# The pruning keeps one mark per this many seconds of acknowledgements: an age is at most this much too young.
+# The pruning keeps one mark (the last) per this many seconds of acknowledgements: an age is at most this much too
+# young.
 MARK_GRAIN_SECONDS = 5
 
 WAITING = Gauge(
@@ -131,12 +132,11 @@ def consumer_waits(conn: Conn, reads: Mapping[str, tuple[str, ...]], committed: 
 
 def prune_acked_positions(conn: Conn, reads: Mapping[str, tuple[str, ...]], committed: Committed) -> int:
     """Delete the marks no answer needs any more (one pruner at a time); how many."""
-    reading = {topic for topics in reads.values() for topic in topics}
-    offsets = [
+    offsets = [  # of the topics each group reads now: an old topic's commits hold back no mark
         (topic, partition, offset)
         for group, positions in committed.items()
         for (topic, partition), offset in positions.items()
-        if topic in reads.get(group, ()) and topic in reading
+        if topic in reads.get(group, ())
     ]
     with conn.transaction():
         lock = conn.execute(ACKED_POSITION_PRUNE_LOCK).fetchone()

@@ -35,8 +35,9 @@ SELECT pg_try_advisory_xact_lock(hashtext('outbox.acked_position prune')) AS min
 -- Keep only the marks an answer can need: per partition its first and its latest, and for each offset a group has
 -- committed (given as arrays) the mark that answers for it now. Of the others, delete those behind the lowest of
 -- those offsets (a group without one needs the first mark only), those a later offset acknowledged no later makes
--- useless (dominated), and all but the first of each %(grain)s seconds (an answer for an offset a group reaches later
--- is then at most that much younger than it could be).
+-- useless (dominated), and all but the last of each %(grain)s seconds (an answer for an offset a group reaches later
+-- then comes from a mark of the same grain: at most that much younger than it could be; the first of a grain would
+-- leave the answer to the next mark, however much later it came).
 WITH committed AS (
     SELECT * FROM unnest(%(topics)s::text[], %(partitions)s::int[], %(offsets)s::bigint[])
         AS c(topic, kafka_partition, next_offset)
@@ -63,7 +64,7 @@ WITH committed AS (
     SELECT m.*,
            row_number() OVER (PARTITION BY m.topic, m.kafka_partition, m.dominated,
                               date_bin(make_interval(secs => %(grain)s), m.acked_at, timestamptz 'epoch')
-                              ORDER BY m.last_offset) AS nth_in_grain
+                              ORDER BY m.last_offset DESC) AS nth_in_grain
     FROM marks m
 )
 DELETE FROM outbox.acked_position p

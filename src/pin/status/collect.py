@@ -33,6 +33,7 @@ from pin.status.snapshot import (
 
 def collect_status(settings: Settings, *, kafka: bool = True, kafka_timeout: float = 3.0) -> Snapshot:
     """One snapshot of everything `pin status` shows (as a mapping, the `--json` document)."""
+    offsets = consumer_offsets(settings, kafka_timeout) if kafka else BrokerUnavailable("not asked (--no-kafka)")
     with database.connection(settings) as conn:
         clock = database.read(conn, database.clock)
         jobs = _jobs(conn)
@@ -46,8 +47,8 @@ def collect_status(settings: Settings, *, kafka: bool = True, kafka_timeout: flo
         )
         inbox = database.read(conn, database.inbox)
         members = database.read(conn, database.members(settings.wedged_after_seconds()))
-        waits = _waits(settings, conn, kafka_timeout) if kafka else BrokerUnavailable("not asked (--no-kafka)")
-    offsets = consumer_offsets(settings, kafka_timeout) if kafka else BrokerUnavailable("not asked (--no-kafka)")
+        # a broker that did not answer is not asked again (the reason is the same, shown once)
+        waits = offsets if isinstance(offsets, BrokerUnavailable) else _waits(settings, conn, kafka_timeout)
     consumers = tuple(
         ConsumerView(
             group=group,
@@ -65,8 +66,6 @@ def _waits(settings: Settings, conn: Conn | Unavailable, timeout: float) -> dict
     """What waits for each group: its committed offsets (the broker) against the relay's acknowledged positions."""
     if isinstance(conn, Unavailable):
         return conn
-    if not settings.kafka_bootstrap_servers:
-        return Unavailable("PIN_KAFKA_BOOTSTRAP_SERVERS is not set")
     quiet = silent_client_logger("pin.status.kafka")  # the report says "n/a" instead of librdkafka's lines
     overrides = {"socket.timeout.ms": max(1000, int(timeout * 1000)), "logger": quiet}
     admin = AdminClient(client_config(settings, **overrides))

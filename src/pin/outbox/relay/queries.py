@@ -13,7 +13,6 @@ OUTBOX_READ_OWNED = _QUERIES["outbox_read_owned"]
 OUTBOX_DELETE_PUBLISHED = _QUERIES["outbox_delete_published"]
 OUTBOX_MARK_FAILED = _QUERIES["outbox_mark_failed"]
 OUTBOX_DEAD_LETTER = _QUERIES["outbox_dead_letter"].format(moved_columns=MOVED_COLUMNS_SQL)
-ACKED_POSITION_INSERT = _QUERIES["acked_position_insert"]
 RELAY_INSTANCE_HEARTBEAT = _QUERIES["relay_instance_heartbeat"]
 RELAY_INSTANCE_PURGE = _QUERIES["relay_instance_purge"]
 RELAY_INSTANCE_COUNT_LIVE = _QUERIES["relay_instance_count_live"]

@@ -26,7 +26,14 @@ ORDER BY m.id
 LIMIT %(limit)s
 
 -- outbox_delete_published --
--- Delete the rows the broker acknowledged, strictly by primary key; their topic and commit -> delete latency.
+-- Delete the rows the broker acknowledged, strictly by primary key; their topic and commit -> delete latency. The same
+-- statement records where the broker acknowledged them, per topic and partition the highest offset (a mark of
+-- outbox.acked_position, which what waits for each consumer group is read against: pin/outbox/waiting.py).
+WITH marked AS (
+    INSERT INTO outbox.acked_position (topic, kafka_partition, last_offset)
+    SELECT * FROM unnest(%(topics)s::text[], %(partitions)s::int[], %(offsets)s::bigint[])
+    ON CONFLICT DO NOTHING
+)
 DELETE FROM outbox.message WHERE id = ANY(%(ids)s::bigint[])
 RETURNING topic, EXTRACT(EPOCH FROM clock_timestamp() - created_at)::float8 AS latency
 
@@ -99,10 +106,3 @@ RETURNING l.vpart, l.epoch
 -- Give back some of our leases, free at once for the other instances.
 UPDATE outbox.relay_lease SET owner = NULL, expires_at = '-infinity'
 WHERE owner = %(owner)s AND vpart = ANY(%(vparts)s)
-
--- acked_position_insert --
--- Where the broker acknowledged a settled batch: per topic and partition its highest offset, in the transaction that
--- deletes its rows (committed together: a batch that is sent again gets its new offsets marked then).
-INSERT INTO outbox.acked_position (topic, kafka_partition, last_offset)
-SELECT * FROM unnest(%(topics)s::text[], %(partitions)s::int[], %(offsets)s::bigint[])
-ON CONFLICT DO NOTHING

@@ -6,6 +6,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import structlog
 from psycopg.rows import tuple_row
@@ -58,21 +59,21 @@ class Settler:
         failures: Sequence[tuple[PendingRow, SendError]],
         positions: Mapping[int, tuple[int, int]],
     ) -> tuple[int, int]:
-        """One transaction: delete the acknowledged rows (one statement) and record where the broker acknowledged
-        them (one more), mark or dead-letter the failed ones."""
+        """One transaction: delete the acknowledged rows and record where the broker acknowledged them (one
+        statement), mark or dead-letter the failed ones."""
         dead_lettered = 0
         published = 0
         with self._pool.connection() as conn:
             if acked:
                 with conn.cursor(row_factory=tuple_row) as cur:
                     ids = queries.id_array([row.id for row in acked])
-                    records = cur.execute(queries.OUTBOX_DELETE_PUBLISHED, {"ids": ids}).fetchall()
+                    params = {"ids": ids, **_acked_positions(acked, positions)}
+                    records = cur.execute(queries.OUTBOX_DELETE_PUBLISHED, params).fetchall()
                 per_topic = Counter(topic for topic, _latency in records)
                 for topic, count in per_topic.items():
                     metrics.PUBLISHED.labels(topic=topic).inc(count)
                 metrics.observe_publish_latencies([latency if latency > 0.0 else 0.0 for _topic, latency in records])
                 published = len(records)
-                _record_acked_positions(conn, acked, positions)
             for row, error in failures:
                 dead_lettered += self._record_failure(conn, row, error)
         return published, dead_lettered
@@ -114,22 +115,17 @@ class Settler:
         return delay * random.uniform(0.8, 1.2)  # noqa: S311 - jitter, not cryptography
 
 
-def _record_acked_positions(conn: Conn, acked: Sequence[PendingRow], positions: Mapping[int, tuple[int, int]]) -> None:
-    """Per topic and partition, the highest offset the broker acknowledged in this batch (outbox.acked_position:
-    what waits for each consumer group is read against it, docs/design/consumer-waits.md)."""
+def _acked_positions(acked: Sequence[PendingRow], positions: Mapping[int, tuple[int, int]]) -> dict[str, list[Any]]:
+    """Per topic and partition, the highest offset the broker acknowledged in this batch, as the delete's arrays
+    (outbox.acked_position: what waits for each consumer group is read against it, docs/design/consumer-waits.md)."""
     highest: dict[tuple[str, int], int] = {}
     for row in acked:
         partition, offset = positions.get(row.id, (0, -1))
         if offset >= 0:  # a report without an offset (none seen, but librdkafka allows it) marks nothing
             place = (row.topic, partition)
             highest[place] = max(offset, highest.get(place, -1))
-    if not highest:
-        return
-    conn.execute(
-        queries.ACKED_POSITION_INSERT,
-        {
-            "topics": [topic for topic, _ in highest],
-            "partitions": [partition for _, partition in highest],
-            "offsets": list(highest.values()),
-        },
-    )
+    return {
+        "topics": [topic for topic, _ in highest],
+        "partitions": [partition for _, partition in highest],
+        "offsets": list(highest.values()),
+    }
