@@ -5,9 +5,14 @@ from __future__ import annotations
 import re
 import uuid
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
+from psycopg_pool import ConnectionPool
+
+from pin.bootstrap import build_app
+from pin.db import Conn
+from pin.settings import Settings
 
 # Starlette warns at import when its test client runs on httpx rather than httpx2 (not installed); scoped here.
 with warnings.catch_warnings():
@@ -29,6 +34,15 @@ PAGES = (
 )
 __all__ = ["CSRF", "PAGES", "ROLES", "TestClient", "csrf_of"]
 CSRF = re.compile(r'name="csrf" value="([0-9a-f]{64})"')
+
+
+@pytest.fixture
+def operator(settings: Settings, pool: ConnectionPool[Conn], token: Callable[..., str]) -> Iterator[TestClient]:
+    """A client of the API on the test's database and broker (the consumer tests' ``settings``), with an operator's
+    bearer token."""
+    with TestClient(build_app(settings, pool), raise_server_exceptions=False) as client:
+        client.headers["Authorization"] = f"Bearer {token(uuid.uuid4(), uuid.uuid4(), 'operator')}"
+        yield client
 
 
 @pytest.fixture

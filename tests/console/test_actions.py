@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from psycopg_pool import ConnectionPool
 
-from pin.bootstrap import build_app
 from pin.db import Conn
 from pin.messaging import topics
 from pin.messaging.consumer.dead_letters import index
@@ -34,14 +31,6 @@ from tests.consumers.support import (
 pytestmark = pytest.mark.integration
 
 TOPIC = topics.APPOINTMENT_CANCELLED
-
-
-@pytest.fixture
-def operator(settings: Settings, pool: ConnectionPool[Conn], token: Any) -> Iterator[TestClient]:  # noqa: F811
-    """A client of the API on the consumer's database and broker, with an operator's bearer token."""
-    with TestClient(build_app(settings, pool), raise_server_exceptions=False) as client:
-        client.headers["Authorization"] = f"Bearer {token(uuid.uuid4(), uuid.uuid4(), 'operator')}"
-        yield client
 
 
 def _counts(html: str) -> tuple[int, int, int]:

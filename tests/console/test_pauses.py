@@ -7,14 +7,12 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
 from psycopg_pool import ConnectionPool
 
-from pin.bootstrap import build_app
 from pin.db import Conn
 from pin.jobs.runner import JobRunner, RunnerConfig
 from pin.messaging import topics
@@ -28,14 +26,6 @@ pytestmark = pytest.mark.integration
 
 # The issue's bound: every instance follows a pause within this many seconds.
 PAUSE_BOUND_SECONDS = 5.0
-
-
-@pytest.fixture
-def operator(settings: Settings, pool: ConnectionPool[Conn], token: Any) -> Iterator[TestClient]:  # noqa: F811
-    """A client of the API with an operator's bearer token."""
-    with TestClient(build_app(settings, pool), raise_server_exceptions=False) as client:
-        client.headers["Authorization"] = f"Bearer {token(uuid.uuid4(), uuid.uuid4(), 'operator')}"
-        yield client
 
 
 def _paused_gauge(kind: str, name: str) -> float | None:

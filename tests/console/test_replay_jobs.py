@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from psycopg_pool import ConnectionPool
 
-from pin.bootstrap import build_app
 from pin.console.replay_jobs import ReplayJobs
 from pin.db import Conn
 from pin.messaging import topics
@@ -24,14 +21,6 @@ from tests.consumers.conftest import settings  # noqa: F401 - the fixture
 from tests.consumers.support import rows
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def operator(settings: Settings, pool: ConnectionPool[Conn], token: Any) -> Iterator[TestClient]:  # noqa: F811
-    """A client of the API with an operator's bearer token."""
-    with TestClient(build_app(settings, pool), raise_server_exceptions=False) as client:
-        client.headers["Authorization"] = f"Bearer {token(uuid.uuid4(), uuid.uuid4(), 'operator')}"
-        yield client
 
 
 def _letters(pool: ConnectionPool[Conn], group: str, count: int) -> None:
