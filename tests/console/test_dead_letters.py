@@ -106,3 +106,44 @@ def test_the_dead_letters_filter_and_paginate_by_keyset(pool: ConnectionPool[Con
     assert bad.status_code == 400
     assert "RFC 3339" in bad.text
     assert "/console/dead-letters/act" not in crm  # a viewer sees no action form
+
+
+def test_a_letter_the_index_does_not_take_is_held_and_never_in_the_topic_alone(
+    settings: Settings,  # noqa: F811
+    pool: ConnectionPool[Conn],
+) -> None:
+    """The index is written before the letter is published: while the database refuses the index row, the message
+    is held (nothing in the dead-letter topic), and once it takes it, the letter is in both."""
+    from pin.messaging.consumer.dead_letters.command import read_dead_letters
+
+    with pool.connection() as conn:
+        conn.execute(
+            "CREATE FUNCTION messaging.refuse_index() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " RAISE EXCEPTION 'index refused for the test' USING ERRCODE = 'data_exception'; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER refuse_index BEFORE INSERT ON messaging.dead_letter_index FOR EACH ROW"
+            " EXECUTE FUNCTION messaging.refuse_index()"
+        )
+    event = cancelled(tenant=uuid.uuid4(), agent=uuid.uuid4(), investor=uuid.uuid4(), reason="Expired")
+    event["StartAt"] = "not a time"
+    producing = Producing(settings.require_kafka())
+    try:
+        producing.send(topics.APPOINTMENT_CANCELLED, event)
+    finally:
+        producing.close()
+    with running("crm", settings, pool, backoff_base=0.1, backoff_cap=0.5):
+        wait_for(
+            lambda: rows(pool, "SELECT 1 FROM messaging.held_message WHERE consumer_group = 'crm'") or None,
+            what="the message held while its index row is refused",
+        )
+        assert read_dead_letters(settings, ["crm"], idle_seconds=1.0) == []  # not in the topic without its row
+        with pool.connection() as conn:
+            conn.execute("DROP TRIGGER refuse_index ON messaging.dead_letter_index")
+        [row] = wait_for(
+            lambda: rows(pool, "SELECT message_id FROM messaging.dead_letter_index WHERE consumer_group = 'crm'"),
+            what="the letter indexed once the database takes it",
+        )
+    assert str(row["message_id"]) == event["MessageId"]
+    [letter] = read_dead_letters(settings, ["crm"], idle_seconds=1.0)
+    assert letter.message_id == event["MessageId"]
