@@ -194,7 +194,7 @@ def groups(request: Request, who: Who, pool: Pool) -> HTMLResponse:
     from pin.status.collect import collect_status
 
     settings = _settings(request)
-    snapshot = collect_status(settings, kafka=bool(settings.kafka_bootstrap_servers), kafka_timeout=2.0)
+    snapshot = collect_status(settings, kafka=bool(settings.kafka_bootstrap_servers), kafka_timeout=2.0, outbox=False)
     with pool.connection() as conn:
         letters = pages.open_group_letters(conn)
         held = pages.held(conn)
@@ -209,7 +209,7 @@ def group(request: Request, who: Who, pool: Pool, group: str) -> HTMLResponse:
     if group not in CONSUMER_GROUPS:
         raise ConsoleRefusal(404, f"no consumer group {group!r}")
     settings = _settings(request)
-    snapshot = collect_status(settings, kafka=bool(settings.kafka_bootstrap_servers), kafka_timeout=2.0)
+    snapshot = collect_status(settings, kafka=bool(settings.kafka_bootstrap_servers), kafka_timeout=2.0, outbox=False)
     view = next(c for c in snapshot.consumers if c.group == group)
     with pool.connection() as conn:
         members = pages.members(conn, group)
