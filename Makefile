@@ -9,7 +9,7 @@ INSTALLED := $(VENV)/.installed
 # worker has its own embedded PostgreSQL (a few tens of MB each).
 TEST_WORKERS ?= 6
 
-.PHONY: help install up test test-deep test-fast lint typecheck bench capacity soak
+.PHONY: help install up test test-deep test-fast lint typecheck bench capacity soak screenshots
 
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -51,3 +51,7 @@ capacity: $(INSTALLED)  ## docs/capacity.md from bench/results/summary.json
 
 soak: $(INSTALLED)  ## the long fault-injection soak (tests/soak)
 	$(PY) -m pytest tests/soak --soak-long -s
+
+screenshots: $(INSTALLED)  ## a screenshot of every console page into docs/console/ (chromium; not part of make test)
+	scripts/test-tools
+	$(PY) -m pytest tests/console/screenshots.py -p no:cacheprovider -q

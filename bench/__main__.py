@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import consumers, live, plots, pressure, promotion, relay, timeout
+from bench import console, consumers, live, plots, pressure, promotion, relay, timeout
 from bench.env import BenchEnv, make_env
 from bench.results import Figure, LoadWindow, Results, aggregate, ratio
 from bench.seed import MessageFactory
@@ -33,6 +33,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "e2e": (500, 20.0),
         "scaling": [500, 2_000],
         "profile": 1_000,
+        "console": (100_000, 10_000, 1_000, 10),
     },
     "default": {
         "timeout": 20_000,
@@ -45,6 +46,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "e2e": (2_000, 60.0),
         "scaling": [2_000, 20_000],
         "profile": 2_000,
+        "console": (1_000_000, 100_000, 10_000, 30),
     },
     "full": {
         "timeout": 20_000,
@@ -57,9 +59,10 @@ SIZES: dict[str, dict[str, Any]] = {
         "e2e": (2_000, 60.0),
         "scaling": [2_000, 20_000, 200_000],
         "profile": 5_000,
+        "console": (1_000_000, 100_000, 10_000, 100),
     },
 }
-PHASES = ("timeout", "lag", "promotion", "relay", "consumers", "e2e", "scaling")
+PHASES = ("timeout", "lag", "promotion", "relay", "consumers", "e2e", "scaling", "console")
 # Phases only --only runs (they take a quarter of an hour to an hour, on a server of their own).
 EXTRA_PHASES = ("pressure",)
 RELAY_RATE = 500.0
@@ -264,7 +267,7 @@ class Run:
         plots.scaling(self.results, self.out, runs)
 
     def phase_pressure(self) -> None:
-        """8. The deadlines and the relay under a held xmin, readers, kills, no connections and a restart."""
+        """9. The deadlines and the relay under a held xmin, readers, kills, no connections and a restart."""
         result = pressure.run(self.env, self.mode, self.rate)
         self.results.details["pressure"] = result
         self.results.sections.append(pressure.section(result))
@@ -274,6 +277,21 @@ class Run:
             Figure(float(sum(wrong.values())), "count", None, None, "== 0", not wrong and result["drained"],
                    f"at {self.rate:g}/s: lost, doubled, still Pending after the drain; drained {result['drained']}"),
         )  # fmt: skip
+
+    def phase_console(self) -> None:
+        """8. Every console page's server time, p50 and p99, over many dead letters and outbox rows."""
+        outbox_rows, relay_letters, group_letters, tries = self.sizes["console"]
+        measured = console.run(
+            self.env, outbox_rows=outbox_rows, relay_letters=relay_letters, group_letters=group_letters, tries=tries
+        )
+        self.results.details["console"] = measured
+        note = (f"{outbox_rows:,} outbox rows, {relay_letters:,} relay dead letters, {group_letters:,} dead letters "
+                f"per group; {tries} requests in process")  # fmt: skip
+        for page, figures in measured["pages"].items():
+            for q in ("p50", "p99"):
+                value = figures[f"{q}_ms"]
+                goal, met = (f"<= {console.GOAL_MS:.0f} ms", value <= console.GOAL_MS) if q == "p99" else (None, None)
+                self.results.add(f"console_{page}_{q}", Figure(value, "ms", None, None, goal, met, note))
 
 
 def promotion_profile(env: BenchEnv, count: int) -> dict[str, Any]:

@@ -70,10 +70,13 @@ def http_contexts() -> list[HttpContext]:
 
 
 def build_app(settings: Settings, pool: ConnectionPool[Conn]) -> FastAPI:
-    """The HTTP API of every context (:func:`http_contexts`)."""
+    """The HTTP API of every context (:func:`http_contexts`), and the operator console under /console."""
     from pin.api.app import create_app
+    from pin.console.http import install as install_console
 
-    return create_app(settings, pool, http_contexts())
+    app = create_app(settings, pool, http_contexts())
+    install_console(app)
+    return app
 
 
 def build_relay(
@@ -123,6 +126,7 @@ def run_relay(*, once: bool) -> dict[str, int] | None:
         relay = build_relay(settings, pool, config, hooks)
         if not once:
             _export_consumer_waits(settings, pool, context.stop)
+            _carry_out_replay_jobs(settings, pool, context.stop)
         totals = relay.run(context.stop, until_empty=once)
         return totals if once else None
     finally:
@@ -141,6 +145,16 @@ def _export_consumer_waits(settings: Settings, pool: ConnectionPool[Conn], stop:
     admin = AdminClient(client_config(settings, **{"client.id": "pin-relay-waits"}))
     gauges = ConsumerWaitGauges(settings, pool, admin)
     refresh_in_background(gauges, settings.relay_gauge_refresh_seconds, stop, name="consumer-waits")
+
+
+def _carry_out_replay_jobs(settings: Settings, pool: ConnectionPool[Conn], stop: threading.Event) -> None:
+    """The console's replays larger than a page, carried out by every relay: one turn a second, at most
+    PIN_CONSOLE_REPLAY_RATE letters a turn (pin/console/replay_jobs.py)."""
+    from pin.console.replay_jobs import ReplayJobs
+    from pin.outbox.gauges import refresh_in_background
+
+    jobs = ReplayJobs(settings, pool, per_turn=settings.console_replay_rate)
+    refresh_in_background(jobs, 1.0, stop, name="replay-jobs")
 
 
 def run_expire_promotions(*, once: bool) -> dict[str, int] | None:
@@ -191,6 +205,7 @@ def _run_polling_job(
     """One polling-job instance: its pool, then one cycle (``once``) or the runner until SIGTERM/SIGINT."""
     from pin.jobs.runner import JobRunner, RunnerConfig
     from pin.observability.database_health import DatabaseHealth
+    from pin.operations.pauses import JOB, PauseFlag
     from pin.outbox.gauges import OutboxGauges, refresh_in_background
 
     context = start_role(role, metrics=not once)
@@ -207,7 +222,8 @@ def _run_polling_job(
         refresh_in_background(gauges, settings.relay_gauge_refresh_seconds, context.stop)
         # the workers run in either outbox mode, so they export the database's health (docs/operations.md)
         DatabaseHealth(pool).start(context.stop, settings.database_health_refresh_seconds)
-        JobRunner(job, RunnerConfig(interval_seconds=interval_of(settings)), context.stop).run()
+        paused = PauseFlag(pool, kind=JOB, name=role)  # an operator's pause, read every PAUSE_READ_SECONDS
+        JobRunner(job, RunnerConfig(interval_seconds=interval_of(settings)), context.stop, paused).run()
         return None
     finally:
         pool.close()

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from pin.settings import ConfigurationError, load_settings
+from pin.settings import ConfigurationError, Settings, load_settings
 
 app = typer.Typer(
     name="pin",
@@ -230,15 +230,32 @@ def dlq_list(
 
 
 @dlq_app.command("replay")
-def dlq_replay(
+def dlq_replay(  # noqa: PLR0917 - typer passes each option by keyword
     group: Annotated[str, typer.Option(help="The consumer group whose dead letters to replay.")],
     message_id: Annotated[str | None, typer.Option(help="Only the dead letter with this MessageId.")] = None,
+    key: Annotated[str | None, typer.Option(help="Only the open letters of this key (the index).")] = None,
+    reason: Annotated[
+        str | None,
+        typer.Option(help="Why (recorded in operations.audit): replays the open letters of the index, as the console."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what a replay would do (the index); do nothing.")
+    ] = False,
+    actor: Annotated[str | None, typer.Option(help="Who replays (default: the OS user).")] = None,
     idle_seconds: Annotated[float, typer.Option(help="Stop reading after this long without a new message.")] = 2.0,
 ) -> None:
-    """Publish dead letters back to their original topics (same key, value and headers, so the same MessageId)."""
+    """Publish dead letters back to their original topics (same key, value and headers, so the same MessageId).
+
+    With --dry-run or --reason it works on the open letters of the database's index, as the console does (a dry
+    run counts those the group would apply, skip as already applied, refuse as stale; a replay marks them
+    replayed on the audit trail). Without either it reads the dead-letter topic (letters from before the index).
+    """
     from pin.messaging.consumer.dead_letters.command import DeadLetterError, check_group, replay
 
     settings = load_settings()
+    if dry_run or reason is not None:
+        _replay_indexed(settings, check_group(group), message_id, key, reason=reason, actor=actor, dry_run=dry_run)
+        return
     try:
         replayed = replay(settings, check_group(group), message_id=message_id, idle_seconds=idle_seconds)
     except DeadLetterError as exc:
@@ -247,6 +264,117 @@ def dlq_replay(
     print_json({"group": group, "replayed": len(replayed), "messageIds": [letter.message_id for letter in replayed]})
     if message_id is not None and not replayed:
         raise typer.Exit(1)
+
+
+def _replay_indexed(
+    settings: Settings,
+    group: str,
+    message_id: str | None,
+    key: str | None,
+    *,
+    reason: str | None,
+    actor: str | None,
+    dry_run: bool,
+) -> None:
+    """`pin dlq replay --dry-run | --reason`: the console's replay of the indexed letters (pin.console.actions)."""
+    from pin.console import actions
+    from pin.db import ConnectionPolicy, connect
+    from pin.messaging.consumer.dead_letters.index import LetterFilter
+    from pin.operations.audit import default_actor
+
+    if not dry_run and not (reason or "").strip():
+        raise ConfigurationError("pin dlq replay: --reason must say why")
+    where = LetterFilter(group=group, key=key, message_id=_uuid_option(message_id, "--message-id"))
+    policy = ConnectionPolicy.from_settings(settings, "command")
+    with connect(settings.require_database_url(), policy=policy) as conn:
+        try:
+            letters = actions.select_group_letters(conn, where)
+            if dry_run:
+                print_json({"group": group, "dryRun": True, **actions.preview_group(conn, letters).counts()})
+                return
+            said = actions.Said(actor or default_actor(), str(reason), {"kind": "group", "filter": where.described()})
+            record, preview = actions.replay_group(conn, settings, letters, said)
+        except actions.ActionError as exc:
+            typer.echo(f"pin dlq replay: {exc}", err=True)
+            raise typer.Exit(1) from None
+    print_json({"group": group, "auditId": record.id, **preview.counts()})
+
+
+@dlq_app.command("discard")
+def dlq_discard(
+    group: Annotated[str, typer.Option(help="The consumer group whose dead letters to discard.")],
+    reason: Annotated[str, typer.Option(help="Why (recorded in operations.audit).")],
+    message_id: Annotated[str | None, typer.Option(help="Only the dead letter with this MessageId.")] = None,
+    key: Annotated[str | None, typer.Option(help="Only the open letters of this key.")] = None,
+    actor: Annotated[str | None, typer.Option(help="Who discards (default: the OS user).")] = None,
+) -> None:
+    """Mark open dead letters of a group discarded (kept in the index, hidden by default), on the audit trail."""
+    from pin.console import actions
+    from pin.db import ConnectionPolicy, connect
+    from pin.messaging.consumer.dead_letters.command import check_group
+    from pin.messaging.consumer.dead_letters.index import LetterFilter
+    from pin.operations.audit import default_actor
+
+    if not reason.strip():
+        raise ConfigurationError("pin dlq discard: --reason must say why")
+    settings = load_settings()
+    where = LetterFilter(group=check_group(group), key=key, message_id=_uuid_option(message_id, "--message-id"))
+    with connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
+        try:
+            letters = actions.select_group_letters(conn, where)
+            said = actions.Said(actor or default_actor(), reason, {"kind": "group", "filter": where.described()})
+            record = actions.discard_group(conn, letters, said)
+        except actions.ActionError as exc:
+            typer.echo(f"pin dlq discard: {exc}", err=True)
+            raise typer.Exit(1) from None
+    print_json({"group": group, "auditId": record.id, "discarded": len(letters)})
+
+
+def _uuid_option(value: str | None, option: str) -> uuid.UUID | None:
+    """A UUID option, or a configuration error naming it."""
+    try:
+        return uuid.UUID(value) if value is not None else None
+    except ValueError:
+        raise ConfigurationError(f"{option}: not a UUID") from None
+
+
+Kind = Annotated[str, typer.Argument(help="job (a polling worker) or group (a consumer group).")]
+Name = Annotated[
+    str, typer.Argument(help="appointment-timeout, expire-promotions, or crm, notifications, catalog, news.")
+]
+Why = Annotated[str, typer.Option(help="Why (recorded in operations.audit; shown on every console page).")]
+Actor = Annotated[str | None, typer.Option(help="Who (default: the OS user).")]
+
+
+@app.command()
+def pause(kind: Kind, name: Name, reason: Why, actor: Actor = None) -> None:
+    """Pause a worker job or a consumer group for the whole cluster: every instance stops taking work within 5 s."""
+    _pause_or_resume(kind, name, "pause", reason, actor)
+
+
+@app.command()
+def resume(kind: Kind, name: Name, reason: Why, actor: Actor = None) -> None:
+    """Resume a paused worker job or consumer group (every instance within 5 s)."""
+    _pause_or_resume(kind, name, "resume", reason, actor)
+
+
+def _pause_or_resume(kind: str, name: str, action: str, reason: str, actor: str | None) -> None:
+    from pin.console import actions
+    from pin.db import ConnectionPolicy, connect
+    from pin.operations.audit import default_actor
+
+    if not reason.strip():
+        raise ConfigurationError(f"pin {action}: --reason must say why")
+    settings = load_settings()
+    with connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
+        try:
+            changed = actions.pause_or_resume(
+                conn, kind=kind, name=name, action=action, actor=actor or default_actor(), reason=reason
+            )
+        except actions.ActionError as exc:
+            raise ConfigurationError(f"pin {action}: {exc}") from None
+        conn.commit()
+    print_json({"kind": kind, "name": name, "action": action, "changed": changed})
 
 
 @dlq_app.command("park")
@@ -344,10 +472,10 @@ def dead_letters_replay_command(
 
 @dead_letters_app.command("discard")
 def dead_letters_discard_command(
-    message_id: Annotated[uuid.UUID, typer.Argument(help="The MessageId to drop for good.")],
+    message_id: Annotated[uuid.UUID, typer.Argument(help="The MessageId to discard.")],
     topic: Annotated[str | None, typer.Option(help="The letter's topic (a MessageId with letters on two).")] = None,
 ) -> None:
-    """Drop a dead letter for good; the later rows of its key are then published."""
+    """Discard a dead letter (kept in outbox.dead_letter_discarded); the later rows of its key are then published."""
     from pin.db import ConnectionPolicy, connect
     from pin.outbox.dead_letters import AmbiguousMessageIdError, dead_letter_discard
 
@@ -367,7 +495,10 @@ def dead_letters_discard_command(
 def token(
     user: Annotated[uuid.UUID, typer.Option(help="The user id (sub claim).")],
     tenant: Annotated[uuid.UUID, typer.Option(help="The tenant id (tenant_id claim).")],
-    role: Annotated[list[str], typer.Option(help="A role: agent, investor, manager or admin (repeatable).")],
+    role: Annotated[
+        list[str],
+        typer.Option(help="A role: agent, investor, manager, admin, or viewer/operator for the console (repeatable)."),
+    ],
     ttl: Annotated[int, typer.Option(help="Lifetime in seconds.")] = 3600,
 ) -> None:
     """Mint a development token signed with PIN_JWT_SECRET (HS256)."""
@@ -378,7 +509,7 @@ def token(
         raise ConfigurationError("PIN_JWT_SECRET is not set")
     unknown = [name for name in role if name not in Role._value2member_map_]
     if unknown:
-        raise ConfigurationError(f"--role: unknown role {unknown[0]!r} (agent, investor, manager, admin)")
+        raise ConfigurationError(f"--role: unknown role {unknown[0]!r} ({', '.join(Role)})")
     if not 0 < ttl <= settings.jwt_max_lifetime_seconds:
         # the API refuses a token that lives longer: say so now rather than mint one that never works
         limit = settings.jwt_max_lifetime_seconds

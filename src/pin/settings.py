@@ -194,6 +194,11 @@ class Settings(BaseSettings):
     # The longest a bearer token may live: a token whose exp is further than this from now (or from its iat)
     # is refused, so that a leaked token cannot be minted to last for ever.
     jwt_max_lifetime_seconds: int = Field(default=86_400, gt=0, le=31_536_000)
+    # The operator console's Prometheus (its base URL, e.g. http://prometheus:9090): the pages link their charts
+    # there; unset, they say that there are none.
+    console_prometheus_url: str | None = None
+    # The most dead letters a replay job sends per second, per job and relay instance (pin/console/replay_jobs.py).
+    console_replay_rate: int = Field(default=100, ge=1, le=10_000)
     # The most bytes of a request line and headers the HTTP server buffers (h11's max_incomplete_event_size);
     # a larger head is answered 431. At least 16 KiB: the API itself refuses a bearer token above 8 KiB.
     http_max_header_bytes: int = Field(default=65_536, ge=16_384, le=1_048_576)

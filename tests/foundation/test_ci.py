@@ -83,7 +83,7 @@ def _bin_with(tmp_path: Path, *tools: str) -> Path:
     folder = tmp_path / "bin"
     folder.mkdir()
     for tool in tools:
-        if tool in ("promtool", "prometheus"):
+        if tool in ("promtool", "prometheus", "chromium", "podman", "runc", "debootstrap"):
             fake = folder / tool
             fake.write_text("#!/bin/sh\nexit 0\n")
             fake.chmod(0o755)
@@ -115,9 +115,26 @@ def test_without_promtool_and_no_way_to_install_it_one_line_says_what_and_how(tm
     assert "prometheus" in lines[0]
 
 
+def test_without_chromium_and_no_way_to_install_it_the_deep_tools_say_so_in_one_line(tmp_path: Path) -> None:
+    """The console's browser tests (`make test-deep`) drive Debian's chromium: never a browser downloaded."""
+    path = _bin_with(tmp_path, "id", "promtool", "prometheus", "podman", "runc", "debootstrap")
+    result = _test_tools(path, "--deep")
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "make test: chromium missing" in lines[0]
+    assert "package(s) chromium" in lines[0]
+
+
 def test_with_promtool_and_prometheus_on_the_path_nothing_is_installed(tmp_path: Path) -> None:
     path = _bin_with(tmp_path, "id", "promtool", "prometheus")
     result = _test_tools(path)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_with_every_deep_tool_on_the_path_nothing_is_installed(tmp_path: Path) -> None:
+    path = _bin_with(tmp_path, "id", "promtool", "prometheus", "chromium", "podman", "runc", "debootstrap")
+    result = _test_tools(path, "--deep")
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
 
 

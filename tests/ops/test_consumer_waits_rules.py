@@ -85,7 +85,12 @@ def test_the_recording_holds_the_relays_signal_for_every_group_and_a_dead_groups
 
 def test_the_waiting_alert_reads_only_series_a_dead_group_leaves() -> None:
     (alert,) = [rule for rule in all_rules() if rule.name == "ConsumerWaitingPastSla"]
-    assert metric_names(alert.expr) == {"pin_consumer_oldest_waiting_seconds", "pin_consumer_sla_seconds"}
+    # and what an operator paused on purpose (the console, `pin pause`): that series only takes a group out, so a
+    # dead group, which exports none, is still alerted
+    assert metric_names(alert.expr) == {
+        "pin_consumer_oldest_waiting_seconds", "pin_consumer_sla_seconds", "pin_consumer_paused"
+    }  # fmt: skip
+    assert "unless on (group) max by (group) (pin_consumer_paused) == 1" in alert.expr
     assert alert.hold == "0s"  # an age: no hold on top of it
     # no threshold written in the rule: the relays export every group's SLA from the one table
     assert "> on (group) group_left max by (group) (pin_consumer_sla_seconds)" in alert.expr

@@ -26,7 +26,8 @@ from pin.settings import Settings
 # The edge rules a client must know (docs/api.md has the reasons).
 API_DESCRIPTION = """\
 Bearer JWT (`sub`, `tenant_id`, `roles`, `exp`). A token living longer than PIN_JWT_MAX_LIFETIME_SECONDS is a 401;
-a token whose roles are empty or all unknown (not agent, investor, manager or admin) is a 403 on every route.
+a token holding none of the business roles (agent, investor, manager, admin) is a 403 on every route: the platform
+roles viewer and operator open the operator console (/console) only.
 Bodies are strict JSON: no coercion between booleans, numbers and strings; times are RFC 3339 strings with an
 offset; no NUL in any string. Headers above the server's limit, or an Authorization header above 8 KiB, are a 431.
 A request body above PIN_HTTP_MAX_BODY_BYTES is a 413.

@@ -16,12 +16,19 @@ from pin.settings import ConfigurationError, Settings
 
 
 class Role(StrEnum):
-    """The roles a token may carry."""
+    """The roles a token may carry: the business API's (agent, investor, manager, admin) and the platform's
+    (viewer reads the operator console, operator reads and acts there; admin counts as operator)."""
 
     AGENT = "agent"
     INVESTOR = "investor"
     MANAGER = "manager"
     ADMIN = "admin"
+    VIEWER = "viewer"
+    OPERATOR = "operator"
+
+
+# The roles that open the business API: a token holding only platform roles (viewer, operator) opens none of it.
+BUSINESS_ROLES = frozenset({Role.AGENT, Role.INVESTOR, Role.MANAGER, Role.ADMIN})
 
 
 @dataclass(frozen=True)
@@ -76,7 +83,7 @@ class TokenVerifier:
             raise ApiProblem(401, "invalid-token", _INVALID) from exc
         if not principal.roles:
             # an authentic token whose roles are empty or all unknown grants nothing, not "any role"
-            raise ApiProblem(403, "forbidden", "the token holds none of the roles agent, investor, manager, admin")
+            raise ApiProblem(403, "forbidden", f"the token holds none of the roles {', '.join(Role)}")
         return principal
 
     def _check_lifetime(self, claims: dict[str, Any]) -> None:
@@ -112,7 +119,11 @@ def current_principal(request: Request) -> Principal:
     if scheme.lower() != "bearer" or not token.strip():
         raise ApiProblem(401, "invalid-token", _INVALID)
     verifier: TokenVerifier = request.app.state.token_verifier
-    return verifier.verify(token.strip())
+    principal = verifier.verify(token.strip())
+    if not principal.roles & BUSINESS_ROLES:
+        # the platform roles open the operator console (cross-tenant by design), never a tenant's data
+        raise ApiProblem(403, "forbidden", "the token holds none of the roles agent, investor, manager, admin")
+    return principal
 
 
 def require_roles(*roles: Role) -> object:

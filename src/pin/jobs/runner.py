@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -17,6 +18,7 @@ import structlog
 from pin.backoff import exponential_backoff
 from pin.jobs.cycle import CycleResult
 from pin.observability import liveness
+from pin.operations.pauses import PAUSE_READ_SECONDS
 from pin.settings import JOB_INTERVAL_SECONDS
 
 log = structlog.get_logger(__name__)
@@ -60,10 +62,18 @@ def next_tick(previous_tick: float, interval: float, now: float) -> float:
 class JobRunner:
     """Runs one job until the stop event is set."""
 
-    def __init__(self, job: PollingJob, config: RunnerConfig, stop: threading.Event) -> None:
+    def __init__(
+        self,
+        job: PollingJob,
+        config: RunnerConfig,
+        stop: threading.Event,
+        paused: Callable[[], bool] | None = None,
+    ) -> None:
         self._job = job
         self._config = config
         self._stop = stop
+        # an operator's pause of the job for the whole cluster (operations.pause): no cycle starts while it holds
+        self._paused = paused
         # when the last cycle began (monotonic): an item that fell due after it was invisible to that cycle
         self._cycle_started = time.monotonic()
 
@@ -76,6 +86,9 @@ class JobRunner:
         tick = time.monotonic()
         while not self._stop.is_set():
             liveness.beat()
+            if self._paused is not None and self._paused():
+                self._stop.wait(min(PAUSE_READ_SECONDS, self._config.interval_seconds))
+                continue
             self._cycle_started = time.monotonic()
             try:
                 result = self._job.run_once()
@@ -88,6 +101,8 @@ class JobRunner:
             if result.is_full:
                 continue  # backlog: the next cycle starts at once (River PR #663)
             tick = next_tick(tick, self._config.interval_seconds, time.monotonic())
+            if self._paused is not None and self._paused():
+                continue  # paused during the cycle: the doze would outlast the pause's read
             # seed 000 "Max duration": over budget, the tick is skipped and the rest waits for the next one; the
             # deadlines of items already due do not wake it early (they are the rest)
             self._doze(tick, deadlines=not result.budget_exhausted)

@@ -19,6 +19,7 @@ from pin.messaging.consumer.metrics import SLA
 from pin.messaging.contracts import successions
 from pin.messaging.kafka import consumer_config, producer_config
 from pin.messaging.topics import CONSUMER_GROUPS, INTEGRATION_TOPICS, dead_letter_topic
+from pin.operations.pauses import GROUP, PauseFlag
 from pin.settings import ConfigurationError, ContractMigration, Settings
 
 # group -> the module whose routes() says what the group reads
@@ -94,6 +95,7 @@ def build_runtime(group: str, settings: Settings, pool: ConnectionPool[Conn], **
             "max_ahead": settings.consumer_max_ahead,
             "inbox_retention_seconds": settings.consumer_inbox_retention_seconds,
             "unreadable_attempts": settings.consumer_unreadable_attempts,
+            "paused": PauseFlag(pool, kind=GROUP, name=group),
             **options,
         },
     )

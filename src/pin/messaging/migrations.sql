@@ -66,3 +66,48 @@ ALTER TABLE messaging.inbox RESET (
 ALTER TABLE messaging.consumer_member RESET (
     fillfactor, autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold, autovacuum_vacuum_cost_delay
 );
+
+-- 0007_upgrade --
+-- The index of the consumer groups' dead letters (pin/messaging/consumer/dead_letters/index.py): a row per letter,
+-- written before the letter is published, so the console never reads a dead-letter topic.
+CREATE TABLE messaging.dead_letter_index (
+    -- keyset order of the console's lists: newest first by id
+    id                bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    consumer_group    text        NOT NULL,
+    -- where the message was read (its origin), one row per origin
+    topic             text        NOT NULL,
+    "partition"       integer     NOT NULL,
+    "offset"          bigint      NOT NULL,
+    -- the key as read (a hostile key may hold any byte), and as UTF-8 text bounded to 200 characters for filters
+    message_key       bytea,
+    key_text          text,
+    -- the MessageId (header, else the envelope's): null when the message has none that can be read
+    message_id        uuid,
+    -- the value and headers as read; the value is null when messaging.dead_letter (stored_id) keeps the full bytes
+    message_value     bytea,
+    header_names      bytea[]     NOT NULL,
+    header_values     bytea[]     NOT NULL,
+    value_size        integer     NOT NULL,
+    error_type        text        NOT NULL,
+    error             text        NOT NULL,
+    attempts          integer     NOT NULL,
+    failed_at         timestamptz NOT NULL DEFAULT now(),
+    -- whole: in the dead-letter topic whole; truncated or parked: the full bytes are messaging.dead_letter's row
+    disposition       text        NOT NULL DEFAULT 'whole',
+    stored_id         uuid,
+    -- an operator's resolution: replayed (sent back to its topic) or discarded (kept, hidden by default)
+    resolution        text,
+    resolved_at       timestamptz,
+    resolved_audit_id bigint,
+    CONSTRAINT dead_letter_index_origin UNIQUE (consumer_group, topic, "partition", "offset"),
+    CONSTRAINT dead_letter_index_disposition CHECK (disposition IN ('whole', 'truncated', 'parked')),
+    CONSTRAINT dead_letter_index_resolution CHECK (resolution IN ('replayed', 'discarded'))
+);
+CREATE INDEX dead_letter_index_group ON messaging.dead_letter_index (consumer_group, id);
+CREATE INDEX dead_letter_index_key ON messaging.dead_letter_index (key_text, id);
+CREATE INDEX dead_letter_index_message ON messaging.dead_letter_index (message_id);
+CREATE INDEX dead_letter_index_failed ON messaging.dead_letter_index (failed_at, id);
+
+-- 0007_downgrade --
+-- No index of the groups' dead letters (development only).
+DROP TABLE IF EXISTS messaging.dead_letter_index;

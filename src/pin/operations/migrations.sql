@@ -36,3 +36,51 @@ CREATE TRIGGER audit_append_only BEFORE UPDATE OR DELETE ON operations.audit
 -- 0004_downgrade --
 -- The audit trail gone (development only).
 DROP SCHEMA IF EXISTS operations CASCADE;
+
+-- 0007_upgrade --
+-- What an operator paused for the whole cluster (pin/operations/pauses.py): a worker job or a consumer group, while
+-- its row exists; every instance reads it within PAUSE_READ_SECONDS.
+CREATE TABLE operations.pause (
+    -- job: a polling worker (appointment-timeout, expire-promotions); group: a consumer group
+    kind     text        NOT NULL,
+    name     text        NOT NULL,
+    actor    text        NOT NULL,
+    reason   text        NOT NULL,
+    since    timestamptz NOT NULL DEFAULT now(),
+    -- the operator's row in operations.audit
+    audit_id bigint      NOT NULL,
+    PRIMARY KEY (kind, name),
+    CONSTRAINT pause_kind CHECK (kind IN ('job', 'group'))
+);
+
+-- 0007_downgrade --
+-- Nothing paused (development only).
+DROP TABLE IF EXISTS operations.pause;
+
+-- 0007_replay_job_upgrade --
+-- Replays larger than a page (pin/console/replay_jobs.py): recorded here, carried out by the running relays at a
+-- bounded rate, with their progress and a cancel.
+CREATE TABLE operations.replay_job (
+    id           bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    updated_at   timestamptz NOT NULL DEFAULT now(),
+    -- the operator's record of the job (operations.audit)
+    audit_id     bigint      NOT NULL,
+    -- the dead letters' filter (pin.messaging.consumer.dead_letters.index.LetterFilter.described)
+    filter       jsonb       NOT NULL,
+    -- running until nothing matches any more, or cancelled by an operator, or failed (its error)
+    state        text        NOT NULL DEFAULT 'running',
+    -- how many matched when it was started (capped), and how many it has replayed: of them applied, skipped, refused
+    total        integer     NOT NULL,
+    replayed     integer     NOT NULL DEFAULT 0,
+    apply        integer     NOT NULL DEFAULT 0,
+    skip         integer     NOT NULL DEFAULT 0,
+    refuse       integer     NOT NULL DEFAULT 0,
+    error        text,
+    CONSTRAINT replay_job_state CHECK (state IN ('running', 'done', 'cancelled', 'failed'))
+);
+CREATE INDEX replay_job_running ON operations.replay_job (id) WHERE state = 'running';
+
+-- 0007_replay_job_downgrade --
+-- No replay jobs (development only).
+DROP TABLE IF EXISTS operations.replay_job;

@@ -2,7 +2,8 @@
 
 A dead letter holds back the later rows of its key (per-key order). An operator either replays it (after
 fixing the cause: the row goes back to the outbox under its original id, so it is again the first of its
-key) or discards it (its key's later rows then flow). Neither prints payloads. A letter is named by its
+key) or discards it (its key's later rows then flow; the letter is kept in ``outbox.dead_letter_discarded``).
+Neither prints payloads. A letter is named by its
 MessageId and topic (one event is two rows during a contract migration, docs/runbooks/contract-migration.md);
 the topic may be left out when the MessageId has one letter.
 """
@@ -54,7 +55,8 @@ def dead_letter_replay(conn: Conn, message_id: uuid.UUID | None, topic: str | No
 
 
 def dead_letter_discard(conn: Conn, message_id: uuid.UUID, topic: str | None = None) -> bool:
-    """Drop a dead letter for good (its key's later rows then flow); False when there is no such letter. Raises as
+    """Discard a dead letter (its key's later rows then flow; the letter is kept in ``outbox.dead_letter_discarded``);
+    False when there is no such letter. Raises as
     :func:`dead_letter_replay` does."""
     row = conn.execute(_DEAD_LETTER_DISCARD, _named(conn, message_id, topic)).fetchone()
     conn.commit()

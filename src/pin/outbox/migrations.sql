@@ -110,3 +110,14 @@ ALTER TABLE outbox.relay_lease DROP COLUMN floor_id, DROP COLUMN floor_xmax, DRO
     DROP COLUMN floor_at;
 DROP INDEX outbox.ix_outbox_message_vpart_xid;
 ALTER TABLE outbox.message DROP COLUMN xid;
+
+-- 0007_upgrade --
+-- The relay's dead letters an operator discarded (pin outbox dead-letters discard, the console): kept as they were,
+-- with when; out of outbox.dead_letter, so they no longer hold back their key nor count in the alerts.
+CREATE TABLE outbox.dead_letter_discarded (LIKE outbox.dead_letter INCLUDING DEFAULTS);
+ALTER TABLE outbox.dead_letter_discarded ADD COLUMN discarded_at timestamptz NOT NULL DEFAULT now();
+CREATE INDEX dead_letter_discarded_key ON outbox.dead_letter_discarded (message_key);
+
+-- 0007_downgrade --
+-- Discarded letters dropped (development only).
+DROP TABLE IF EXISTS outbox.dead_letter_discarded;

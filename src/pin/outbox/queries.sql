@@ -48,8 +48,14 @@ FROM moved
 ORDER BY id
 
 -- dead_letter_discard --
--- Drop one dead letter for good.
-DELETE FROM outbox.dead_letter WHERE message_id = %(message_id)s AND (%(topic)s::text IS NULL OR topic = %(topic)s)
+-- Discard one dead letter: out of outbox.dead_letter (its key's later rows flow), kept in outbox.dead_letter_discarded.
+WITH gone AS (
+    DELETE FROM outbox.dead_letter
+     WHERE message_id = %(message_id)s AND (%(topic)s::text IS NULL OR topic = %(topic)s)
+    RETURNING *
+)
+INSERT INTO outbox.dead_letter_discarded
+SELECT gone.* FROM gone
 RETURNING message_id
 
 -- dead_letter_topics --

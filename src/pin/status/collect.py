@@ -31,19 +31,27 @@ from pin.status.snapshot import (
 )
 
 
-def collect_status(settings: Settings, *, kafka: bool = True, kafka_timeout: float = 3.0) -> Snapshot:
-    """One snapshot of everything `pin status` shows (as a mapping, the `--json` document)."""
+def collect_status(
+    settings: Settings, *, kafka: bool = True, kafka_timeout: float = 3.0, outbox: bool = True
+) -> Snapshot:
+    """One snapshot of everything `pin status` shows (as a mapping, the `--json` document); ``outbox`` False leaves
+    the outbox's part unread (its count reads up to OUTBOX_COUNT_CAP rows: a console page that does not show it)."""
     offsets = consumer_offsets(settings, kafka_timeout) if kafka else BrokerUnavailable("not asked (--no-kafka)")
     with database.connection(settings) as conn:
         clock = database.read(conn, database.clock)
         jobs = _jobs(conn)
-        outbox = OutboxView(
-            backlog=database.read(conn, database.outbox_backlog),
-            dead_letters=database.read(conn, database.dead_letters),
-            leases=database.read(conn, database.leases),
-            cdc=database.read(conn, database.cdc_slot(settings.outbox_cdc_slot))
-            if settings.outbox_mode == "cdc"
-            else None,
+        unread = Unavailable("not read")
+        outbox_view = (
+            OutboxView(
+                backlog=database.read(conn, database.outbox_backlog),
+                dead_letters=database.read(conn, database.dead_letters),
+                leases=database.read(conn, database.leases),
+                cdc=database.read(conn, database.cdc_slot(settings.outbox_cdc_slot))
+                if settings.outbox_mode == "cdc"
+                else None,
+            )
+            if outbox
+            else OutboxView(unread, unread, unread)
         )
         inbox = database.read(conn, database.inbox)
         members = database.read(conn, database.members(settings.wedged_after_seconds()))
@@ -63,7 +71,7 @@ def collect_status(settings: Settings, *, kafka: bool = True, kafka_timeout: flo
     return Snapshot(
         clock=clock,
         jobs=jobs,
-        outbox=outbox,
+        outbox=outbox_view,
         consumers=consumers,
         migrations=_migrations(settings, clock),
         horizon=horizon,

@@ -10,7 +10,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
@@ -97,6 +97,7 @@ class ConsumerRuntime:
         after_effect: AfterEffectHook | None = None,
         lanes: int = 1,
         max_ahead: int = DEFAULT_MAX_AHEAD,
+        paused: Callable[[], bool] | None = None,
     ) -> None:
         if unreadable_attempts < 1:
             raise ValueError("unreadable_attempts must be at least 1")
@@ -139,6 +140,9 @@ class ConsumerRuntime:
         # paused for a retry that holds every key (one lane), and paused at the ahead bound
         self._paused: set[tuple[str, int]] = set()
         self._paused_ahead: set[tuple[str, int]] = set()
+        # an operator's pause of the whole group (operations.pause, read every few seconds): no new work is taken
+        self._operator_pause = paused
+        self._operator_paused = False
         self._assigned: frozenset[tuple[str, int]] = frozenset()
         self._revoked_in_poll: set[tuple[str, int]] = set()
         self._consumer: Consumer | None = None
@@ -187,9 +191,10 @@ class ConsumerRuntime:
             while not stop.is_set():
                 if self._lane_failure is not None:
                     raise RuntimeError("a consumer lane failed") from self._lane_failure
+                self._follow_operator_pause(consumer)
                 if self._threaded:
                     self._release_ahead(consumer)
-                else:
+                elif not self._operator_paused:
                     self._work(self._lanes[0])  # its retries that are due
                 self._prune_inbox_if_due()
                 self._membership.beat(len(self._assigned))  # a statement only on its interval or a new assignment
@@ -292,6 +297,20 @@ class ConsumerRuntime:
 
     # -- the loop ------------------------------------------------------------------------------------------------
 
+    def _follow_operator_pause(self, consumer: Consumer) -> None:
+        """Pause every assigned partition while an operator pauses the group (again each turn: a rebalance resumes
+        what it assigns); resume them, but those paused for a retry or at the ahead bound, when the pause ends."""
+        paused = self._operator_pause is not None and self._operator_pause()
+        if paused:
+            consumer.pause([TopicPartition(topic, partition) for topic, partition in self._assigned])
+            if not self._operator_paused:
+                self._log.warning("consumer group paused by an operator: no new message is taken")
+        elif self._operator_paused:
+            kept = self._paused | self._paused_ahead
+            consumer.resume([TopicPartition(t, p) for t, p in self._assigned if (t, p) not in kept])
+            self._log.info("consumer group resumed by an operator")
+        self._operator_paused = paused
+
     def _poll_wait(self) -> float:
         """Poll no longer than until the next retry the loop handles itself (one lane) is due."""
         soonest = None if self._threaded else self._lanes[0].next_retry()
@@ -336,7 +355,7 @@ class ConsumerRuntime:
             message = Received.of(item)
             by_partition.setdefault(message.partition_key, []).append(message)
         for key, messages in by_partition.items():
-            if key in self._paused:
+            if key in self._paused or self._operator_paused:
                 # A paused partition delivers nothing; if buffered messages slip through, put them back for later.
                 self._log.warning("message of a paused partition put back", topic=key[0], partition=key[1])
                 try:

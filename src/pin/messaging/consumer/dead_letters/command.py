@@ -16,6 +16,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from pin.db import ConnectionPolicy, connect
 from pin.messaging.consumer.dead_letters import store
+from pin.messaging.consumer.dead_letters.index import message_id_of
 from pin.messaging.consumer.dead_letters.send import DLT_PREFIX, provenance_headers
 from pin.messaging.consumer.dead_letters.store import (
     DLT_ORIGINAL_SHA256,
@@ -24,7 +25,6 @@ from pin.messaging.consumer.dead_letters.store import (
     StoredLetter,
 )
 from pin.messaging.consumer.received import Received
-from pin.messaging.envelope import UnreadableMessageError, decode_envelope
 from pin.messaging.kafka import client_config, producer_config, silent_client_logger
 from pin.messaging.topics import CONSUMER_GROUPS, dead_letter_topic
 from pin.observability.logging import error_text
@@ -78,14 +78,8 @@ class DeadLetter:
     @property
     def message_id(self) -> str | None:
         """The MessageId (header, else the JSON value), or None for a message that has neither."""
-        for name, header in self.original_headers:
-            if name == "message-id" and header:
-                return header.decode("utf-8", "replace")
         value = self.parked.value if self.parked is not None else self.record.value if self.record else None
-        try:  # the consumers' bounded decoder: a hostile letter (too deep, not JSON) has no MessageId, no crash
-            return str(decode_envelope(value, {}, max_bytes=None).message_id)
-        except UnreadableMessageError:
-            return None
+        return message_id_of(self.original_headers, value)
 
     def summary(self) -> dict[str, Any]:
         """What an operator needs to decide: where it came from, why it failed, where its bytes are (no payload)."""

@@ -43,3 +43,54 @@ WHERE h.consumer_group = %(group)s AND h.topic = %(topic)s AND h."partition" = p
 -- held_parked_left --
 -- How many messages a park marked are still held (not yet dead-lettered by their holders).
 SELECT count(*) AS held FROM messaging.held_message WHERE park_audit_id = %(audit_id)s
+
+-- dead_letter_index_write --
+-- Index a consumer group's dead letter, one row per origin: writing it again (a retried dead letter, a cut or parked
+-- one) updates it and opens it again.
+INSERT INTO messaging.dead_letter_index AS d
+    (consumer_group, topic, "partition", "offset", message_key, key_text, message_id, message_value, header_names,
+     header_values, value_size, error_type, error, attempts, disposition, stored_id)
+VALUES (%(group)s, %(topic)s, %(partition)s, %(offset)s, %(key)s, %(key_text)s, %(message_id)s, %(value)s,
+        %(header_names)s, %(header_values)s, %(value_size)s, %(error_type)s, %(error)s, %(attempts)s,
+        %(disposition)s, %(stored_id)s)
+ON CONFLICT (consumer_group, topic, "partition", "offset") DO UPDATE
+SET message_value = EXCLUDED.message_value, error_type = EXCLUDED.error_type, error = EXCLUDED.error,
+    attempts = EXCLUDED.attempts, disposition = EXCLUDED.disposition, stored_id = EXCLUDED.stored_id,
+    failed_at = now(), resolution = NULL, resolved_at = NULL, resolved_audit_id = NULL
+RETURNING d.id
+
+-- dead_letter_index_page --
+-- One page of the groups' dead letters, newest first, after the keyset cursor %(before)s (an id); each filter is
+-- optional. Bounded by the caller's limit.
+SELECT id, consumer_group, topic, "partition", "offset", key_text, message_id, error_type, error, attempts,
+       failed_at, disposition, resolution, resolved_at, value_size
+FROM messaging.dead_letter_index
+WHERE (%(before)s::bigint IS NULL OR id < %(before)s::bigint)
+  AND (%(group)s::text IS NULL OR consumer_group = %(group)s::text)
+  AND (%(topic)s::text IS NULL OR topic = %(topic)s::text)
+  AND (%(key)s::text IS NULL OR key_text = %(key)s::text)
+  AND (%(error)s::text IS NULL OR strpos(lower(error_type || ': ' || error), lower(%(error)s::text)) > 0)
+  AND (%(since)s::timestamptz IS NULL OR failed_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR failed_at < %(until)s::timestamptz)
+  AND (%(resolved)s::boolean OR resolution IS NULL)
+  AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+  AND (%(message_id)s::uuid IS NULL OR message_id = %(message_id)s::uuid)
+ORDER BY id DESC
+LIMIT %(limit)s
+
+-- dead_letter_index_one --
+-- One indexed dead letter with its bytes (the full ones from messaging.dead_letter when the row keeps them).
+SELECT i.id, i.consumer_group, i.topic, i."partition", i."offset", i.message_key, i.key_text, i.message_id,
+       coalesce(s.message_value, i.message_value) AS message_value, i.header_names, i.header_values, i.value_size,
+       i.error_type, i.error, i.attempts, i.failed_at, i.disposition, i.stored_id, i.resolution, i.resolved_at,
+       i.resolved_audit_id
+FROM messaging.dead_letter_index i
+LEFT JOIN messaging.dead_letter s ON s.id = i.stored_id
+WHERE i.id = %(id)s
+
+-- dead_letter_index_resolve --
+-- Mark open dead letters resolved (replayed or discarded) by an operator's action; returns the ids marked.
+UPDATE messaging.dead_letter_index
+SET resolution = %(resolution)s, resolved_at = now(), resolved_audit_id = %(audit_id)s
+WHERE id = ANY(%(ids)s::bigint[]) AND resolution IS NULL
+RETURNING id

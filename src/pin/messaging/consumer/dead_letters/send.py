@@ -15,7 +15,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from psycopg_pool import ConnectionPool
 
 from pin.db import Conn
-from pin.messaging.consumer.dead_letters import store
+from pin.messaging.consumer.dead_letters import index, store
 from pin.messaging.consumer.dead_letters.store import DLT_ORIGINAL_SHA256, DLT_ORIGINAL_SIZE, DLT_STORED_ID, Origin
 from pin.messaging.consumer.metrics import (
     DEAD_LETTER_FAILURES,
@@ -90,6 +90,8 @@ class DeadLetterSender:
             attempts=attempts,
         )  # fmt: skip
         original = [(name, value) for name, value in message.headers if not name.startswith(DLT_PREFIX)]
+        if not self._index(message, origin, original):
+            return False  # indexed before it is published, so that no letter is in the topic and not in the index
         provenance = provenance_headers(origin, datetime.now(UTC))
         whole = [*original, *provenance]
         if store.record_size(message.key, message.value, whole) <= self.max_message_bytes:
@@ -105,7 +107,7 @@ class DeadLetterSender:
     ) -> bool:
         """The full bytes into the database, a copy cut to the bound (naming the row) into the dead-letter topic."""
         try:
-            stored_id = self._store(message, origin, store.TRUNCATED)
+            stored_id = self._store(message, origin, store.TRUNCATED, original)
         except Exception as exc:  # noqa: BLE001 - counted as a failed attempt to keep it; parked later if possible
             return self._failed(message, origin, f"storing its bytes: {type(exc).__name__}")
         truncation = [
@@ -180,7 +182,8 @@ class DeadLetterSender:
         if failures < self.attempts:
             return False
         try:
-            stored_id = self._store(message, origin, store.PARKED)
+            original = [(name, value) for name, value in message.headers if not name.startswith(DLT_PREFIX)]
+            stored_id = self._store(message, origin, store.PARKED, original)
         except Exception as exc:  # noqa: BLE001 - held and retried: the database is the last place to keep it
             failure_log.error("dead letter could not be parked in the database; held", error_type=type(exc).__name__)
             return False
@@ -189,9 +192,29 @@ class DeadLetterSender:
         failure_log.error("dead letter parked in the database", stored_id=str(stored_id), error_type=origin.error_type)
         return True
 
-    def _store(self, message: Received, origin: Origin, disposition: str) -> uuid.UUID:
+    def _store(
+        self, message: Received, origin: Origin, disposition: str, original: list[tuple[str, bytes]]
+    ) -> uuid.UUID:
+        """The full bytes into ``messaging.dead_letter``, and the index row pointed at them, in one transaction."""
         with self.pool.connection(timeout=self.db_timeout) as conn:
-            return store.store(conn, origin, message.key, message.value, message.headers, disposition=disposition)
+            stored_id = store.store(conn, origin, message.key, message.value, message.headers, disposition=disposition)
+            index.write(
+                conn, origin, message.key, message.value, original, disposition=disposition, stored_id=stored_id
+            )
+            return stored_id
+
+    def _index(self, message: Received, origin: Origin, original: list[tuple[str, bytes]]) -> bool:
+        """Index the letter (``messaging.dead_letter_index``); False, logged, when the database does not take it."""
+        try:
+            with self.pool.connection(timeout=self.db_timeout) as conn:
+                index.write(conn, origin, message.key, message.value, original)
+        except Exception as exc:  # noqa: BLE001 - held and retried like a letter the topic did not take
+            self.log.error(
+                "dead letter not indexed; held", topic=message.topic, partition=message.partition,
+                offset=message.offset, error_type=type(exc).__name__,
+            )  # fmt: skip
+            return False
+        return True
 
 
 def provenance_headers(origin: Origin, failed_at: datetime) -> list[tuple[str, bytes]]:

@@ -1,0 +1,137 @@
+-- The console's reads (pages.py): every one bounded by a LIMIT or by a small table (leases, members, pauses). Each
+-- starts with a "-- name --" line and a one-line description; loaded by pin.db.load_queries.
+
+-- console_outbox_waiting --
+-- One page of the outbox rows waiting, oldest first after the keyset cursor %(after)s (an id), of one topic or all.
+SELECT id, message_id, vpart, topic, message_key, event_type, created_at, attempts, next_attempt_at, last_error
+FROM outbox.message
+WHERE (%(after)s::bigint IS NULL OR id > %(after)s::bigint) AND (%(topic)s::text IS NULL OR topic = %(topic)s::text)
+ORDER BY id
+LIMIT %(limit)s
+
+-- console_lease_map --
+-- Every vpart's lease: its owner, epoch and whether the lease is live (64 rows).
+SELECT vpart, owner, epoch, CASE WHEN isfinite(expires_at) THEN expires_at END AS expires_at, acquired_at,
+       (owner IS NOT NULL AND expires_at > now()) AS live
+FROM outbox.relay_lease
+ORDER BY vpart
+
+-- console_relay_dead_letters --
+-- One page of the relay's dead letters, newest first before the keyset cursor %(before)s (an outbox id); each filter
+-- optional.
+SELECT id, message_id, topic, message_key, event_type, attempts, permanent, error, created_at, dead_lettered_at
+FROM outbox.dead_letter
+WHERE (%(before)s::bigint IS NULL OR id < %(before)s::bigint)
+  AND (%(topic)s::text IS NULL OR topic = %(topic)s::text)
+  AND (%(key)s::text IS NULL OR message_key = %(key)s::text)
+  AND (%(error)s::text IS NULL OR strpos(lower(error), lower(%(error)s::text)) > 0)
+  AND (%(since)s::timestamptz IS NULL OR dead_lettered_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR dead_lettered_at < %(until)s::timestamptz)
+  AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+ORDER BY id DESC
+LIMIT %(limit)s
+
+-- console_relay_dead_letter_one --
+-- One of the relay's dead letters, whole (payload and headers), with the rows of its key it holds back.
+SELECT d.*, (SELECT count(*) FROM (SELECT 1 FROM outbox.message m WHERE m.message_key = d.message_key
+                                   LIMIT 10001) AS behind) AS held_back
+FROM outbox.dead_letter d
+WHERE d.id = %(id)s
+
+-- console_held --
+-- The messages consumers hold in retry, of one group or all, of one key or all; the longest held first.
+SELECT consumer_group, topic, "partition", "offset", message_key, message_id,
+       member, fault, error_type, error, attempts, since, last_attempt_at, next_attempt_at, park_audit_id
+FROM messaging.held_message
+WHERE (%(group)s::text IS NULL OR consumer_group = %(group)s::text)
+  AND (%(key)s::bytea IS NULL OR message_key = %(key)s::bytea)
+ORDER BY since, consumer_group, topic, "partition", "offset"
+LIMIT %(limit)s
+
+-- console_poison --
+-- The workers' poison items, of one job or all, of one item or all; the longest failing first.
+SELECT job, item_id, attempts, last_error, first_failed_at, last_failed_at
+FROM jobs.item_failure
+WHERE (%(job)s::text IS NULL OR job = %(job)s::text) AND (%(item)s::uuid IS NULL OR item_id = %(item)s::uuid)
+ORDER BY first_failed_at, item_id
+LIMIT %(limit)s
+
+-- console_cycles --
+-- The last cycle of every worker instance, the most recent first.
+SELECT job, instance, as_of, finished_at, duration_ms, counters, succeeded,
+       EXTRACT(EPOCH FROM now() - finished_at)::float8 AS seconds_ago
+FROM jobs.cycle
+ORDER BY finished_at DESC
+LIMIT %(limit)s
+
+-- console_outbox_of_key --
+-- A key's rows waiting in the outbox, oldest first (the index on message_key, id).
+SELECT id, message_id, topic, event_type, created_at, attempts, next_attempt_at, last_error
+FROM outbox.message
+WHERE message_key = %(key)s
+ORDER BY id
+LIMIT %(limit)s
+
+-- console_members --
+-- The consumer instances of one group or all, live or not (a heartbeat within its bound).
+SELECT consumer_group, member, partitions, assignment_changed_at, heartbeat_at,
+       heartbeat_at > now() - make_interval(secs => stale_after_seconds) AS live
+FROM messaging.consumer_member
+WHERE %(group)s::text IS NULL OR consumer_group = %(group)s::text
+ORDER BY consumer_group, member
+
+-- console_open_group_letters --
+-- Per consumer group, its open dead letters (those not replayed nor discarded), each count stopping at 10 001.
+SELECT g.consumer_group,
+       (SELECT count(*) FROM (SELECT 1 FROM messaging.dead_letter_index i
+         WHERE i.consumer_group = g.consumer_group AND i.resolution IS NULL LIMIT 10001) AS open) AS open_letters
+FROM unnest(%(groups)s::text[]) AS g(consumer_group)
+
+-- console_inbox_holds --
+-- Which of these MessageIds a group's inbox already holds (applied: a replay of them would be skipped).
+SELECT message_id FROM messaging.inbox WHERE consumer_group = %(group)s AND message_id = ANY(%(ids)s::uuid[])
+
+-- console_purchase_versions --
+-- The newest Version a context stored of these purchases (its boost's Version guard); {schema} is the context's.
+SELECT purchase_id, version FROM {schema}.purchase WHERE purchase_id = ANY(%(ids)s::uuid[])
+
+-- replay_job_start --
+-- A replay job, running from now on; returns its id.
+INSERT INTO operations.replay_job (audit_id, filter, total) VALUES (%(audit_id)s, %(filter)s, %(total)s) RETURNING id
+
+-- replay_job_count --
+-- How many open letters a job's filter matches when it starts (stops counting at 1 000 001).
+SELECT count(*) AS letters FROM (SELECT 1 FROM messaging.dead_letter_index
+  WHERE resolution IS NULL AND (%(group)s::text IS NULL OR consumer_group = %(group)s::text)
+    AND (%(topic)s::text IS NULL OR topic = %(topic)s::text) AND (%(key)s::text IS NULL OR key_text = %(key)s::text)
+    AND (%(error)s::text IS NULL OR strpos(lower(error_type || ': ' || error), lower(%(error)s::text)) > 0)
+    AND (%(since)s::timestamptz IS NULL OR failed_at >= %(since)s::timestamptz)
+    AND (%(until)s::timestamptz IS NULL OR failed_at < %(until)s::timestamptz)
+    AND (%(message_id)s::uuid IS NULL OR message_id = %(message_id)s::uuid)
+  LIMIT 1000001) AS matched
+
+-- replay_job_claim --
+-- The oldest running job no other relay is working on now, locked for this turn.
+SELECT id, filter, audit_id FROM operations.replay_job WHERE state = 'running' ORDER BY id LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED
+
+-- replay_job_progress --
+-- A turn's progress; the job ends (done) when the turn found nothing left.
+UPDATE operations.replay_job
+SET replayed = replayed + %(replayed)s, apply = apply + %(apply)s, skip = skip + %(skip)s, refuse = refuse + %(refuse)s,
+    state = CASE WHEN %(finished)s THEN 'done' ELSE state END, updated_at = now()
+WHERE id = %(id)s
+
+-- replay_job_fail --
+-- A job the broker or the database keeps failing: stopped with its error.
+UPDATE operations.replay_job SET state = 'failed', error = %(error)s, updated_at = now() WHERE id = %(id)s
+
+-- replay_job_cancel --
+-- Cancel a running job; true when it was running.
+UPDATE operations.replay_job SET state = 'cancelled', updated_at = now()
+WHERE id = %(id)s AND state = 'running'
+RETURNING true AS cancelled
+
+-- replay_job_recent --
+-- The latest replay jobs, newest first.
+SELECT id, created_at, updated_at, audit_id, filter, state, total, replayed, apply, skip, refuse, error
+FROM operations.replay_job ORDER BY id DESC LIMIT %(limit)s
