@@ -5,19 +5,68 @@ from __future__ import annotations
 import json
 import sys
 import uuid
-from typing import Annotated
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
+import typer.core
 
-from pin.settings import ConfigurationError, load_settings
+from pin.settings import ConfigurationError, UnreachableError, load_settings
 
 app = typer.Typer(
     name="pin",
-    help="PIN background jobs and integration events: workers, outbox relay, consumers and HTTP API.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+def version_line() -> str:
+    """`pin --version`: the distribution's version and the commit it was built from. From a checkout the commit is
+    git's (HEAD, "+changes" when tracked files differ from it); an image or a wheel has no .git, so its build sets
+    PIN_BUILD_COMMIT (docs/operations.md); neither: "unknown"."""
+    import subprocess
+    from importlib.metadata import version
+
+    from pin import distribution
+
+    checkout = Path(__file__).resolve().parents[2]
+    commit = None
+    if (checkout / ".git").exists():
+        git = ["git", "-C", str(checkout)]
+        try:
+            head = subprocess.run([*git, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)  # noqa: S603, PLW1510
+            changes = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True,  # noqa: S603, PLW1510
+                                     text=True).stdout.strip()  # fmt: skip
+        except OSError:  # no git on this machine
+            head = None
+        if head is not None and head.returncode == 0:
+            commit = head.stdout.strip() + ("+changes" if changes else "")
+    if commit is None:
+        try:
+            commit = load_settings(from_pin_up=False).build_commit
+        except ConfigurationError:
+            commit = None
+    name = distribution()
+    return f"{name} {version(name)} (commit {commit or 'unknown'})"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(version_line())
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    show_version: Annotated[
+        bool, typer.Option("--version", help="Print the version and the commit, exit.", is_eager=True,
+                           callback=_print_version)
+    ] = False,
+) -> None:  # fmt: skip
+    """PIN background jobs and integration events: workers, outbox relay, consumers and HTTP API."""
+    del show_version
+
 
 # `pin worker <name>`: one polling-job instance. Each job adds its command to this group.
 worker_app = typer.Typer(help="Run one instance of a polling worker.", no_args_is_help=True)
@@ -185,6 +234,7 @@ def dlq_list(
         raise typer.Exit(1) from None
     for letter in letters:
         print_json(letter.summary())
+    say_count(len(letters), "pin dlq list")
     if not settings.database_url:
         typer.echo("pin dlq list: letters parked in the database not shown (PIN_DATABASE_URL is not set)", err=True)
 
@@ -219,7 +269,13 @@ def status(
     """Backlogs, lags and last cycles for an operator: workers, outbox, relays, consumer groups (n/a when unknown)."""
     from pin.status import run_status
 
-    raise typer.Exit(run_status(load_settings(), watch=watch, interval=interval, as_json=as_json, kafka=kafka))
+    settings = load_settings()
+    if not settings.database_url:  # every cell would be n/a: say what to do instead
+        raise ConfigurationError(
+            "no database to report on: start `pin up` (pin status then finds it in the state folder), "
+            "or set PIN_DATABASE_URL, or PIN_HOME to the state folder of a running `pin up`"
+        )
+    raise typer.Exit(run_status(settings, watch=watch, interval=interval, as_json=as_json, kafka=kafka))
 
 
 # `pin outbox dead-letters ...`: operator actions on rows the relay moved aside.
@@ -239,8 +295,10 @@ def dead_letters_list_command(
 
     settings = load_settings()
     with connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
-        for letter in dead_letters_list(conn, limit):
-            print_json(letter)
+        letters = dead_letters_list(conn, limit)
+    for letter in letters:
+        print_json(letter)
+    say_count(len(letters), "pin outbox dead-letters list")
 
 
 @dead_letters_app.command("replay")
@@ -316,21 +374,59 @@ def token(
     )
 
 
+def say_count(count: int, command: str) -> None:
+    """How many dead letters a list printed, on stderr (stdout keeps only the JSON lines): "0" is an answer too."""
+    typer.echo(f"{command}: {count} dead letter{'' if count == 1 else 's'}", err=True)
+
+
 def print_json(data: object) -> None:
     """Print one JSON document on stdout (the `--once` results)."""
     typer.echo(json.dumps(data, default=str, sort_keys=True))
+
+
+def command() -> typer.core.TyperGroup:
+    """The click command of ``app``, its flags shown without a value placeholder: typer's help prints one for every
+    option, and a flag (--json, --once) takes no value, so `<bool>` beside it would tell a reader to give one."""
+    built = typer.main.get_command(app)
+    assert isinstance(built, typer.core.TyperGroup)
+    pending: list[object] = [built]
+    while pending:
+        current = pending.pop()
+        for param in getattr(current, "params", []):
+            if isinstance(param, typer.core.TyperOption) and param.is_flag:
+                param.metavar = ""
+        if isinstance(current, typer.core.TyperCommand | typer.core.TyperGroup):
+            current.get_help_option = _flag_help_option(current.get_help_option)  # type: ignore[method-assign]
+        if isinstance(current, typer.core.TyperGroup):
+            pending.extend(current.commands.values())
+    return built
+
+
+def _flag_help_option(make: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """--help is built per invocation: the same blank placeholder for it."""
+
+    def made(ctx: Any) -> Any:
+        option = make(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    return made
 
 
 def main() -> None:
     """Entry point: configuration errors become one line on stderr and exit code 2."""
     try:
         # without standalone mode, click returns (not raises) the code of a `raise typer.Exit(code)`
-        code = app(standalone_mode=False)
+        code = command()(standalone_mode=False)
         if isinstance(code, int) and code:
             sys.exit(code)
     except ConfigurationError as exc:
         print(f"pin: configuration error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except UnreachableError as exc:
+        print(f"pin: {' '.join(str(exc).split())}", file=sys.stderr)  # one line: libpq's messages span several
+        sys.exit(1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):

@@ -40,8 +40,17 @@ CONSUMER_GROUPS = ("crm", "notifications", "catalog", "news")
 INBOX_RETENTION_SECONDS = 14 * 86_400  # a consumer group's dedup window: inbox rows older than this are pruned
 
 
+# The shortest HS256 secret the API accepts: as many bytes as SHA-256's output (RFC 7518 section 3.2), which is also
+# the length below which PyJWT warns on every token it checks.
+JWT_SECRET_MIN_BYTES = 32
+
+
 class ConfigurationError(Exception):
     """The environment holds a bad configuration value."""
+
+
+class UnreachableError(Exception):
+    """A one-shot command could not reach the database or the broker: the CLI prints one line and exits 1."""
 
 
 class ContractMigration(BaseModel):
@@ -174,7 +183,7 @@ class Settings(BaseSettings):
     kafka_principal_news: str = "User:pin-news"
     # The principal of the operator's commands: `pin topics`, `pin dlq list|replay`, `pin status`.
     kafka_principal_operator: str = "User:pin-operator"
-    # HS256 secret for bearer tokens.
+    # HS256 secret for bearer tokens (at least JWT_SECRET_MIN_BYTES).
     jwt_secret: SecretStr | None = None
     # RS256 public key (PEM) for bearer tokens; takes precedence over the secret when both are set.
     jwt_public_key: str | None = None
@@ -236,6 +245,8 @@ class Settings(BaseSettings):
     # Set by `pin up` for the processes it runs (its own pid): a role stops once that process is gone, so that
     # a `pin up` killed with SIGKILL leaves no role running. Unset: a role runs until it is told to stop.
     up_pid: int | None = Field(default=None, gt=0)
+    # The commit a build without .git (an image, a wheel) was made from, set by that build: `pin --version` prints it.
+    build_commit: str | None = Field(default=None, max_length=64, pattern=r"^[0-9A-Za-z._+-]+$")
 
     # Who takes the rows out of the outbox: "relay" (`pin relay` publishes and deletes them) or "cdc" (each row is
     # deleted in the transaction that wrote it; Debezium reads the insert from the WAL: docs/runbooks/outbox-cdc.md).
@@ -381,8 +392,11 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _jwt_key_is_usable(self) -> Settings:
-        if self.jwt_secret is not None and len(self.jwt_secret.get_secret_value()) < 16:
-            raise ValueError("PIN_JWT_SECRET must be at least 16 characters")
+        if self.jwt_secret is not None and len(self.jwt_secret.get_secret_value().encode()) < JWT_SECRET_MIN_BYTES:
+            raise ConfigurationError(
+                f"PIN_JWT_SECRET: at least {JWT_SECRET_MIN_BYTES} bytes (an HS256 key as long as its hash, RFC 7518 "
+                f"section 3.2); `openssl rand -base64 {JWT_SECRET_MIN_BYTES}` makes one"
+            )
         if self.jwt_public_key:
             # a key that cannot be loaded would let the API start and refuse every token: fail at start instead
             try:

@@ -23,6 +23,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from psycopg_pool import ConnectionPool
 
 from pin.db import Conn, database_now
+from pin.faults import Fault, classify
 from pin.jobs import bookkeeping
 from pin.observability.tracing import current_traceparent, spans_exported
 from pin.settings import JOB_BATCH_SIZE
@@ -348,7 +349,8 @@ class CycleHarness:
         log.error(
             "cycle failed", job=definition.name, RunId=str(cycle.run_id), **fields,
             **{definition.error_field: bookkeeping.describe_error(exc)},
-            exc_info=definition.traceback_on_cycle_failure,
+            # a database away is no bug: its line is enough (the runner says it waits)
+            exc_info=definition.traceback_on_cycle_failure and classify(exc) is not Fault.INFRASTRUCTURE,
         )  # fmt: skip
         if partial is None:  # nothing of the cycle was kept, not even its AsOf
             self._after_cycle(cycle, None, fields, succeeded=False)
@@ -378,5 +380,8 @@ class CycleHarness:
                     counters=counters,
                     succeeded=succeeded,
                 )
-        except Exception:  # noqa: BLE001 - best effort: the next cycle records again
-            cycle.warning("cycle bookkeeping failed", exc_info=True)
+        except Exception as exc:  # noqa: BLE001 - best effort: the next cycle records again
+            if classify(exc) is Fault.INFRASTRUCTURE:
+                cycle.warning("cycle bookkeeping failed", error=bookkeeping.describe_error(exc))
+            else:
+                cycle.warning("cycle bookkeeping failed", exc_info=True)

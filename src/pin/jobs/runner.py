@@ -15,8 +15,10 @@ from typing import Protocol
 import structlog
 
 from pin.backoff import exponential_backoff
+from pin.faults import Fault, classify
 from pin.jobs.cycle import CycleResult
 from pin.observability import liveness
+from pin.observability.logging import error_text
 from pin.settings import JOB_INTERVAL_SECONDS
 
 log = structlog.get_logger(__name__)
@@ -78,10 +80,17 @@ class JobRunner:
             self._cycle_started = time.monotonic()
             try:
                 result = self._job.run_once()
-            except Exception:
+            except Exception as exc:
                 failures += 1
-                log.exception("job cycle failed", job=self._job.name, consecutive_failures=failures)
-                self._stop.wait(self._backoff(failures))
+                delay = self._backoff(failures)
+                if classify(exc) is Fault.INFRASTRUCTURE:  # the database away: one line per attempt, as at start
+                    log.warning(
+                        "database unreachable; waiting", job=self._job.name, error=error_text(exc),
+                        consecutive_failures=failures, retry_in_seconds=delay,
+                    )  # fmt: skip
+                else:
+                    log.exception("job cycle failed", job=self._job.name, consecutive_failures=failures)
+                self._stop.wait(delay)
                 continue
             failures = 0
             if result.is_full:
