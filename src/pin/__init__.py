@@ -1,7 +1,5 @@
 """PIN background jobs and integration events."""
 
-__version__ = "0.1.0"
-
 
 def distribution() -> str:
     """The name this package is installed under (pyproject.toml's project.name: the import package and the command

