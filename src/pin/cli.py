@@ -21,6 +21,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
 def version_line() -> str:
     """`pin --version`: the distribution's version and the commit it was built from. From a checkout the commit is
     git's (HEAD, "+changes" when tracked files differ from it); an image or a wheel has no .git, so its build sets

