@@ -266,11 +266,23 @@ def status(
     interval: Annotated[float, typer.Option(help="Seconds between refreshes with --watch.", min=0.5)] = 2.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the snapshot as one JSON document.")] = False,
     kafka: Annotated[bool, typer.Option(help="Ask the broker for consumer offsets and dead-letter counts.")] = True,
+    demo: Annotated[
+        bool, typer.Option("--demo", help="Print what the running `pin up` printed: where things are, demo tokens.")
+    ] = False,
 ) -> None:
     """Backlogs, lags and last cycles for an operator: workers, outbox, relays, consumer groups (n/a when unknown)."""
     from pin.status import run_status
 
     settings = load_settings()
+    if demo:
+        from pin.settings import running_banner, state_folder_of
+
+        home = state_folder_of(settings.home)
+        banner = running_banner(home)
+        if banner is None:
+            raise ConfigurationError(f"no `pin up` is running in {home}: start one (`pin up --demo`), or set PIN_HOME")
+        typer.echo(banner, nl=False)
+        return
     if not settings.database_url:  # every cell would be n/a: say what to do instead
         raise ConfigurationError(
             "no database to report on: start `pin up` (pin status then finds it in the state folder), "
@@ -397,7 +409,7 @@ def command() -> typer.core.TyperGroup:
             if isinstance(param, typer.core.TyperOption) and param.is_flag:
                 param.metavar = ""
         if isinstance(current, typer.core.TyperCommand | typer.core.TyperGroup):
-            current.get_help_option = _flag_help_option(current.get_help_option)  # type: ignore[method-assign]
+            current.get_help_option = _flag_help_option(current.get_help_option)  # type: ignore[method-assign,assignment]
         if isinstance(current, typer.core.TyperGroup):
             pending.extend(current.commands.values())
     return built

@@ -481,6 +481,9 @@ def _with_pin_up_endpoints(settings: Settings) -> Settings:
 # lock is held, so a file left behind by a `pin up` that is gone is ignored.
 UP_LOCK_FILE = "up.lock"
 UP_ENDPOINTS_FILE = "endpoints.json"
+# What `pin up` printed for a person (its banner; with --demo the sample data, tokens and curl lines), owner-only:
+# `pin status --demo` prints it again once the roles' lines have scrolled it away.
+UP_BANNER_FILE = "banner.txt"
 
 
 @dataclass(frozen=True)
@@ -526,6 +529,16 @@ def running_endpoints(home: Path) -> PinUpEndpoints | None:
     try:
         return PinUpEndpoints(**json.loads(path.read_text()))
     except (OSError, ValueError, TypeError):
+        return None
+
+
+def running_banner(home: Path) -> str | None:
+    """What the `pin up` running in ``home`` printed for a person, or None when none runs there."""
+    if running_endpoints(home) is None:
+        return None
+    try:
+        return (home / UP_BANNER_FILE).read_text()
+    except OSError:
         return None
 
 

@@ -21,9 +21,10 @@ import pytest
 
 import pin
 import pin.cli
+from pin.local import state_folder
 from pin.local.embedded.kafka import EmbeddedKafka
 from pin.local.tcp_ports import free_port
-from pin.settings import JWT_SECRET_MIN_BYTES, ConfigurationError, Settings
+from pin.settings import JWT_SECRET_MIN_BYTES, ConfigurationError, PinUpEndpoints, Settings
 from tests.conftest import JWT_SECRET
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -186,6 +187,25 @@ def test_the_distribution_has_a_name_of_its_own_and_the_command_and_package_stay
     for page in (ROOT / "README.md", ROOT / "docs" / "operations.md"):
         for extra in re.findall(r"`([\w.-]+)\[embedded\]`", page.read_text()):
             assert extra == project["name"], f"{page.name} names the extra of {extra}"
+
+
+@pytest.mark.unit
+def test_pin_status_demo_prints_what_the_running_pin_up_printed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The banner and the demo's tokens scroll away within seconds: `pin status --demo` prints them again."""
+    home = tmp_path / "state"
+    for name in [name for name in os.environ if name.startswith("PIN_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PIN_HOME", str(home))
+    with pytest.raises(ConfigurationError, match="no `pin up` is running"):
+        pin.cli.command().main(args=["status", "--demo"], standalone_mode=False)
+    with state_folder.lock(home):  # as a running `pin up` holds it
+        endpoints = PinUpEndpoints(1, "now", "http://127.0.0.1:1", "postgresql://x", "127.0.0.1:2", None)
+        state_folder.write_endpoints(home, endpoints)
+        state_folder.write_banner(home, ["pin up: running (Ctrl-C stops everything)", "", "  agent token eyJ..."])
+        pin.cli.command().main(args=["status", "--demo"], standalone_mode=False)
+    assert capsys.readouterr().out == "pin up: running (Ctrl-C stops everything)\n\n  agent token eyJ...\n"
 
 
 # POSIX utilities a machine may lack (at(1) is often not installed), besides what `type` finds on this one

@@ -245,6 +245,15 @@ def _role_first(logger: Any, method_name: str, event_dict: MutableMapping[str, A
     return event_dict
 
 
+def _with_role(
+    role: str, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """The process's role on every line (a line's own ``role`` field wins)."""
+    del logger, method_name
+    event_dict.setdefault("role", role)
+    return event_dict
+
+
 def configure_logging(level: str = "INFO", fmt: str = "auto", role: str | None = None) -> None:
     """Render structlog's events and the standard library's records the same way, one line each on stderr.
 
@@ -274,7 +283,9 @@ def configure_logging(level: str = "INFO", fmt: str = "auto", role: str | None =
         renderer,
     ]
     if role is not None:
-        structlog.contextvars.bind_contextvars(role=role)
+        # every line of the process, its threads' too (a contextvar would stay in the thread that bound it: the
+        # relay's settling and heartbeat lines had an empty role column)
+        shared.append(functools.partial(_with_role, role))
     numeric_level = logging.getLevelNamesMapping()[level.upper()]
     handler = logging.StreamHandler(sys.stderr)
     structlog.configure(
@@ -294,5 +305,6 @@ def configure_logging(level: str = "INFO", fmt: str = "auto", role: str | None =
     root.handlers[:] = [handler]
     root.setLevel(numeric_level)
     # librdkafka and uvicorn access logs are noisy at INFO; keep their warnings
-    for noisy in ("uvicorn.access", "httpx", "pin.kafka.client"):
+    # (and alembic's seven "setup plugin" lines before every migration)
+    for noisy in ("uvicorn.access", "httpx", "pin.kafka.client", "alembic.runtime.plugins"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

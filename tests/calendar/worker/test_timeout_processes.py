@@ -76,7 +76,8 @@ def count_status(pool: ConnectionPool[Conn], status: str) -> int:
 
 
 def test_duplicate_instances(pool: ConnectionPool[Conn], spawn_role: Callable[..., RoleProcess]) -> None:
-    env = {"PIN_APPOINTMENT_TIMEOUT_INTERVAL_SECONDS": "60"}
+    # DEBUG: the first cycle is idle, and an idle cycle's one line ("cycle completed") is at DEBUG
+    env = {"PIN_APPOINTMENT_TIMEOUT_INTERVAL_SECONDS": "60", "PIN_LOG_LEVEL": "DEBUG"}
     workers = [spawn_role(*WORKER, env=env) for _ in range(3)]
     wait_for(lambda: all(events_of(w, "cycle completed") for w in workers), 30, "every worker's first cycle")
     # 1,000 appointments fall due at the same instant while all three doze: the wake-up brings all three onto
