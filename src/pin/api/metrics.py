@@ -37,10 +37,13 @@ class RequestMetricsMiddleware:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Time the request and count its answer."""
-        if scope["type"] != "http":
+        """Time an HTTP request and count its answer; anything else (lifespan) passes through."""
+        if scope["type"] == "http":
+            await self._measured(scope, receive, send)
+        else:
             await self.app(scope, receive, send)
-            return
+
+    async def _measured(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
         status = 500
 
