@@ -135,6 +135,9 @@ class JobRunner:
     def _until_due(self) -> float | None:
         try:
             return self._job.seconds_until_next_due()
-        except Exception:
-            log.warning("next-deadline query failed", job=self._job.name, exc_info=True)
+        except Exception as exc:
+            if classify(exc) is Fault.INFRASTRUCTURE:  # the database away: the next cycle says so
+                log.warning("next-deadline query failed", job=self._job.name, error=error_text(exc))
+            else:
+                log.warning("next-deadline query failed", job=self._job.name, exc_info=True)
             return None
