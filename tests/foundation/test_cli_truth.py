@@ -17,6 +17,7 @@ import time
 import tomllib
 from pathlib import Path
 
+import psycopg
 import pytest
 
 import pin
@@ -77,6 +78,39 @@ def test_a_long_running_worker_with_the_database_down_says_it_waits_one_line_per
     assert 2 <= len(waiting) <= 5, output
     assert all("Connection refused" in line["error"] for line in waiting)
     assert len(lines) <= len(waiting) + 2, output  # at most the stop's own lines beside them
+
+
+@pytest.mark.integration
+def test_a_worker_whose_database_goes_away_says_it_waits_without_a_traceback(tmp_path: Path, database_url: str) -> None:
+    """The database refuses every connection mid-run (ALLOW_CONNECTIONS false, its sessions ended): a few lines per
+    attempt, none a traceback (was 18 lines in 10 s, 12 of them the pool's, and a traceback per cycle)."""
+    name = database_url.rsplit("/", 1)[1]
+    env = _bare_env(tmp_path, PIN_DATABASE_URL=database_url, PIN_LOG_FORMAT="json",
+                    PIN_APPOINTMENT_TIMEOUT_INTERVAL_SECONDS="1")  # fmt: skip
+    log = tmp_path / "worker.log"
+    with log.open("wb") as out:
+        worker = subprocess.Popen([sys.executable, "-m", "pin", "worker", "appointment-timeout"], env=env,
+                                  stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+    admin_url = database_url.rsplit("/", 1)[0] + "/postgres"
+    try:
+        deadline = time.monotonic() + 60
+        while "worker started" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false')
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+        mark = len(log.read_text())
+        time.sleep(6)
+        text = log.read_text()[mark:]
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS true')
+        worker.terminate()
+        worker.wait(30)
+    assert "Traceback" not in text, text
+    events = [json.loads(line)["event"] for line in text.splitlines() if line.startswith("{")]
+    assert "database unreachable; waiting" in events, text
+    assert len(events) <= 12, text  # about 3 lines per attempt (cycle failed, bookkeeping, waiting) at 1, 2, 4 s
 
 
 @pytest.mark.unit
