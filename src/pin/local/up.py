@@ -234,8 +234,17 @@ def _supervise_until_stopped(
 
 
 def _enter_pressed(timeout: float) -> bool:
-    """Wait up to ``timeout`` seconds for a line on a terminal's stdin (Enter); elsewhere just wait."""
-    if not sys.stdin.isatty():
+    """Wait up to ``timeout`` seconds for a line on a terminal's stdin (Enter); elsewhere just wait. Only in the
+    terminal's foreground: a `pin up &` that read the terminal would be stopped by the kernel (SIGTTIN)."""
+    try:
+        terminal = sys.stdin.isatty()
+    except ValueError:  # stdin closed
+        terminal = False
+    try:
+        foreground = terminal and os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except OSError:  # a terminal that is not our controlling one: reading it cannot stop us
+        foreground = terminal
+    if not foreground:
         time.sleep(timeout)
         return False
     ready, _, _ = select.select([sys.stdin], [], [], timeout)
