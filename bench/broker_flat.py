@@ -1,7 +1,9 @@
 """Does `pin up`'s embedded broker stay flat? Its CPU, sampled while a producer writes at a steady rate and one
-consumer per group fetches what arrives (with `pin up`'s fetch wait, or another), for as long as asked.
+consumer per group fetches what arrives (with `pin up`'s fetch wait, or another), for as long as asked; or, with
+``--attach PID``, the broker of a running `pin up` (its demo's load), sampled without adding any.
 
     .venv/bin/python -m bench.broker_flat --minutes 10 --rate 190 --fetch-wait-ms 50 [--retention-ms 60000]
+    .venv/bin/python -m bench.broker_flat --attach $(pgrep -f 'pin up') --minutes 60 --sample-seconds 60
 
 Prints one line per sample: minutes since the start, the broker's CPU (cores, over the last interval), its
 resident memory, the messages produced so far, and the machine's 1-minute load average (the machine is shared).
@@ -40,6 +42,39 @@ def _rss_mb(pid: int) -> float:
     return 0.0
 
 
+def _broker_of(pid: int) -> int:
+    """The pid of the embedded broker `pin up` ``pid`` started (its descendant running the Tansu binary)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if "tansu" not in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                continue
+            parent = int(entry.name)
+            while parent > 1:
+                parent = int((Path("/proc") / str(parent) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                if parent == pid:
+                    return int(entry.name)
+        except (OSError, ValueError):
+            continue
+    raise SystemExit(f"flat: no embedded broker under pid {pid}")
+
+
+def _watch(pid: int, minutes: float, every: float) -> None:
+    """Sample a broker someone else drives."""
+    started = at_before = time.monotonic()
+    cpu_before = _cpu_seconds(pid)
+    while time.monotonic() - started < minutes * 60:
+        time.sleep(every)
+        cpu, now = _cpu_seconds(pid), time.monotonic()
+        print(
+            f"flat: {(now - started) / 60:6.1f} min  broker {(cpu - cpu_before) / (now - at_before):.3f} cores"
+            f"  rss {_rss_mb(pid):6.0f} MB  load {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
+        cpu_before, at_before = cpu, now
+
+
 def _consume(bootstrap: str, group: str, fetch_wait_ms: int, stop: threading.Event) -> None:
     settings = settings_for(bootstrap).model_copy(update={"kafka_consumer_fetch_wait_max_ms": fetch_wait_ms})
     consumer = Consumer(consumer_config(settings, f"flat-{group}"))
@@ -63,7 +98,11 @@ def main() -> None:
     parser.add_argument("--retention-ms", type=int, default=0, help="the topic's retention.ms (0: the broker's)")
     parser.add_argument("--groups", type=int, default=len(CONSUMER_GROUPS), help="consumers (one per group)")
     parser.add_argument("--sample-seconds", type=float, default=30.0)
+    parser.add_argument("--attach", type=int, default=0, help="sample the broker of this running `pin up`")
     args = parser.parse_args()
+    if args.attach:
+        _watch(_broker_of(args.attach), args.minutes, args.sample_seconds)
+        return
     broker = EmbeddedKafka(Path(tempfile.mkdtemp(prefix="pin-flat-")) / "broker.log")
     broker.start()
     assert broker.process is not None
