@@ -31,8 +31,8 @@ test: $(INSTALLED)  ## the whole test suite against real PostgreSQL and a real b
 	scripts/test-tools
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
-test-deep: $(INSTALLED)  ## the property-based, race and soak-style tests at their full size (`make test` runs them smaller)
-	scripts/test-tools
+test-deep: $(INSTALLED)  ## the property-based and race tests at full size (`make test` runs them smaller), the slow ones only it runs (the soak), and the container image
+	scripts/test-tools --deep
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m deep --deep
 
 test-fast: $(INSTALLED)  ## unit tests only (no database, no broker)

@@ -89,8 +89,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         shutil.rmtree(own, ignore_errors=True)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Longest first (the soak, then the other multi-process tests), so that parallel workers finish together."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Longest first (the soak, then the other multi-process tests), so that parallel workers finish together.
+
+    A test marked ``deep(only=True)`` runs under `make test-deep` only (``--deep``, or the soak's ``--soak-long``):
+    slow, and covering what a cheaper case of `make test` covers too. It is deselected, not skipped, elsewhere.
+    """
+    if not (config.getoption("--deep", default=False) or config.getoption("--soak-long", default=False)):
+        deep_only = [item for item in items if _deep_only(item)]
+        if deep_only:
+            config.hook.pytest_deselected(items=deep_only)
+            items[:] = [item for item in items if not _deep_only(item)]
 
     def rank(item: pytest.Item) -> int:
         if item.nodeid.startswith("tests/soak/"):
@@ -98,6 +107,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return 1 if item.get_closest_marker("slow") else 2
 
     items.sort(key=rank)
+
+
+def _deep_only(item: pytest.Item) -> bool:
+    marker = item.get_closest_marker("deep")
+    return marker is not None and bool(marker.kwargs.get("only"))
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from psycopg_pool import ConnectionPool
 from pin.db import Conn, ConnectionPolicy, connect, create_pool
 from pin.observability.logging import error_text
 from pin.roles import start_role, wait_until_reachable
-from pin.settings import ConfigurationError, Settings, UnreachableError
+from pin.settings import EXPIRE_PROMOTIONS_INTERVAL_RANGE_SECONDS, ConfigurationError, Settings, UnreachableError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -108,7 +108,7 @@ def run_relay(*, once: bool) -> dict[str, int] | None:
     """`pin relay`: publish the outbox until SIGTERM/SIGINT, or (``once``) what is there now, then stop."""
     from pin.outbox.relay import RelayConfig, hooks_for_fault
 
-    context = start_role("relay", metrics=not once)
+    context = start_role("relay", metrics=not once, broker=True)
     settings = context.settings
     if settings.outbox_mode == "cdc":
         raise ConfigurationError("PIN_OUTBOX_MODE=cdc: Debezium reads the outbox from the WAL; do not run pin relay")
@@ -122,10 +122,26 @@ def run_relay(*, once: bool) -> dict[str, int] | None:
     pool = create_pool(settings.require_database_url(), min_size=1, max_size=4, name="relay", policy=policy)
     try:
         relay = build_relay(settings, pool, config, hooks)
+        if not once:
+            _export_consumer_waits(settings, pool, context.stop)
         totals = relay.run(context.stop, until_empty=once)
         return totals if once else None
     finally:
         pool.close()
+
+
+def _export_consumer_waits(settings: Settings, pool: ConnectionPool[Conn], stop: threading.Event) -> None:
+    """What waits for every consumer group, exported by every relay instance (docs/design/consumer-waits.md): the
+    relay runs whenever anything is published, and reads the marks it writes itself."""
+    from confluent_kafka.admin import AdminClient
+
+    from pin.messaging.kafka import client_config
+    from pin.outbox.gauges import refresh_in_background
+    from pin.outbox.waiting import ConsumerWaitGauges
+
+    admin = AdminClient(client_config(settings, **{"client.id": "pin-relay-waits"}))
+    gauges = ConsumerWaitGauges(settings, pool, admin)
+    refresh_in_background(gauges, settings.relay_gauge_refresh_seconds, stop, name="consumer-waits")
 
 
 def run_expire_promotions(*, once: bool) -> dict[str, int] | None:
@@ -134,13 +150,20 @@ def run_expire_promotions(*, once: bool) -> dict[str, int] | None:
     from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
 
     def build(pool: ConnectionPool[Conn], settings: Settings, stop: threading.Event) -> PollingJob:
-        del stop  # a promotions batch is one transaction: it is finished or rolled back as a whole
-        metrics.INTERVAL.set(settings.expire_promotions_interval_seconds)  # "no cycle for 2 intervals" alert
+        interval = settings.expire_promotions_interval_seconds
+        low, high = EXPIRE_PROMOTIONS_INTERVAL_RANGE_SECONDS
+        if interval < low:  # allowed (tests, demos), but not what production runs
+            structlog.get_logger(__name__).warning(
+                f"PIN_EXPIRE_PROMOTIONS_INTERVAL_SECONDS is below the seed's range of {low // 60} to {high // 60}"
+                " minutes: fine for tests and demos, not for production",
+                interval_seconds=interval,
+            )
+        metrics.INTERVAL.set(interval)  # "no cycle for 2 intervals" alert
         config = ExpirePromotionsConfig(
             batch_size=settings.expire_promotions_batch_size,
             cycle_budget_seconds=settings.expire_promotions_cycle_budget_seconds,
         )
-        return ExpirePromotionsJob(pool, config)
+        return ExpirePromotionsJob(pool, config, stop=stop)  # a stop cancels the batch in flight: rolled back whole
 
     return _run_polling_job("expire-promotions", build, lambda s: s.expire_promotions_interval_seconds, once=once)
 
@@ -154,7 +177,7 @@ def run_appointment_timeout(*, once: bool) -> dict[str, int] | None:
             batch_size=settings.appointment_timeout_batch_size,
             cycle_budget_seconds=settings.appointment_timeout_cycle_budget_seconds,
         )
-        return AppointmentTimeoutJob(pool, config, stop=stop)  # checks the stop between items
+        return AppointmentTimeoutJob(pool, config, stop=stop)  # a stop cancels the item in flight: rolled back whole
 
     return _run_polling_job("appointment-timeout", build, lambda s: s.appointment_timeout_interval_seconds, once=once)
 
@@ -210,7 +233,7 @@ def run_consumer(group: str) -> None:
     from pin.roles import NotReadyError
 
     routes = routes_of(group)  # an unknown group is a configuration error (exit 2) before anything starts
-    context = start_role(f"consume-{group}")
+    context = start_role(f"consume-{group}", broker=True)
     settings = context.settings
     settings.require_kafka()
     database_url = settings.require_database_url()

@@ -23,31 +23,25 @@ app = typer.Typer(
 
 
 def version_line() -> str:
-    """`pin --version`: the distribution's version and the commit it was built from. From a checkout the commit is
-    git's (HEAD, "+changes" when tracked files differ from it); an image or a wheel has no .git, so its build sets
-    PIN_BUILD_COMMIT (docs/operations.md); neither: "unknown"."""
+    """`pin --version`: the distribution's name and version (its metadata) and the commit it was built from: the
+    ``BUILD_COMMIT`` file an image or wheel build writes beside the package (neither has a .git), else the checkout's
+    (git; ``-dirty`` with uncommitted changes), else "unknown"."""
     import subprocess
     from importlib.metadata import version
 
     from pin import distribution
 
-    checkout = Path(__file__).resolve().parents[2]
-    commit = None
-    if (checkout / ".git").exists():
-        git = ["git", "-C", str(checkout)]
+    package = Path(__file__).parent
+    built = package / "BUILD_COMMIT"
+    if built.is_file():
+        commit = built.read_text().strip()
+    else:
+        git = ["git", "-C", str(package), "describe", "--always", "--dirty", "--abbrev=40", "--exclude=*"]
         try:
-            head = subprocess.run([*git, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)  # noqa: S603, PLW1510
-            changes = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True,  # noqa: S603, PLW1510
-                                     text=True).stdout.strip()  # fmt: skip
+            found = subprocess.run(git, capture_output=True, text=True, timeout=5, check=False)  # noqa: S603
         except OSError:  # no git on this machine
-            head = None
-        if head is not None and head.returncode == 0:
-            commit = head.stdout.strip() + ("+changes" if changes else "")
-    if commit is None:
-        try:
-            commit = load_settings(from_pin_up=False).build_commit
-        except ConfigurationError:
-            commit = None
+            found = None
+        commit = found.stdout.strip() if found is not None and found.returncode == 0 else ""
     name = distribution()
     return f"{name} {version(name)} (commit {commit or 'unknown'})"
 
@@ -55,18 +49,18 @@ def version_line() -> str:
 def _print_version(value: bool) -> None:
     if value:
         typer.echo(version_line())
-        raise typer.Exit(0)
+        raise typer.Exit
 
 
 @app.callback()
-def _options(
+def _root(
     show_version: Annotated[
-        bool, typer.Option("--version", help="Print the version and the commit, exit.", is_eager=True,
-                           callback=_print_version)
+        bool,
+        typer.Option("--version", help="Print the version and the commit, exit.", is_eager=True,
+                     callback=_print_version),
     ] = False,
 ) -> None:  # fmt: skip
     """PIN background jobs and integration events: workers, outbox relay, consumers and HTTP API."""
-    del show_version
 
 
 # `pin worker <name>`: one polling-job instance. Each job adds its command to this group.

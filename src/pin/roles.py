@@ -16,6 +16,7 @@ import structlog
 
 from pin.backoff import exponential_backoff
 from pin.messaging.migrations import publishing, start_migrations
+from pin.observability.liveness import add_readiness_check
 from pin.observability.logging import configure_logging, error_text
 from pin.observability.metrics import serve_metrics
 from pin.observability.tracing import configure_tracing_from_env
@@ -41,9 +42,10 @@ class RoleContext:
     stop: threading.Event
 
 
-def start_role(role: str, *, metrics: bool = True) -> RoleContext:
+def start_role(role: str, *, metrics: bool = True, broker: bool = False) -> RoleContext:
     """Load settings (exit 2 on a bad one, via the CLI), set the outbox mode, configure logs and traces (OTEL_
-    variables), tune the garbage collector, serve /metrics and /healthz/liveness, trap SIGTERM/SIGINT."""
+    variables), tune the garbage collector, serve /metrics and the probes (readiness: the database, and the broker
+    when ``broker``), trap SIGTERM/SIGINT."""
     settings = load_settings()
     set_outbox_mode(OutboxMode(settings.outbox_mode))  # every producer path of this process writes in this mode
     configure_logging(settings.log_level, settings.log_format, role=role)
@@ -52,6 +54,7 @@ def start_role(role: str, *, metrics: bool = True) -> RoleContext:
     configure_tracing_from_env(role)
     _tune_collector()
     if metrics:
+        _check_dependencies(settings, broker=broker)
         serve_metrics(settings.metrics_port, settings.metrics_host)
     stop = threading.Event()
     deadline_armed = threading.Event()
@@ -68,6 +71,28 @@ def start_role(role: str, *, metrics: bool = True) -> RoleContext:
     if settings.up_pid is not None:
         _stop_when_gone(settings.up_pid)
     return RoleContext(settings=settings, stop=stop)
+
+
+# How long the readiness probe waits for each dependency (an orchestrator's probe timeout must exceed the sum).
+READINESS_TIMEOUT_SECONDS = 2.0
+
+
+def _check_dependencies(settings: Settings, *, broker: bool) -> None:
+    """The readiness probe's checks: a new database connection answers (not one of the role's pool, which a busy
+    role may have checked out), and the broker answers a Metadata request."""
+    from pin.db import connect, default_policy
+
+    def database() -> None:
+        timeout = max(1, round(READINESS_TIMEOUT_SECONDS))  # libpq's connect_timeout is whole seconds
+        with connect(settings.require_database_url(), policy=default_policy(), connect_timeout=timeout) as conn:
+            conn.execute("SELECT 1")
+
+    if settings.database_url:
+        add_readiness_check("database", database)
+    if broker and settings.kafka_bootstrap_servers:
+        from pin.messaging.kafka import missing_topics  # imported by the roles that use the broker only
+
+        add_readiness_check("broker", lambda: missing_topics(settings, [], timeout=READINESS_TIMEOUT_SECONDS))
 
 
 def _tune_collector() -> None:

@@ -33,6 +33,14 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 # calendar's policy) take them from here.
 JOB_BATCH_SIZE = 200  # BatchSize of both polling jobs (seed 000: AppointmentTimeoutOptions.BatchSize; seed 002)
 JOB_INTERVAL_SECONDS = 60  # seconds between a polling job's ticks when no deadline is nearer (seed 000: 60 s)
+# The bounds the seeds set on the polling jobs' settings: a tick at least 1 s apart; appointment-timeout's at most
+# 60 s apart (seed 000's SLO: expired by its deadline + 60 s + one cycle); expire-promotions' 1 to 5 minutes in
+# production (seed 002: below the range it starts with a warning, above it it is refused); a cycle's budget at most
+# 30 s (seeds 000 and 002: < 30 s per cycle).
+JOB_INTERVAL_MIN_SECONDS = 1
+APPOINTMENT_TIMEOUT_INTERVAL_MAX_SECONDS = 60
+EXPIRE_PROMOTIONS_INTERVAL_RANGE_SECONDS = (60, 300)
+CYCLE_BUDGET_MAX_SECONDS = 30
 PENDING_TTL_SECONDS = 86_400  # PendingTtl: 24 h
 CANCEL_CUTOFF_MINUTES = 60  # INV-APT-3: an investor cancels or reschedules until StartAt minus this
 # The consumer groups (seeds 002 and 003); their topics and group ids derive from these names (pin.messaging.topics).
@@ -216,18 +224,26 @@ class Settings(BaseSettings):
     appointment_pending_ttl_seconds: int = Field(default=PENDING_TTL_SECONDS, gt=0)
     # INV-APT-3: an investor may cancel or reschedule until StartAt minus this many minutes.
     appointment_cancel_cutoff_minutes: int = Field(default=CANCEL_CUTOFF_MINUTES, ge=0)
-    # appointment-timeout polling interval (seed 000: 60 s).
-    appointment_timeout_interval_seconds: float = Field(default=JOB_INTERVAL_SECONDS, gt=0)
+    # appointment-timeout polling interval (seed 000: 60 s; 1 to 60 s).
+    appointment_timeout_interval_seconds: float = Field(
+        default=JOB_INTERVAL_SECONDS, ge=JOB_INTERVAL_MIN_SECONDS, le=APPOINTMENT_TIMEOUT_INTERVAL_MAX_SECONDS
+    )
     # appointment-timeout BatchSize (seed 000: 200).
     appointment_timeout_batch_size: int = Field(default=JOB_BATCH_SIZE, gt=0, le=10_000)
     # appointment-timeout's time budget per cycle (seed 000: < 30 s): then it claims nothing more until the next tick.
-    appointment_timeout_cycle_budget_seconds: float = Field(default=30, gt=0)
-    # expire-promotions polling interval (seed 002: 1 to 5 minutes in production).
-    expire_promotions_interval_seconds: float = Field(default=JOB_INTERVAL_SECONDS, gt=0)
+    appointment_timeout_cycle_budget_seconds: float = Field(
+        default=CYCLE_BUDGET_MAX_SECONDS, gt=0, le=CYCLE_BUDGET_MAX_SECONDS
+    )
+    # expire-promotions polling interval (seed 002: 1 to 5 minutes in production; below 1 minute, a warning at start).
+    expire_promotions_interval_seconds: float = Field(
+        default=JOB_INTERVAL_SECONDS, ge=JOB_INTERVAL_MIN_SECONDS, le=EXPIRE_PROMOTIONS_INTERVAL_RANGE_SECONDS[1]
+    )
     # expire-promotions BatchSize (seed 002: 200).
     expire_promotions_batch_size: int = Field(default=JOB_BATCH_SIZE, gt=0, le=10_000)
     # expire-promotions' time budget per cycle (seed 002: < 30 s): then it writes nothing more until the next tick.
-    expire_promotions_cycle_budget_seconds: float = Field(default=30, gt=0)
+    expire_promotions_cycle_budget_seconds: float = Field(
+        default=CYCLE_BUDGET_MAX_SECONDS, gt=0, le=CYCLE_BUDGET_MAX_SECONDS
+    )
 
     # Seconds between refreshes of the database-health gauges (pin_db_*: dead tuples, last vacuum, claim index size,
     # oldest transaction, replication slots' WAL), which each worker instance exports: a few bounded statements.
@@ -245,8 +261,6 @@ class Settings(BaseSettings):
     # Set by `pin up` for the processes it runs (its own pid): a role stops once that process is gone, so that
     # a `pin up` killed with SIGKILL leaves no role running. Unset: a role runs until it is told to stop.
     up_pid: int | None = Field(default=None, gt=0)
-    # The commit a build without .git (an image, a wheel) was made from, set by that build: `pin --version` prints it.
-    build_commit: str | None = Field(default=None, max_length=64, pattern=r"^[0-9A-Za-z._+-]+$")
 
     # Who takes the rows out of the outbox: "relay" (`pin relay` publishes and deletes them) or "cdc" (each row is
     # deleted in the transaction that wrote it; Debezium reads the insert from the WAL: docs/runbooks/outbox-cdc.md).

@@ -83,8 +83,8 @@ def _bin_with(tmp_path: Path, *tools: str) -> Path:
     folder = tmp_path / "bin"
     folder.mkdir()
     for tool in tools:
-        if tool == "promtool":
-            fake = folder / "promtool"
+        if tool in ("promtool", "prometheus"):
+            fake = folder / tool
             fake.write_text("#!/bin/sh\nexit 0\n")
             fake.chmod(0o755)
         else:
@@ -92,16 +92,21 @@ def _bin_with(tmp_path: Path, *tools: str) -> Path:
     return folder
 
 
-def test_without_promtool_and_no_way_to_install_it_one_line_says_what_and_how(tmp_path: Path) -> None:
-    path = _bin_with(tmp_path, "id")
-    result = subprocess.run(
-        ["/bin/bash", str(ROOT / "scripts" / "test-tools")],
+def _test_tools(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """scripts/test-tools with only ``path`` on PATH."""
+    return subprocess.run(
+        ["/bin/bash", str(ROOT / "scripts" / "test-tools"), *args],
         env={**os.environ, "PATH": str(path)},
         capture_output=True,
         text=True,
         check=False,
         timeout=30,
     )
+
+
+def test_without_promtool_and_no_way_to_install_it_one_line_says_what_and_how(tmp_path: Path) -> None:
+    path = _bin_with(tmp_path, "id")
+    result = _test_tools(path)
     assert result.returncode == 1
     assert result.stdout == ""
     lines = result.stderr.splitlines()
@@ -110,17 +115,18 @@ def test_without_promtool_and_no_way_to_install_it_one_line_says_what_and_how(tm
     assert "prometheus" in lines[0]
 
 
-def test_with_promtool_on_the_path_nothing_is_installed(tmp_path: Path) -> None:
-    path = _bin_with(tmp_path, "id", "promtool")
-    result = subprocess.run(
-        ["/bin/bash", str(ROOT / "scripts" / "test-tools")],
-        env={**os.environ, "PATH": str(path)},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=30,
-    )
+def test_with_promtool_and_prometheus_on_the_path_nothing_is_installed(tmp_path: Path) -> None:
+    path = _bin_with(tmp_path, "id", "promtool", "prometheus")
+    result = _test_tools(path)
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_with_promtool_but_no_prometheus_server_it_is_missing_too(tmp_path: Path) -> None:
+    """The deep tests run a real Prometheus: promtool alone is not enough (and here it cannot be installed)."""
+    path = _bin_with(tmp_path, "id", "promtool")
+    result = _test_tools(path)
+    assert result.returncode == 1
+    assert "prometheus" in result.stderr
 
 
 def test_ci_runs_the_full_size_cases_after_the_readmes_test_command(tmp_path: Path) -> None:
@@ -132,3 +138,23 @@ def test_ci_runs_the_full_size_cases_after_the_readmes_test_command(tmp_path: Pa
     assert len(deep) == 1, deep
     assert "-m deep" in deep[0], deep
     assert "--deep" in deep[0].split(), deep
+
+
+def test_make_test_deep_provides_the_container_tools_before_its_tests(tmp_path: Path) -> None:
+    """The image test (tests/ops/test_container_image.py) needs podman, runc and debootstrap: `make test-deep` gets
+    them from scripts/test-tools --deep before pytest starts."""
+    steps = _dry_run("test-deep", tmp_path / "venv")
+    tools = next(index for index, step in enumerate(steps) if "scripts/test-tools --deep" in step)
+    pytest_run = next(index for index, step in enumerate(steps) if "-m pytest" in step)
+    assert tools < pytest_run
+
+
+def test_without_the_container_tools_and_no_way_to_install_them_one_line_says_what_and_how(tmp_path: Path) -> None:
+    path = _bin_with(tmp_path, "id", "promtool", "prometheus")
+    result = _test_tools(path, "--deep")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "podman" in lines[0]
+    assert "promtool" not in lines[0]

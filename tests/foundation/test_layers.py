@@ -21,7 +21,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "pin"
 # contract gate, the composition root and the command line) stands above them all.
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"settings", "domain_errors", "rfc3339", "backoff"}),
-    frozenset({"db", "faults"}),
+    frozenset({"db", "faults", "cancellation"}),
     frozenset({"observability", "lock_waits"}),
     frozenset({"messaging", "jobs"}),
     frozenset({"outbox", "api"}),

@@ -125,6 +125,25 @@ def test_a_cycle_over_its_budget_waits_for_the_next_tick_even_with_items_overdue
     assert 0.7 < job.cycles[1] - job.cycles[0] < 1.1
 
 
+@pytest.mark.parametrize("draw", [0.0, 0.999])
+def test_the_default_jitter_brings_a_tick_early_never_late(draw: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seed 000's SLO (expired by its deadline + the interval + one cycle) holds with the default jitter: at either
+    extreme of its random draw, the tick after a cycle over its budget (which no deadline wakes) comes at most 10 %
+    early and never after the tick."""
+    monkeypatch.setattr(runner.random, "random", lambda: draw)
+    stop = threading.Event()
+    exhausted = _Result(budget_exhausted=True)
+    job = _ScriptedJob(stop, results=[exhausted, exhausted], max_cycles=2)
+    interval = 2.0
+    thread = _run(job, RunnerConfig(interval_seconds=interval, due_poll_seconds=0.05), stop_after=5)
+    thread.join(6)
+
+    assert RunnerConfig().jitter_fraction == 0.1
+    assert len(job.cycles) == 2
+    gap = job.cycles[1] - job.cycles[0]
+    assert interval * (1 - 0.1) - 0.05 < gap < interval + 0.1  # the old +-10 % came up to 0.2 s late here
+
+
 def test_a_failing_cycle_backs_off_and_the_loop_goes_on() -> None:
     stop = threading.Event()
     job = _ScriptedJob(stop, results=[RuntimeError("database down"), _Result()], max_cycles=2)

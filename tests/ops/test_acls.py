@@ -51,13 +51,16 @@ def test_each_group_reads_its_routes_and_its_group_and_writes_only_its_dead_lett
 
 
 @pytest.mark.unit
-def test_the_relay_writes_exactly_the_contracts_topics_and_nothing_else() -> None:
+def test_the_relay_writes_exactly_the_contracts_topics_and_describes_every_group() -> None:
     wanted = required_acls(_settings())
     # the outbox writer gives each row its contract's topic: the contracts publish exactly the integration topics,
     # so `pin topics` creates every topic the relay writes
     published = {contract.TOPIC for documents in CONTRACT_SETS for contract in documents.contracts}
     assert published == set(topics.INTEGRATION_TOPICS)
     expected = {("WRITE", "TOPIC", t) for t in published} | {("IDEMPOTENT_WRITE", "CLUSTER", acls.CLUSTER_NAME)}
+    # OffsetFetch of every group, even one that runs nowhere: what waits for it (pin/outbox/waiting.py); never READ,
+    # so it can neither join nor commit
+    expected |= {("DESCRIBE", "GROUP", consumer_config(_settings(), g)["group.id"]) for g in topics.CONSUMER_GROUPS}
     assert _grants(wanted, "User:pin-relay") == expected
     assert producer_config(_settings())["enable.idempotence"] is True  # why IDEMPOTENT_WRITE is needed
 

@@ -131,6 +131,20 @@ def slow_transitions_to(pool: ConnectionPool[Conn], status: str, seconds: float)
     )
 
 
+def gate_transitions(pool: ConnectionPool[Conn]) -> str:
+    """Every UPDATE of a purchase first takes the one row of ``public.test_gate`` (a trigger): a session that holds
+    that row (returned: the statement that takes it) makes every purchase write wait on it."""
+    execute(pool, "CREATE TABLE public.test_gate (id int PRIMARY KEY); INSERT INTO public.test_gate VALUES (1)")
+    execute(
+        pool,
+        "CREATE FUNCTION public.test_gated() RETURNS trigger LANGUAGE plpgsql AS $$"
+        " BEGIN PERFORM 1 FROM public.test_gate WHERE id = 1 FOR UPDATE; RETURN NEW; END $$",
+    )
+    execute(pool, "CREATE TRIGGER test_gated BEFORE UPDATE ON promotion.purchase FOR EACH ROW"
+                  " EXECUTE FUNCTION public.test_gated()")  # fmt: skip
+    return "SELECT 1 FROM public.test_gate WHERE id = 1 FOR UPDATE"
+
+
 def die_once_at_commit(pool: ConnectionPool[Conn]) -> None:
     """The next transaction that commits outbox rows has its backend terminated at COMMIT (once).
 

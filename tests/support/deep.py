@@ -2,7 +2,9 @@
 
 `make test` must stay within its 300 s budget on 2 cores and still exercise every behaviour once; the full size
 (every example, every try, the whole fault schedule) runs under `make test-deep` (`pytest -m deep --deep`), which
-`.ci/run` runs after the README's test command. A test that scales with it is marked ``@pytest.mark.deep``.
+`.ci/run` runs after the README's test command. A test that scales with it is marked ``@pytest.mark.deep``; one that
+is slow and covers what a cheaper test of `make test` covers too runs under `make test-deep` only, marked
+``@pytest.mark.deep(only=True)`` (tests/conftest.py deselects it without ``--deep``).
 """
 
 from __future__ import annotations

@@ -132,11 +132,12 @@ class AppointmentTimeoutJob:
         self._pool = pool
         self._config = config or AppointmentTimeoutConfig()
         self._clock = clock  # AsOf: the database clock every instance shares (docs/design/claims.md)
-        self._stop = stop or threading.Event()  # set by SIGTERM: finish the current item, then end the cycle
+        # set by SIGTERM: the statement in flight is cancelled, its item rolled back, and the cycle ends
+        self._stop = stop or threading.Event()
         self._cycles = CycleHarness(
             DEFINITION, pool, instance=self._config.instance,
             connection_wait_seconds=self._config.connection_wait_seconds,
-            budget_seconds=self._config.cycle_budget_seconds, batch_size=self._config.batch_size,
+            budget_seconds=self._config.cycle_budget_seconds, batch_size=self._config.batch_size, stop=self._stop,
         )  # fmt: skip
 
     def run_once(self) -> TimeoutResult:
@@ -153,10 +154,12 @@ class AppointmentTimeoutJob:
         expired = _Expired()
         cycle.partial = lambda: expired.result(cycle)  # items commit one by one
         with self._cycle_connection() as conn:
-            cycle.begin(self._clock(conn))
-            count = conn.execute(claims.DUE_COUNT_SQL, {"as_of": cycle.as_of, "count_limit": self._config.batch_size})
-            selected = int(cast(dict[str, Any], count.fetchone())["n"])  # a bounded scan of the partial index
-            conn.commit()  # the session's lock_timeout with it
+            with cycle.watch(conn):
+                cycle.begin(self._clock(conn))
+                params = {"as_of": cycle.as_of, "count_limit": self._config.batch_size}
+                count = conn.execute(claims.DUE_COUNT_SQL, params)
+                selected = int(cast(dict[str, Any], count.fetchone())["n"])  # a bounded scan of the partial index
+                conn.commit()  # the session's lock_timeout with it
             cycle.selected(selected)
             if selected > 0:  # an empty batch is a no-op: no claim transaction at all
                 cycle.two_passes(lambda poison, _room: self._expire_next(conn, cycle, expired, poison), stop=self._stop)
@@ -181,13 +184,17 @@ class AppointmentTimeoutJob:
                 _reset_session(conn, previous)
 
     def _expire_next(self, conn: Conn, cycle: Cycle, expired: _Expired, poison: bool) -> bool:
-        """One item in one transaction: the service's claim, then its item; False when none was free to claim."""
+        """One item in one transaction: the service's claim, then its item; False when none was free to claim.
+
+        A stop request or the end of the cycle's budget cancels the statement in flight: the item rolls back whole
+        (the watch ends before the unit of work rolls back) and the harness ends the cycle."""
         assert cycle.as_of is not None
         if poison is not expired.poison:
             expired.poison, expired.cursor = poison, None
         context = MessageContext(str(cycle.run_id), cycle.traceparent)
         provider = current_traceparent if cycle.item_spans else None  # the item span's, when there is one
-        with UnitOfWork(self._pool, context, traceparent_provider=provider, connection=conn) as uow:
+        cycle.in_flight = {"RolledBack": "the claim"}
+        with UnitOfWork(self._pool, context, traceparent_provider=provider, connection=conn) as uow, cycle.watch(conn):
             try:
                 claim = service.claim_due(
                     uow, as_of=cycle.as_of, after=expired.cursor, poison=poison, failed=cycle.failed
@@ -201,6 +208,7 @@ class AppointmentTimeoutJob:
                 conn.commit()
                 return False
             appointment_id = claim.appointment_id
+            cycle.in_flight = {"RolledBack": "the item", "AppointmentId": str(appointment_id)}
             cycle.claimed(1, poison=claim.has_failure)
             expired.cursor = claim.cursor
             with cycle.item_span(appointment_id, claim.tenant_id) as span:
@@ -218,6 +226,7 @@ class AppointmentTimeoutJob:
                     uow.rollback()  # the whole item, before its failure is recorded in a transaction of its own
                     cycle.item_failed(conn, appointment_id, exc, commit=True, span=span)
                     return True
+        cycle.in_flight = {}
         if expiry.status is ExpiryStatus.EXPIRED:
             self._expired(cycle, expiry, expired)
         return True

@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, cast
@@ -22,6 +22,7 @@ from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode, Tracer
 from prometheus_client import Counter, Gauge, Histogram
 from psycopg_pool import ConnectionPool
 
+from pin.cancellation import Canceller, Cause, Watch
 from pin.db import Conn, database_now
 from pin.faults import Fault, classify
 from pin.jobs import bookkeeping
@@ -138,7 +139,12 @@ class Cycle:
     """One cycle in progress: its run id, AsOf, and what it keeps if it fails."""
 
     def __init__(
-        self, definition: JobDefinition, *, budget_seconds: float = float("inf"), batch_size: int = JOB_BATCH_SIZE
+        self,
+        definition: JobDefinition,
+        *,
+        budget_seconds: float = float("inf"),
+        batch_size: int = JOB_BATCH_SIZE,
+        canceller: Canceller | None = None,
     ) -> None:
         self.definition = definition
         self.batch_size = batch_size  # the most items the cycle claims
@@ -152,6 +158,13 @@ class Cycle:
         self.as_of: datetime | None = None
         # the counters so far, for a job whose items commit one by one; None: a failure keeps nothing
         self.partial: Callable[[], CycleResult] | None = None
+        # the counters of what the cycle committed, when a cancel of its own (a stop, the budget) ends it; None:
+        # ``partial``'s
+        self.kept: Callable[[], CycleResult] | None = None
+        # what is in flight now (the fields naming the item or the batch), for the line a cancel of its own logs
+        self.in_flight: dict[str, object] = {}
+        self._canceller = canceller if canceller is not None else Canceller()
+        self._watches: list[Watch] = []  # the watches open, and those that sent a cancel or ended past the deadline
         self.tracer: Tracer | None = None  # the cycle span's (set by CycleHarness.run)
         # the shared counters (two_passes, claimed, skip, item_failed)
         self.claimed_count = 0
@@ -179,6 +192,29 @@ class Cycle:
     def budget_left_ms(self) -> int:
         """Milliseconds of the budget left, at least 1 (a statement timeout of 0 would disable it)."""
         return max(1, int((self.budget_seconds - (time.monotonic() - self.started)) * 1000))
+
+    @contextmanager
+    def watch(self, conn: Conn) -> Iterator[Watch]:
+        """Watch ``conn`` while the cycle works on it: a stop request, or the end of the budget, cancels its
+        statement in flight (pin.cancellation); the harness then tells that cancel from a failure. End the block
+        before rolling back: nothing after it is cancelled."""
+        deadline = self.started + self.budget_seconds if self.budget_seconds != float("inf") else None
+        with self._canceller.watch(conn, deadline=deadline) as watch:
+            self._watches.append(watch)
+            try:
+                yield watch
+            finally:
+                if watch.cause is None and not watch.past_deadline():
+                    self._watches.remove(watch)  # it cancelled nothing: forgotten
+
+    def cancelled(self, exc: BaseException) -> Cause | None:
+        """Why ``exc`` happened, if it was a cancel the cycle asked for itself (a stop, its budget)."""
+        return next((cause for w in self._watches if (cause := w.cancelled(exc)) is not None), None)
+
+    def stand_down(self) -> None:
+        """No more cancels in this cycle: it commits what it finished (its budget is spent)."""
+        for watch in self._watches:
+            watch.end()
 
     def two_passes(self, claim: Callable[[bool, int], bool], *, stop: threading.Event | None = None) -> None:
         """Claim and write up to BatchSize items: the fresh ones, then the poison ones with the room left (each
@@ -312,9 +348,12 @@ class CycleHarness:
         connection_wait_seconds: float | None = None,
         budget_seconds: float = float("inf"),
         batch_size: int = JOB_BATCH_SIZE,
+        stop: threading.Event | None = None,
     ) -> None:
         self.definition = definition
         self._batch_size = batch_size  # each cycle's BatchSize
+        # a stop request (SIGTERM, Ctrl-C) and each cycle's budget reach the statement in flight
+        self._canceller = Canceller(stop)
         self._pool = pool
         self._instance = instance
         self._connection_wait = connection_wait_seconds  # None: the pool's own timeout
@@ -328,17 +367,41 @@ class CycleHarness:
 
     def run(self, tracer: Tracer, body: Callable[[Cycle], R]) -> R:
         """One cycle: the body inside the cycle span; a failure is logged, counted, recorded and raised."""
-        cycle = Cycle(self.definition, budget_seconds=self._budget, batch_size=self._batch_size)
+        cycle = Cycle(
+            self.definition, budget_seconds=self._budget, batch_size=self._batch_size, canceller=self._canceller
+        )
         cycle.tracer = tracer
         name = self.definition.name
         with tracer.start_as_current_span(f"{name} cycle", attributes={"pin.run_id": str(cycle.run_id)}):
             try:
                 result = body(cycle)
             except Exception as exc:
-                self._failed(cycle, exc)
-                raise
+                cause = cycle.cancelled(exc)
+                if cause is None:
+                    self._failed(cycle, exc)
+                    raise
+                result = cast(R, self._cancelled(cycle, cause))
         self._completed(cycle, result)
         return result
+
+    def _cancelled(self, cycle: Cycle, cause: Cause) -> CycleResult:
+        """A cancel the cycle asked for itself ended it: a stop request, or its budget spent. Not a failure: what
+        was in flight rolled back whole (its locks with it), what was committed is kept, the rest waits for the next
+        cycle; one line says what was rolled back."""
+        rolled_back = cycle.in_flight or {"RolledBack": "nothing"}
+        if cause is Cause.STOP:
+            cycle.warning(
+                "cycle stopped: the statement in flight was cancelled and its work rolled back", **rolled_back
+            )
+        else:
+            cycle.budget_exhausted = True
+            cycle.warning(
+                "cycle budget spent: the statement in flight was cancelled and its work rolled back",
+                BudgetSeconds=cycle.budget_seconds, **rolled_back,
+            )  # fmt: skip
+        kept = cycle.kept or cycle.partial
+        assert kept is not None, "a job whose cycle can be cancelled says what it kept"
+        return kept()
 
     def seconds_until_next_due(self) -> float | None:
         """Seconds until the earliest deadline of an item that is not poison, on the database clock."""

@@ -40,7 +40,8 @@ class RunnerConfig:
 
     # Seconds between ticks when there is no nearer deadline (seed 000: 60 s; seed 002: 1 to 5 min).
     interval_seconds: float = JOB_INTERVAL_SECONDS
-    # Random fraction of the sleep added or removed, so instances do not poll in lockstep.
+    # Up to this fraction of the sleep is taken off at random, so instances do not poll in lockstep: a tick may come
+    # early, never late (seed 000's SLO: an item expires by its deadline + the interval + one cycle).
     jitter_fraction: float = 0.1
     # Wake this long after a deadline, so the item is strictly due (PendingExpiresAt < AsOf) when we look.
     deadline_slack_seconds: float = 0.05
@@ -105,10 +106,11 @@ class JobRunner:
         return exponential_backoff(failures, base=self._config.error_backoff_seconds, cap=self._config.interval_seconds)
 
     def _doze(self, next_tick: float, *, deadlines: bool = True) -> None:
-        """Sleep until the tick (with jitter) or (``deadlines``) the next deadline, re-asked every poll interval."""
+        """Sleep until the tick (jittered early, never late) or (``deadlines``) the next deadline, re-asked every
+        poll interval."""
         config = self._config
         until_tick = max(0.0, next_tick - time.monotonic())
-        wake_at = time.monotonic() + until_tick + until_tick * config.jitter_fraction * (2 * random.random() - 1)  # noqa: S311
+        wake_at = time.monotonic() + until_tick * (1 - config.jitter_fraction * random.random())  # noqa: S311
         while not self._stop.is_set():
             until_tick = wake_at - time.monotonic()
             if until_tick <= 0:

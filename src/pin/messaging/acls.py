@@ -77,6 +77,9 @@ def required_acls(settings: Settings, table: Sequence[TopicAccess] | None = None
     # every producer of PIN is idempotent (producer_config): InitProducerId needs this on the cluster
     wanted += [_idempotent_write(principal(role), "idempotent producer (InitProducerId)") for role in producers]
     wanted += [_group(principal(g), "READ", g, "joins its group, commits its offsets") for g in CONSUMER_GROUPS]
+    # every relay reads each group's committed offsets: what waits for the group while it is down (outbox/waiting.py)
+    relay_reason = "`pin relay`: the group's committed offsets (what waits for it)"
+    wanted += [_group(principal(RELAY), "DESCRIBE", g, relay_reason) for g in CONSUMER_GROUPS]
     wanted += _operator(settings, table)
     return tuple(sorted(_without_implied(wanted)))
 

@@ -1,5 +1,8 @@
-"""The liveness signal of a long-running role (worker, relay, consumer): :func:`beat` once per turn of its loop,
-``GET /healthz/liveness`` on ``PIN_METRICS_PORT`` 503 once the loop is silent too long (docs/operations.md, "Probes").
+"""The probes of a long-running role (worker, relay, consumer) on ``PIN_METRICS_PORT`` (docs/operations.md, "Probes").
+
+Liveness: :func:`beat` once per turn of its loop; ``GET /healthz/liveness`` answers 503 once the loop is silent too
+long. Readiness: the role registers a check per dependency (:func:`add_readiness_check`: its database, its broker);
+``GET /readyz`` answers 503 while one of them fails.
 """
 
 from __future__ import annotations
@@ -8,6 +11,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from pin.observability.logging import error_text
 
 DEFAULT_MAX_SILENCE_SECONDS = 300.0
 
@@ -91,3 +96,60 @@ def report() -> LivenessReport:
 def heartbeat() -> Heartbeat:
     """The process-wide heartbeat (for the metrics server and tests)."""
     return _HEARTBEAT
+
+
+# A readiness check: returns when its dependency answers, raises (with why) when it does not.
+ReadinessCheck = Callable[[], object]
+
+
+@dataclass(frozen=True)
+class ReadinessReport:
+    """What the readiness probe answers: each dependency's verdict ("ok" or why not)."""
+
+    ready: bool
+    checks: dict[str, str]
+
+    def as_dict(self) -> dict[str, object]:
+        """The JSON body of the probe."""
+        return {"status": "ready" if self.ready else "not-ready", "checks": self.checks}
+
+
+class Readiness:
+    """The dependencies a role needs to do its work, checked when the probe asks (each check bounds its own wait)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._checks: dict[str, ReadinessCheck] = {}
+
+    def add(self, name: str, check: ReadinessCheck) -> None:
+        """Check ``name`` (``database``, ``broker``) on every probe."""
+        with self._lock:
+            self._checks[name] = check
+
+    def report(self) -> ReadinessReport:
+        """Run every check now; ready when all pass (a role with no check registered is ready)."""
+        with self._lock:
+            checks = dict(self._checks)
+        verdicts: dict[str, str] = {}
+        for name, check in checks.items():
+            try:
+                check()
+            except Exception as exc:  # noqa: BLE001 - any failure means the dependency is not there for this role
+                verdicts[name] = f"unreachable: {error_text(exc)}"
+            else:
+                verdicts[name] = "ok"
+        return ReadinessReport(all(verdict == "ok" for verdict in verdicts.values()), verdicts)
+
+
+# One readiness per process, like the heartbeat.
+_READINESS = Readiness()
+
+
+def add_readiness_check(name: str, check: ReadinessCheck) -> None:
+    """Make the readiness probe check ``name`` with ``check``."""
+    _READINESS.add(name, check)
+
+
+def readiness() -> Readiness:
+    """The process-wide readiness (for the metrics server and tests)."""
+    return _READINESS

@@ -1,7 +1,8 @@
 """The metrics port of roles that are not the API (SPEC section 9: PIN_METRICS_PORT).
 
-It serves ``/metrics`` (Prometheus exposition of the process's default registry) and the liveness probe
-``/healthz/liveness`` (also ``/healthz``): see :mod:`pin.observability.liveness`. Metrics themselves are
+It serves ``/metrics`` (Prometheus exposition of the process's default registry), the liveness probe
+``/healthz/liveness`` (also ``/healthz``) and the readiness probe ``/readyz`` (also ``/healthz/readiness``): see
+:mod:`pin.observability.liveness`. Metrics themselves are
 defined in the module of the component that updates them (names fixed by the seeds).
 """
 
@@ -16,9 +17,11 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app
 
-from pin.observability.liveness import Heartbeat, heartbeat
+from pin.observability.liveness import Heartbeat, Readiness, heartbeat, readiness
 
 LIVENESS_PATHS = frozenset({"/healthz", "/healthz/liveness"})
+# /readyz as the API names it, so that every role is probed on the same paths
+READINESS_PATHS = frozenset({"/readyz", "/healthz/readiness"})
 
 StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
@@ -37,17 +40,26 @@ class _SilentHandler(WSGIRequestHandler):
         """Log nothing."""
 
 
-def metrics_app(registry: CollectorRegistry = REGISTRY, beats: Heartbeat | None = None) -> WsgiApp:
-    """The WSGI app of the metrics port: the liveness probe, and Prometheus for every other path."""
+def metrics_app(
+    registry: CollectorRegistry = REGISTRY, beats: Heartbeat | None = None, ready: Readiness | None = None
+) -> WsgiApp:
+    """The WSGI app of the metrics port: the liveness and readiness probes, and Prometheus for every other path."""
     prometheus = make_wsgi_app(registry)
 
+    def probe(passed: bool, answer: dict[str, object], start_response: StartResponse) -> Iterable[bytes]:
+        body = json.dumps(answer).encode()
+        status = "200 OK" if passed else "503 Service Unavailable"
+        start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
+
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        if environ.get("PATH_INFO", "/") in LIVENESS_PATHS:
-            verdict = (beats or heartbeat()).report()
-            body = json.dumps(verdict.as_dict()).encode()
-            status = "200 OK" if verdict.alive else "503 Service Unavailable"
-            start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
-            return [body]
+        path = environ.get("PATH_INFO", "/")
+        if path in LIVENESS_PATHS:
+            alive = (beats or heartbeat()).report()
+            return probe(alive.alive, alive.as_dict(), start_response)
+        if path in READINESS_PATHS:
+            verdict = (ready or readiness()).report()
+            return probe(verdict.ready, verdict.as_dict(), start_response)
         exposition: Iterable[bytes] = prometheus(environ, start_response)
         return exposition
 
@@ -55,16 +67,21 @@ def metrics_app(registry: CollectorRegistry = REGISTRY, beats: Heartbeat | None 
 
 
 def start_metrics_server(
-    port: int, host: str = "127.0.0.1", registry: CollectorRegistry = REGISTRY, beats: Heartbeat | None = None
+    port: int,
+    host: str = "127.0.0.1",
+    registry: CollectorRegistry = REGISTRY,
+    beats: Heartbeat | None = None,
+    ready: Readiness | None = None,
 ) -> WSGIServer:
     """Serve the metrics port from a daemon thread; port 0 picks a free port (see ``server_port``)."""
-    server = make_server(host, port, metrics_app(registry, beats), _ThreadingWSGIServer, handler_class=_SilentHandler)
+    app = metrics_app(registry, beats, ready)
+    server = make_server(host, port, app, _ThreadingWSGIServer, handler_class=_SilentHandler)
     threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
     return server
 
 
 def serve_metrics(port: int | None, host: str = "127.0.0.1") -> WSGIServer | None:
-    """Serve /metrics and /healthz/liveness on ``port`` for the life of the process; None disables it."""
+    """Serve /metrics and the probes on ``port`` for the life of the process; None disables it."""
     if port is None:
         return None
     return start_metrics_server(port, host)

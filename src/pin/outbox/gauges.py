@@ -8,6 +8,7 @@ alerts still see the outbox while no relay runs (exactly when they matter).
 from __future__ import annotations
 
 import threading
+from typing import Protocol
 
 import structlog
 from psycopg_pool import ConnectionPool
@@ -44,18 +45,27 @@ class OutboxGauges:
         metrics.DEAD_LETTERS.set(int(str(dead["rows"])) if dead else 0)
 
 
-def refresh_in_background(gauges: OutboxGauges, interval_seconds: float, stop: threading.Event) -> threading.Thread:
+class Refreshing(Protocol):
+    """Gauges that read their values when told to."""
+
+    def refresh(self) -> None:
+        """Read and set the values; raises when a source fails."""
+
+
+def refresh_in_background(
+    gauges: Refreshing, interval_seconds: float, stop: threading.Event, name: str = "outbox-gauges"
+) -> threading.Thread:
     """Refresh ``gauges`` now and then every ``interval_seconds`` in a daemon thread, until ``stop`` is set; a
-    failed refresh (the database away) is logged and tried again at the next interval."""
+    failed refresh (the database or broker away) is logged and tried again at the next interval."""
 
     def _loop() -> None:
         while not stop.is_set():
             try:
                 gauges.refresh()
             except Exception as exc:  # noqa: BLE001 - a database outage must not end the refreshes
-                log.warning("outbox gauges refresh failed", error_type=type(exc).__name__)
+                log.warning("gauges refresh failed", gauges=name, error_type=type(exc).__name__)
             stop.wait(interval_seconds)
 
-    thread = threading.Thread(target=_loop, name="outbox-gauges", daemon=True)
+    thread = threading.Thread(target=_loop, name=name, daemon=True)
     thread.start()
     return thread

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,6 +17,7 @@ from typing import Any
 from psycopg_pool import ConnectionPool
 
 from pin import faults
+from pin.cancellation import Cause
 from pin.db import Conn, database_now
 from pin.jobs import bookkeeping
 from pin.jobs.cycle import Cycle, CycleCounts, CycleHarness, JobDefinition
@@ -85,13 +87,15 @@ class ExpirePromotionsJob:
         config: ExpirePromotionsConfig | None = None,
         *,
         clock: Callable[[Conn], datetime] = database_now,
+        stop: threading.Event | None = None,
     ) -> None:
         self._pool = pool
         self._config = config or ExpirePromotionsConfig()
         self._clock = clock  # AsOf; the database clock every instance shares (SPEC section 4)
+        # set by SIGTERM: the statement in flight is cancelled and the batch rolled back whole
         self._cycles = CycleHarness(
             DEFINITION, pool, instance=self._config.instance, budget_seconds=self._config.cycle_budget_seconds,
-            batch_size=self._config.batch_size,
+            batch_size=self._config.batch_size, stop=stop,
         )  # fmt: skip
 
     def run_once(self) -> ExpireResult:
@@ -103,9 +107,14 @@ class ExpirePromotionsJob:
         return self._cycles.seconds_until_next_due()
 
     def _expire_batch(self, cycle: Cycle) -> ExpireResult:
+        """One batch in one transaction. A stop request or the end of the cycle's budget cancels the statement in
+        flight: the batch rolls back whole (the watch ends before the unit of work rolls back), nothing of it is
+        kept, and the harness ends the cycle."""
         context = MessageContext(str(cycle.run_id))  # the job run id is the correlation id of every event it writes
-        with UnitOfWork(self._pool, context, traceparent_provider=current_traceparent) as uow:
-            self._limit_transaction(uow.conn)
+        cycle.kept = lambda: cycle.counts(ExpireResult, expired_count=0)
+        cycle.in_flight = {"RolledBack": "the batch", "Count": 0}
+        with UnitOfWork(self._pool, context, traceparent_provider=current_traceparent) as uow, cycle.watch(uow.conn):
+            self._limit_transaction(uow.conn, cycle)
             cycle.begin(self._clock(uow.conn))
             as_of = cycle.as_of
             assert as_of is not None
@@ -116,6 +125,7 @@ class ExpirePromotionsJob:
                     uow.conn, job=JOB_NAME, as_of=as_of, batch_size=room, poison=poison
                 )
                 claimed.extend(found.purchases)
+                cycle.in_flight["Count"] = len(claimed)
                 cycle.claimed(len(found.purchases), poison=poison)
                 cycle.skip(unnamed=found.skipped_locked)
                 return False  # one statement per pass: it took every free due row it had room for
@@ -136,12 +146,13 @@ class ExpirePromotionsJob:
         metrics.ITEMS.labels(outcome="expired").inc(result.expired_count)
         return result
 
-    def _limit_transaction(self, conn: Conn) -> None:
+    def _limit_transaction(self, conn: Conn, cycle: Cycle) -> None:
         """The batch transaction's limits: idle at most the transaction timeout, and no statement longer than
-        that or the cycle's budget, whichever is shorter."""
+        that or the cycle's budget left, whichever is shorter (the server's bound; the cycle's watch cancels the
+        statement in flight when the budget is spent)."""
         timeout = self._config.transaction_timeout_seconds
         conn.execute(repository.BATCH_TRANSACTION_LIMIT, (f"{timeout}s",))
-        budget_ms = int(self._config.cycle_budget_seconds * 1000)
+        budget_ms = cycle.budget_left_ms()
         bookkeeping.statement_timeout_cap(conn, min(budget_ms, timeout * 1000 or budget_ms), local=True)
 
     def _expire_all(
@@ -217,10 +228,19 @@ class ExpirePromotionsJob:
             written = []
             for index, transition in enumerate(decided):
                 if cycle.budget_spent():
+                    cycle.stand_down()  # what was written commits: no cancel may reach the commit
                     deferred.extend(t.purchase for t in decided[index:])
                     break
-                if self._write_one(uow, transition, cycle):
-                    written.append(transition)
+                try:
+                    if self._write_one(uow, transition, cycle):
+                        written.append(transition)
+                except Exception as exc:
+                    if cycle.cancelled(exc) is not Cause.BUDGET:
+                        raise
+                    # the budget's cancel reached this purchase's write: its savepoint rolled back, the rest waits
+                    cycle.stand_down()
+                    deferred.extend(t.purchase for t in decided[index:])
+                    break
             return written
         written = []
         for transition in decided:

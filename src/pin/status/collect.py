@@ -6,9 +6,15 @@ from __future__ import annotations
 from dataclasses import fields
 from datetime import UTC, datetime
 
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
 from pin.db import Conn
 from pin.messaging import topics
+from pin.messaging.kafka import client_config, silent_client_logger
 from pin.messaging.migrations import migration_states
+from pin.observability.logging import error_text
+from pin.outbox import waiting
 from pin.settings import ConfigurationError, Settings
 from pin.status import database, snapshot
 from pin.status.broker import consumer_offsets
@@ -21,11 +27,13 @@ from pin.status.snapshot import (
     Poison,
     Snapshot,
     Unavailable,
+    Waiting,
 )
 
 
 def collect_status(settings: Settings, *, kafka: bool = True, kafka_timeout: float = 3.0) -> Snapshot:
     """One snapshot of everything `pin status` shows (as a mapping, the `--json` document)."""
+    offsets = consumer_offsets(settings, kafka_timeout) if kafka else BrokerUnavailable("not asked (--no-kafka)")
     with database.connection(settings) as conn:
         clock = database.read(conn, database.clock)
         jobs = _jobs(conn)
@@ -39,17 +47,33 @@ def collect_status(settings: Settings, *, kafka: bool = True, kafka_timeout: flo
         )
         inbox = database.read(conn, database.inbox)
         members = database.read(conn, database.members(settings.wedged_after_seconds()))
-    offsets = consumer_offsets(settings, kafka_timeout) if kafka else BrokerUnavailable("not asked (--no-kafka)")
+        # a broker that did not answer is not asked again (the reason is the same, shown once)
+        waits = offsets if isinstance(offsets, BrokerUnavailable) else _waits(settings, conn, kafka_timeout)
     consumers = tuple(
         ConsumerView(
             group=group,
             inbox=inbox if isinstance(inbox, Unavailable) else inbox[group],
             broker=offsets if isinstance(offsets, Unavailable) else offsets[group],
             members=members if isinstance(members, Unavailable) else members[group],
+            waiting=waits if isinstance(waits, Unavailable) else waits[group],
         )
         for group in topics.CONSUMER_GROUPS
     )
     return Snapshot(clock=clock, jobs=jobs, outbox=outbox, consumers=consumers, migrations=_migrations(settings, clock))
+
+
+def _waits(settings: Settings, conn: Conn | Unavailable, timeout: float) -> dict[str, Waiting] | Unavailable:
+    """What waits for each group: its committed offsets (the broker) against the relay's acknowledged positions."""
+    if isinstance(conn, Unavailable):
+        return conn
+    quiet = silent_client_logger("pin.status.kafka")  # the report says "n/a" instead of librdkafka's lines
+    overrides = {"socket.timeout.ms": max(1000, int(timeout * 1000)), "logger": quiet}
+    admin = AdminClient(client_config(settings, **overrides))
+    try:
+        found = database.read(conn, lambda c: waiting.read_consumer_waits(settings, c, admin, timeout))
+    except KafkaException as exc:
+        return Unavailable(f"broker: {error_text(exc)}")
+    return found if isinstance(found, Unavailable) else {wait.group: Waiting.of(wait) for wait in found}
 
 
 def _migrations(settings: Settings, clock: datetime | Unavailable) -> tuple[snapshot.MigrationView, ...] | Unavailable:

@@ -25,6 +25,7 @@ from pin.status.snapshot import (
     Poison,
     Snapshot,
     Unavailable,
+    Waiting,
 )
 
 Cell = Text | str
@@ -223,12 +224,12 @@ def _cdc_text(slot: CdcSlot | Unavailable) -> Text:
 def _consumers_table(consumers: tuple[ConsumerView, ...]) -> Table:
     table = _table(
         "Consumers", "group", "last processed", "last 5 min", "p99 age / SLA", "parked letters",
-        "lag (committed vs end)", "dead-lettered (DLQ topic)", "members",
+        "lag (committed vs end)", "dead-lettered (DLQ topic)", "members", "waiting (oldest / SLA)",
     )  # fmt: skip
     for consumer in consumers:
         table.add_row(
             consumer.group, *_inbox_cells(consumer.inbox), *_broker_cells(consumer.broker),
-            _members_cell(consumer.members),
+            _members_cell(consumer.members), _waiting_cell(consumer.waiting),
         )  # fmt: skip
     everywhere = next((c.broker for c in consumers if isinstance(c.broker, BrokerUnavailable)), None)
     table.caption = (
@@ -291,6 +292,24 @@ def _members_cell(members: GroupMembers | Unavailable | None) -> Cell:
     if members.wedged:
         return Text(f"{cell}: WEDGED (docs/operations.md)", style="red bold")
     return cell
+
+
+def _waiting_cell(waiting: Waiting | Unavailable | None) -> Cell:
+    """«0»; «3 (42s / 1m)»; red «12 (2m5s / 1m) over SLA, crm... [1]»: what ConsumerWaitingPastSla alerts on."""
+    if waiting is None:
+        return "-"
+    if isinstance(waiting, BrokerUnavailable):  # said once, in the caption
+        return "n/a"
+    if isinstance(waiting, Unavailable):
+        return _unavailable(waiting)
+    if not waiting.messages:
+        return "0"
+    cell = f"{waiting.messages} ({_age(waiting.oldest_seconds)} / {_age(waiting.sla_seconds)})"
+    if not waiting.past_sla:
+        return cell
+    oldest = max(waiting.partitions, key=lambda p: p.oldest_seconds)
+    where = f"{oldest.topic.split('.')[-2]}[{oldest.partition}]"
+    return Text(f"{cell} over SLA, oldest on {where}", style="red bold")
 
 
 # --- contract migrations ---------------------------------------------------------------------------------

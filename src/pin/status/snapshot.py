@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, is_dataclass
 from datetime import datetime
 from functools import cached_property
 from typing import Any, ClassVar
+
+from pin.outbox.waiting import GroupWait, PartitionWait
 
 Document = dict[str, Any]
 
@@ -23,6 +25,8 @@ def _json_value(value: object) -> object:
         return [_json_value(item) for item in value]
     if isinstance(value, Part | Cycles):
         return value.document()
+    if is_dataclass(value) and not isinstance(value, type):  # a lower layer's value shown as it is (PartitionWait)
+        return {_camel(f.name): _json_value(getattr(value, f.name)) for f in fields(value)}
     return value
 
 
@@ -310,13 +314,33 @@ class GroupMembers(Part):
 
 
 @dataclass(frozen=True)
+class Waiting(Part):
+    """What waits for a group (pin.outbox.waiting, the signal ConsumerWaitingPastSla reads): the messages the relay
+    was acknowledged at past the group's committed offsets, and the oldest one's age against the group's SLA."""
+
+    messages: int
+    oldest_seconds: float  # 0: none waits
+    sla_seconds: float
+    past_sla: bool
+    partitions: tuple[PartitionWait, ...]  # those where something waits
+
+    @classmethod
+    def of(cls, wait: GroupWait) -> Waiting:
+        """The status part of one group's wait."""
+        waiting = tuple(p for p in wait.partitions if p.waiting)
+        return cls(wait.waiting, wait.oldest_seconds, wait.sla_seconds, wait.past_sla, waiting)
+
+
+@dataclass(frozen=True)
 class ConsumerView(Part):
-    """One consumer group: its inbox, its offsets on the broker, and its members as they record themselves."""
+    """One consumer group: its inbox, its offsets on the broker, its members as they record themselves, and what
+    waits for it."""
 
     group: str
     inbox: InboxActivity | Unavailable
     broker: GroupOffsets | Unavailable
     members: GroupMembers | Unavailable | None = None  # None: not read
+    waiting: Waiting | Unavailable | None = None  # None: not read
 
 
 # --- contract migrations --------------------------------------------------------------------------------

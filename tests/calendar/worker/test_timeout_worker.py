@@ -30,6 +30,7 @@ from pin.calendar.service import Actor, CalendarPolicy, UseCaseContext
 from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
 from pin.db import Conn, connect, database_now
 from pin.jobs import bookkeeping
+from pin.jobs import runner as jobs_runner
 from pin.jobs.runner import JobRunner, PollingJob, RunnerConfig
 from pin.messaging.contracts import utc_iso
 from pin.outbox.writer import MessageContext
@@ -586,12 +587,14 @@ class DozeWatcher:
 
 
 def test_slo_expired_by_t_plus_interval_plus_cycle(
-    pool: ConnectionPool[Conn], runner: Callable[..., threading.Thread]
+    pool: ConnectionPool[Conn], runner: Callable[..., threading.Thread], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without the wake-up (deadline polling off), the 60 s tick alone bounds the delay: t + interval + cycle."""
+    """Without the wake-up (deadline polling off), the 60 s tick alone bounds the delay: t + interval + cycle, with
+    the default jitter at the draw that used to put the tick latest (it now comes early, never late)."""
+    monkeypatch.setattr(jobs_runner.random, "random", lambda: 0.999)
     interval = 1.5
     watcher = DozeWatcher(make_job(pool))
-    runner(watcher, RunnerConfig(interval_seconds=interval, jitter_fraction=0.0, due_poll_seconds=0))
+    runner(watcher, RunnerConfig(interval_seconds=interval, due_poll_seconds=0))
     watcher.wait_until_dozing()  # the worker now sleeps towards its next tick, knowing of no deadline
     (c,) = seed_appointments(pool, 1, pending_expires_at=db_now(pool) + timedelta(seconds=0.2))
     assert c.pending_expires_at is not None

@@ -19,6 +19,7 @@ import structlog
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from psycopg_pool import ConnectionPool
 
+from pin.cancellation import Canceller, query_canceled
 from pin.db import Conn
 from pin.messaging.consumer.dead_letters.send import DeadLetterSender
 from pin.messaging.consumer.inbox import inbox_insert, prune_inbox
@@ -46,6 +47,16 @@ def pool_size(lanes: int) -> int:
     """The database connections an instance with ``lanes`` lanes uses at the most: one per lane (its transaction,
     or storing a dead letter), and the loop's housekeeping (the inbox prune, its membership row)."""
     return lanes + 1
+
+
+class _Stopped(BaseException):
+    """A stop request reached the transaction in flight (cancelled, rolled back whole) or came before the next one
+    began: the messages not applied are read again from the committed offset. A BaseException, so that no failure
+    handler of a message counts it as the message's failure."""
+
+    def __init__(self, cancelled: dict[str, object] | None) -> None:
+        super().__init__("stopped")
+        self.cancelled = cancelled  # the rolled-back transaction's messages (topic, partition, offsets); None: none
 
 
 class AfterEffectHook(Protocol):
@@ -137,6 +148,8 @@ class ConsumerRuntime:
         self._membership = Membership(
             group=group, pool=pool, interval=membership_interval, db_timeout=db_timeout, log=self._log
         )
+        # run()'s stop request cancels the transaction in flight (pin.cancellation); none begins after it
+        self._canceller = Canceller()
 
     @property
     def assigned_partitions(self) -> frozenset[tuple[str, int]]:
@@ -150,6 +163,7 @@ class ConsumerRuntime:
 
     def run(self, stop: threading.Event) -> None:
         """Consume until ``stop`` is set; the batch in hand is finished, offsets committed, then the group left."""
+        self._canceller.stop = stop
         on_commit = self.offsets.on_commit
         consumer = Consumer({**self._consumer_config, "stats_cb": self._on_stats, "on_commit": on_commit})
         self._consumer = consumer
@@ -355,6 +369,18 @@ class ConsumerRuntime:
         recursion: a batch of any size with any number of unreadable messages in it takes constant stack.
         """
         lane = lane or self._lanes[0]
+        try:
+            self._process_in_order(messages, attempts, poison_attempts, lane)
+        except _Stopped as stopped:
+            if stopped.cancelled is not None:
+                self._log.warning(
+                    "consumer stopping: the transaction in flight was cancelled and rolled back; what was applied"
+                    " before it is committed, the rest is read again from the committed offset",
+                    **stopped.cancelled,
+                )  # fmt: skip
+
+    def _process_in_order(self, messages: list[Received], attempts: int, poison_attempts: int, lane: Lane) -> None:
+        """:meth:`_process`'s loop (a stop request ends it with :class:`_Stopped`)."""
         queue, tries, poisoned, index, batches = messages, attempts, poison_attempts, 0, True
         while index < len(queue):
             if batches and tries == 1 and len(queue) - index > 1:
@@ -480,10 +506,31 @@ class ConsumerRuntime:
         """Readable messages of one partition (a batch, or one on its own) in one transaction: the inbox rows, then
         each new one's effect, in order. The new ones with their contexts, and the transaction's database time."""
         first = decoded[0].message
+        if self._canceller.stop.is_set():
+            raise _Stopped(None)  # no transaction begins after a stop request
         # a span per message (all open around the batch's effect) only when spans leave the process (without a
         # processor the SDK records and drops them)
         spans = spans_exported()
-        with self._pool.connection(timeout=self._db_timeout) as conn, conn.transaction():
+        try:
+            return self._transact_watched(decoded, first, spans=spans)
+        except Exception as exc:
+            if self._canceller.stop.is_set() and query_canceled(exc):
+                raise _Stopped(
+                    {"topic": first.topic, "partition": first.partition, "first_offset": first.offset,
+                     "last_offset": decoded[-1].message.offset, "messages": len(decoded)}
+                ) from exc  # fmt: skip
+            raise
+
+    def _transact_watched(
+        self, decoded: list[Decoded], first: Received, *, spans: bool
+    ) -> tuple[list[tuple[Decoded, HandlingContext]], datetime | None]:
+        """:meth:`_transact`'s transaction, watched: a stop request cancels its statement in flight (the watch ends
+        before the transaction rolls back)."""
+        with (
+            self._pool.connection(timeout=self._db_timeout) as conn,
+            conn.transaction(),
+            self._canceller.watch(conn),
+        ):
             new, at = inbox_insert(
                 conn, self.group, topic=first.topic, partition=first.partition,
                 message_ids=[d.envelope.message_id for d in decoded], offsets=[d.message.offset for d in decoded],

@@ -103,6 +103,7 @@ class Batch:
         self.next_wave = 0
         self.wave: list[PendingRow] = []  # the rows handed to the producer last, awaiting their outcomes
         self.outcomes: dict[int, SendError | None] = {}  # row id -> None when acknowledged
+        self.positions: dict[int, tuple[int, int]] = {}  # row id -> (partition, offset) the broker acknowledged at
         self.expected = 0  # rows handed over so far (each gets exactly one outcome)
         self.acked: list[PendingRow] = []
         self.failures: list[tuple[PendingRow, SendError]] = []

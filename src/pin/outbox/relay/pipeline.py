@@ -9,13 +9,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import NamedTuple
 
+import psycopg
+import structlog
 from psycopg_pool import ConnectionPool
 
+from pin.cancellation import Canceller, Watch
 from pin.db import Conn
 from pin.outbox.relay import queries
 from pin.outbox.relay.batch import Batch, PendingRow, RelayCounts, pending_rows
 from pin.outbox.relay.producing import BatchProducer
 from pin.outbox.relay.settling import Settler
+
+log = structlog.get_logger(__name__)
 
 
 class _Read(NamedTuple):
@@ -43,8 +48,10 @@ class Pipeline:
         owned_count: Callable[[], int],
         producer: BatchProducer,
         settler: Settler,
+        canceller: Canceller | None = None,
     ) -> None:
         self._pool = pool
+        self._canceller = canceller if canceller is not None else Canceller()  # a stop cancels the read in flight
         self._owner = owner
         self._batch_size = batch_size
         self._batches_in_flight = batches_in_flight
@@ -158,10 +165,21 @@ class Pipeline:
             "limit": limit,
             "in_flight": queries.id_array(unsettled),
         }
-        with self._pool.connection() as conn, conn.cursor(row_factory=pending_rows) as cur:
-            # with ids to leave out: planned with them (a hashed constant); without: the prepared plan (trickle)
-            prepare = False if unsettled else None
-            rows = cur.execute(queries.OUTBOX_READ_OWNED, params, prepare=prepare).fetchall()
+        watch: Watch | None = None
+        try:
+            with (
+                self._pool.connection() as conn,
+                self._canceller.watch(conn) as watch,
+                conn.cursor(row_factory=pending_rows) as cur,
+            ):
+                # with ids to leave out: planned with them (a hashed constant); without: the prepared plan (trickle)
+                prepare = False if unsettled else None
+                rows = cur.execute(queries.OUTBOX_READ_OWNED, params, prepare=prepare).fetchall()
+        except psycopg.Error as exc:
+            if watch is None or watch.cancelled(exc) is None:
+                raise
+            log.info("outbox relay stopping: the read in flight was cancelled (it changed nothing)")
+            return _Read([], 0, 0, more_waiting=False)
         per_vpart_counts = Counter(row.vpart for row in rows)
         self._active_vparts = len(per_vpart_counts)
         more_waiting = bool(rows) and (len(rows) >= limit or max(per_vpart_counts.values()) >= per_vpart)

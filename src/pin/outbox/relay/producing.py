@@ -7,7 +7,7 @@ from collections.abc import Callable
 from functools import partial
 
 import structlog
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from pin.outbox.relay.batch import Batch, PendingRow
 from pin.outbox.relay.encoding import kafka_headers
@@ -18,18 +18,21 @@ from pin.outbox.writer import stored_value
 log = structlog.get_logger(__name__)
 
 
-def _deliver(outcomes: dict[int, SendError | None], row_id: int, err: KafkaError | None, _msg: object) -> None:
-    """librdkafka's delivery report of one row (called from ``poll``): None = acknowledged."""
-    outcomes[row_id] = None if err is None else send_error_of(err)
+def _deliver(batch: Batch, row_id: int, err: KafkaError | None, msg: Message) -> None:
+    """librdkafka's delivery report of one row (called from ``poll``): None = acknowledged, at the partition and
+    offset kept in ``batch.positions``."""
+    if err is None:
+        batch.positions[row_id] = (msg.partition() or 0, msg.offset() or 0)
+    batch.outcomes[row_id] = None if err is None else send_error_of(err)
 
 
-def _produce_row(producer: Producer, row: PendingRow, outcomes: dict[int, SendError | None]) -> None:
-    """Hand one row to the producer; its delivery report lands in ``outcomes``. Raises as ``produce`` does."""
+def _produce_row(producer: Producer, row: PendingRow, batch: Batch) -> None:
+    """Hand one row to the producer; its delivery report lands in ``batch``. Raises as ``produce`` does."""
     producer.produce(
         row.topic,
         row.value if row.value is not None else stored_value(row.payload or "{}"),
         row.key,
-        on_delivery=partial(_deliver, outcomes, row.id),
+        on_delivery=partial(_deliver, batch, row.id),
         headers=kafka_headers(row),
     )
 
@@ -105,9 +108,9 @@ class BatchProducer:
             error = topic_errors[row.topic] or send_error(row)
             if error is None:
                 try:
-                    _produce_row(batch.producer, row, outcomes)
+                    _produce_row(batch.producer, row, batch)
                 except BufferError:  # librdkafka's local queue is full: let it drain, then try once more
-                    error = self._produce_again(batch.producer, row, outcomes)
+                    error = self._produce_again(batch.producer, row, batch)
                 except KafkaException as exc:
                     error = send_error_of(exc.args[0])
             if error is not None:
@@ -115,12 +118,10 @@ class BatchProducer:
         batch.producer.poll(0)
         self._hooks.after_produce(batch.number)
 
-    def _produce_again(
-        self, producer: Producer, row: PendingRow, outcomes: dict[int, SendError | None]
-    ) -> SendError | None:
+    def _produce_again(self, producer: Producer, row: PendingRow, batch: Batch) -> SendError | None:
         producer.flush(self._message_timeout_ms / 1000)
         try:
-            _produce_row(producer, row, outcomes)
+            _produce_row(producer, row, batch)
         except BufferError:
             return SendError("_QUEUE_FULL", "the producer queue stayed full", retriable=True)
         except KafkaException as exc:

@@ -11,6 +11,7 @@ _QUERIES = load_queries(__package__)
 
 OUTBOX_READ_OWNED = _QUERIES["outbox_read_owned"]
 OUTBOX_DELETE_PUBLISHED = _QUERIES["outbox_delete_published"]
+OUTBOX_DELETE_PUBLISHED_FREE = _QUERIES["outbox_delete_published_free"]
 OUTBOX_MARK_FAILED = _QUERIES["outbox_mark_failed"]
 OUTBOX_DEAD_LETTER = _QUERIES["outbox_dead_letter"].format(moved_columns=MOVED_COLUMNS_SQL)
 RELAY_INSTANCE_HEARTBEAT = _QUERIES["relay_instance_heartbeat"]

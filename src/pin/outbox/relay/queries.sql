@@ -26,8 +26,27 @@ ORDER BY m.id
 LIMIT %(limit)s
 
 -- outbox_delete_published --
--- Delete the rows the broker acknowledged, strictly by primary key; their topic and commit -> delete latency.
+-- Delete the rows the broker acknowledged, strictly by primary key; their topic and commit -> delete latency. The same
+-- statement records where the broker acknowledged them, per topic and partition the highest offset (a mark of
+-- outbox.acked_position, which what waits for each consumer group is read against: pin/outbox/waiting.py).
+WITH marked AS (
+    INSERT INTO outbox.acked_position (topic, kafka_partition, last_offset)
+    SELECT * FROM unnest(%(topics)s::text[], %(partitions)s::int[], %(offsets)s::bigint[])
+    ON CONFLICT DO NOTHING
+)
 DELETE FROM outbox.message WHERE id = ANY(%(ids)s::bigint[])
+RETURNING topic, EXTRACT(EPOCH FROM clock_timestamp() - created_at)::float8 AS latency
+
+-- outbox_delete_published_free --
+-- At a stop: delete the acknowledged rows no other transaction holds, without waiting (the held ones are sent again);
+-- marks where the broker acknowledged them as outbox_delete_published does.
+WITH marked AS (
+    INSERT INTO outbox.acked_position (topic, kafka_partition, last_offset)
+    SELECT * FROM unnest(%(topics)s::text[], %(partitions)s::int[], %(offsets)s::bigint[])
+    ON CONFLICT DO NOTHING
+)
+DELETE FROM outbox.message
+WHERE id IN (SELECT id FROM outbox.message WHERE id = ANY(%(ids)s::bigint[]) FOR UPDATE SKIP LOCKED)
 RETURNING topic, EXTRACT(EPOCH FROM clock_timestamp() - created_at)::float8 AS latency
 
 -- outbox_mark_failed --

@@ -15,6 +15,7 @@ from confluent_kafka import Producer
 from psycopg_pool import ConnectionPool
 
 from pin.backoff import exponential_backoff
+from pin.cancellation import Canceller
 from pin.db import Conn, ConnectionPolicy, connect
 from pin.observability import liveness
 from pin.outbox.gauges import OutboxGauges
@@ -65,7 +66,9 @@ class OutboxRelay:
         self._producer = BatchProducer(
             producer_factory, self._config.message_timeout_ms, ensure_topic, hooks or RelayHooks()
         )
-        settler = Settler(pool, self.instance_id, self._config)
+        # run()'s stop request cancels the statement in flight of the read and of the settle (pin.cancellation)
+        self._canceller = Canceller()
+        settler = Settler(pool, self.instance_id, self._config, self._canceller)
         self.pipeline = Pipeline(
             pool,
             self.instance_id,
@@ -74,6 +77,7 @@ class OutboxRelay:
             owned_count=lambda: self._leases.count,
             producer=self._producer,
             settler=settler,
+            canceller=self._canceller,
         )
 
     def run_once(self) -> RelayCounts:
@@ -85,6 +89,7 @@ class OutboxRelay:
         """Publish, pipelined, until ``stop`` is set, or (``until_empty``: `pin relay --once`) until nothing is
         left in this instance's share; the batch in flight is settled before leaving. Returns the totals."""
         totals = dict.fromkeys((*REPORTED_COUNTERS, "cycles"), 0)
+        self._canceller.stop = stop
         self._start(listen=not until_empty)
         try:
             if until_empty:
