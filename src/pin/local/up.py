@@ -46,9 +46,9 @@ def embedded_missing() -> str:
 
 # The consumers' fetch wait under `pin up`'s embedded broker (unless PIN_KAFKA_CONSUMER_FETCH_WAIT_MAX_MS is set).
 # Tansu keeps every record in memory for good (it honours neither retention.ms nor DeleteRecords), and each fetch
-# costs it more the more it holds: at 190 messages/s its CPU grew from 0.11 to 0.52 of a core in 2.5 minutes with
-# the default 50 ms, 0.09 to 0.16 at 500 ms (bench/broker_flat.py; docs/operations.md, "The embedded broker"). A
-# demo's events then reach the consumers up to half a second later; a production broker keeps the default.
+# costs it more the more it holds: an idle consumer asking a tenth as often kept the broker of `pin up --demo` at
+# about 0.011 of a core for an hour, against 0.055 with the default 50 ms (docs/operations.md, "The embedded
+# broker"). A demo's events reach the consumers up to half a second later; a production broker keeps the default.
 EMBEDDED_BROKER_FETCH_WAIT_MS = 500
 
 # Each role is one `pin` subcommand; `pin up` runs one process of each.
