@@ -18,6 +18,7 @@ $(INSTALLED): requirements.txt requirements-embedded.txt requirements-dev.txt py
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip uninstall --quiet --yes pin 2>/dev/null || true  # this project's distribution before it was pin-platform
 	$(PY) -m pip install --quiet --no-deps -e '.[embedded]'
 	touch $@
 

@@ -12,8 +12,9 @@ import structlog
 from psycopg_pool import ConnectionPool
 
 from pin.db import Conn, ConnectionPolicy, connect, create_pool
+from pin.observability.logging import error_text
 from pin.roles import start_role, wait_until_reachable
-from pin.settings import EXPIRE_PROMOTIONS_INTERVAL_RANGE_SECONDS, ConfigurationError, Settings
+from pin.settings import EXPIRE_PROMOTIONS_INTERVAL_RANGE_SECONDS, ConfigurationError, Settings, UnreachableError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -211,6 +212,14 @@ def _run_polling_job(
     context = start_role(role, metrics=not once)
     settings = context.settings
     policy = ConnectionPolicy.from_settings(settings, "worker")
+    answers = _database_answers(settings.require_database_url(), policy)
+    if once:
+        try:
+            answers()
+        except Exception as exc:  # noqa: BLE001 - any failure to connect is the one line the command prints
+            raise UnreachableError(f"database unreachable: {error_text(exc)}") from None
+    elif not wait_until_reachable("database", answers, context.stop):  # one line per attempt, as every role
+        return None
     # one connection more than the job uses, for the gauges (outbox, database health: each refresh holds it briefly)
     pool = create_pool(settings.require_database_url(), min_size=1, max_size=3, name=role, policy=policy)
     try:

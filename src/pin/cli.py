@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 import sys
 import uuid
-from typing import Annotated
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
+import typer.core
 
-from pin.settings import ConfigurationError, Settings, load_settings
+from pin.settings import ConfigurationError, Settings, UnreachableError, load_settings
 
 app = typer.Typer(
     name="pin",
-    help="PIN background jobs and integration events: workers, outbox relay, consumers and HTTP API.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -22,12 +24,13 @@ app = typer.Typer(
 
 def version_line() -> str:
     """`pin --version`: the distribution's name and version (its metadata) and the commit it was built from: the
-    ``BUILD_COMMIT`` file an image build writes beside the package (an image has no .git), else the checkout's."""
+    ``BUILD_COMMIT`` file an image or wheel build writes beside the package (neither has a .git), else the checkout's
+    (git; ``-dirty`` with uncommitted changes), else "unknown"."""
     import subprocess
-    from importlib.metadata import packages_distributions, version
-    from pathlib import Path
+    from importlib.metadata import version
 
-    name = packages_distributions().get(__package__ or "pin", ["pin"])[0]
+    from pin import distribution
+
     package = Path(__file__).parent
     built = package / "BUILD_COMMIT"
     if built.is_file():
@@ -36,9 +39,10 @@ def version_line() -> str:
         git = ["git", "-C", str(package), "describe", "--always", "--dirty", "--abbrev=40", "--exclude=*"]
         try:
             found = subprocess.run(git, capture_output=True, text=True, timeout=5, check=False)  # noqa: S603
-        except OSError:
+        except OSError:  # no git on this machine
             found = None
         commit = found.stdout.strip() if found is not None and found.returncode == 0 else ""
+    name = distribution()
     return f"{name} {version(name)} (commit {commit or 'unknown'})"
 
 
@@ -225,6 +229,7 @@ def dlq_list(
         raise typer.Exit(1) from None
     for letter in letters:
         print_json(letter.summary())
+    say_count(len(letters), "pin dlq list")
     if not settings.database_url:
         typer.echo("pin dlq list: letters parked in the database not shown (PIN_DATABASE_URL is not set)", err=True)
 
@@ -415,11 +420,29 @@ def status(
     interval: Annotated[float, typer.Option(help="Seconds between refreshes with --watch.", min=0.5)] = 2.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the snapshot as one JSON document.")] = False,
     kafka: Annotated[bool, typer.Option(help="Ask the broker for consumer offsets and dead-letter counts.")] = True,
+    demo: Annotated[
+        bool, typer.Option("--demo", help="Print what the running `pin up` printed: where things are, demo tokens.")
+    ] = False,
 ) -> None:
     """Backlogs, lags and last cycles for an operator: workers, outbox, relays, consumer groups (n/a when unknown)."""
     from pin.status import run_status
 
-    raise typer.Exit(run_status(load_settings(), watch=watch, interval=interval, as_json=as_json, kafka=kafka))
+    settings = load_settings()
+    if demo:
+        from pin.settings import running_banner, state_folder_of
+
+        home = state_folder_of(settings.home)
+        banner = running_banner(home)
+        if banner is None:
+            raise ConfigurationError(f"no `pin up` is running in {home}: start one (`pin up --demo`), or set PIN_HOME")
+        typer.echo(banner, nl=False)
+        return
+    if not settings.database_url:  # every cell would be n/a: say what to do instead
+        raise ConfigurationError(
+            "no database to report on: start `pin up` (pin status then finds it in the state folder), "
+            "or set PIN_DATABASE_URL, or PIN_HOME to the state folder of a running `pin up`"
+        )
+    raise typer.Exit(run_status(settings, watch=watch, interval=interval, as_json=as_json, kafka=kafka))
 
 
 # `pin outbox dead-letters ...`: operator actions on rows the relay moved aside.
@@ -439,8 +462,10 @@ def dead_letters_list_command(
 
     settings = load_settings()
     with connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
-        for letter in dead_letters_list(conn, limit):
-            print_json(letter)
+        letters = dead_letters_list(conn, limit)
+    for letter in letters:
+        print_json(letter)
+    say_count(len(letters), "pin outbox dead-letters list")
 
 
 @dead_letters_app.command("replay")
@@ -519,21 +544,59 @@ def token(
     )
 
 
+def say_count(count: int, command: str) -> None:
+    """How many dead letters a list printed, on stderr (stdout keeps only the JSON lines): "0" is an answer too."""
+    typer.echo(f"{command}: {count} dead letter{'' if count == 1 else 's'}", err=True)
+
+
 def print_json(data: object) -> None:
     """Print one JSON document on stdout (the `--once` results)."""
     typer.echo(json.dumps(data, default=str, sort_keys=True))
+
+
+def command() -> typer.core.TyperGroup:
+    """The click command of ``app``, its flags shown without a value placeholder: typer's help prints one for every
+    option, and a flag (--json, --once) takes no value, so `<bool>` beside it would tell a reader to give one."""
+    built = typer.main.get_command(app)
+    assert isinstance(built, typer.core.TyperGroup)
+    pending: list[object] = [built]
+    while pending:
+        current = pending.pop()
+        for param in getattr(current, "params", []):
+            if isinstance(param, typer.core.TyperOption) and param.is_flag:
+                param.metavar = ""
+        if isinstance(current, typer.core.TyperCommand | typer.core.TyperGroup):
+            current.get_help_option = _flag_help_option(current.get_help_option)  # type: ignore[method-assign,assignment]
+        if isinstance(current, typer.core.TyperGroup):
+            pending.extend(current.commands.values())
+    return built
+
+
+def _flag_help_option(make: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """--help is built per invocation: the same blank placeholder for it."""
+
+    def made(ctx: Any) -> Any:
+        option = make(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    return made
 
 
 def main() -> None:
     """Entry point: configuration errors become one line on stderr and exit code 2."""
     try:
         # without standalone mode, click returns (not raises) the code of a `raise typer.Exit(code)`
-        code = app(standalone_mode=False)
+        code = command()(standalone_mode=False)
         if isinstance(code, int) and code:
             sys.exit(code)
     except ConfigurationError as exc:
         print(f"pin: configuration error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except UnreachableError as exc:
+        print(f"pin: {' '.join(str(exc).split())}", file=sys.stderr)  # one line: libpq's messages span several
+        sys.exit(1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):

@@ -48,8 +48,17 @@ CONSUMER_GROUPS = ("crm", "notifications", "catalog", "news")
 INBOX_RETENTION_SECONDS = 14 * 86_400  # a consumer group's dedup window: inbox rows older than this are pruned
 
 
+# The shortest HS256 secret the API accepts: as many bytes as SHA-256's output (RFC 7518 section 3.2), which is also
+# the length below which PyJWT warns on every token it checks.
+JWT_SECRET_MIN_BYTES = 32
+
+
 class ConfigurationError(Exception):
     """The environment holds a bad configuration value."""
+
+
+class UnreachableError(Exception):
+    """A one-shot command could not reach the database or the broker: the CLI prints one line and exits 1."""
 
 
 class ContractMigration(BaseModel):
@@ -187,7 +196,7 @@ class Settings(BaseSettings):
     kafka_principal_news: str = "User:pin-news"
     # The principal of the operator's commands: `pin topics`, `pin dlq list|replay`, `pin status`.
     kafka_principal_operator: str = "User:pin-operator"
-    # HS256 secret for bearer tokens.
+    # HS256 secret for bearer tokens (at least JWT_SECRET_MIN_BYTES).
     jwt_secret: SecretStr | None = None
     # RS256 public key (PEM) for bearer tokens; takes precedence over the secret when both are set.
     jwt_public_key: str | None = None
@@ -407,8 +416,11 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _jwt_key_is_usable(self) -> Settings:
-        if self.jwt_secret is not None and len(self.jwt_secret.get_secret_value()) < 16:
-            raise ValueError("PIN_JWT_SECRET must be at least 16 characters")
+        if self.jwt_secret is not None and len(self.jwt_secret.get_secret_value().encode()) < JWT_SECRET_MIN_BYTES:
+            raise ConfigurationError(
+                f"PIN_JWT_SECRET: at least {JWT_SECRET_MIN_BYTES} bytes (an HS256 key as long as its hash, RFC 7518 "
+                f"section 3.2); `openssl rand -base64 {JWT_SECRET_MIN_BYTES}` makes one"
+            )
         if self.jwt_public_key:
             # a key that cannot be loaded would let the API start and refuse every token: fail at start instead
             try:
@@ -493,6 +505,9 @@ def _with_pin_up_endpoints(settings: Settings) -> Settings:
 # lock is held, so a file left behind by a `pin up` that is gone is ignored.
 UP_LOCK_FILE = "up.lock"
 UP_ENDPOINTS_FILE = "endpoints.json"
+# What `pin up` printed for a person (its banner; with --demo the sample data, tokens and curl lines), owner-only:
+# `pin status --demo` prints it again once the roles' lines have scrolled it away.
+UP_BANNER_FILE = "banner.txt"
 
 
 @dataclass(frozen=True)
@@ -538,6 +553,16 @@ def running_endpoints(home: Path) -> PinUpEndpoints | None:
     try:
         return PinUpEndpoints(**json.loads(path.read_text()))
     except (OSError, ValueError, TypeError):
+        return None
+
+
+def running_banner(home: Path) -> str | None:
+    """What the `pin up` running in ``home`` printed for a person, or None when none runs there."""
+    if running_endpoints(home) is None:
+        return None
+    try:
+        return (home / UP_BANNER_FILE).read_text()
+    except OSError:
         return None
 
 

@@ -1,4 +1,4 @@
-"""Dependencies: every third-party import is declared; the embedded servers are the extra pin[embedded] only.
+"""Dependencies: every third-party import is declared; the embedded servers are the extra [embedded] only.
 
 A production install (`pip install .`) must work without them, and `pin up` without them says in one line how
 to get them. The requirements files stay exact pins without index addresses.
@@ -64,7 +64,7 @@ def test_every_imported_distribution_is_declared_where_it_is_used() -> None:
     package = [path for path in SRC.rglob("*.py") if EMBEDDED not in path.parents]
     assert _third_party_imports(package) <= declared, "imported by the package but not a dependency"
     embedded_only = _third_party_imports(list(EMBEDDED.rglob("*.py"))) - declared
-    assert embedded_only == embedded, "the embedded servers are the extra pin[embedded], and only they"
+    assert embedded_only == embedded, "the embedded servers are the extra [embedded], and only they"
     assert "rich" in declared
 
 
@@ -128,7 +128,7 @@ def test_without_the_extra_the_package_works_and_pin_up_says_how_to_install_it(t
     assert help_text.returncode == 0, help_text.stderr
     token = _pin_without_embedded(
         "token", "--user", "00000000-0000-0000-0000-000000000001", "--tenant", "00000000-0000-0000-0000-000000000002",
-        "--role", "agent", tmp_path=tmp_path, PIN_JWT_SECRET="a-secret-of-at-least-16-chars",
+        "--role", "agent", tmp_path=tmp_path, PIN_JWT_SECRET="a-secret-of-at-least-thirty-two-bytes",
     )  # fmt: skip
     assert token.returncode == 0, token.stderr
 
@@ -137,6 +137,6 @@ def test_without_the_extra_the_package_works_and_pin_up_says_how_to_install_it(t
     assert up.stdout == ""
     lines = up.stderr.splitlines()
     assert len(lines) == 1, up.stderr
-    assert "pip install 'pin[embedded]'" in lines[0]
+    assert f"pip install '{_project()['name']}[embedded]'" in lines[0]  # the distribution's own name, not pin's
     assert "PIN_DATABASE_URL" in lines[0]
     assert not (tmp_path / "state" / "postgres").exists()

@@ -23,6 +23,7 @@ from pin.local import state_folder
 from pin.local.embedded.lifetime import die_with_parent
 from pin.local.embedded.postgres import EmbeddedPostgres
 from pin.local.tcp_ports import free_port
+from pin.local.up import EMBEDDED_BROKER_FETCH_WAIT_MS
 from pin.settings import UP_ENDPOINTS_FILE, UP_LOCK_FILE
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -94,6 +95,11 @@ def test_pin_up_starts_and_stops_cleanly(tmp_path: Path) -> None:
         assert "broker" in banner
         children = _descendants(up.pid)
         assert children, "pin up runs its roles as child processes"
+        # the embedded broker's cost grows with what it holds: its consumers fetch with the longer wait
+        consumers = [child for child in children if "consume" in child.cmdline()]
+        assert len(consumers) == 4
+        waits = {child.environ().get("PIN_KAFKA_CONSUMER_FETCH_WAIT_MAX_MS") for child in consumers}
+        assert waits == {str(EMBEDDED_BROKER_FETCH_WAIT_MS)}
         postgres_pid = int((home / "postgres" / "postmaster.pid").read_text().split()[0])
 
         _the_other_commands_find_this_pin_up(tmp_path, up.pid, port)
@@ -106,8 +112,9 @@ def test_pin_up_starts_and_stops_cleanly(tmp_path: Path) -> None:
         assert not psutil.pid_exists(postgres_pid) or psutil.Process(postgres_pid).status() == psutil.STATUS_ZOMBIE
         assert "pin up: stopped" in (tmp_path / "up.log").read_text()
         assert not (home / UP_ENDPOINTS_FILE).exists()
-        after = json.loads(_pin("status", "--json", "--no-kafka", cwd=tmp_path).stdout)
-        assert after["database"] == {"na": "PIN_DATABASE_URL is not set"}
+        after = _pin("status", "--json", "--no-kafka", cwd=tmp_path)  # no pin up any more: nothing to report on
+        assert after.returncode == 2, after.stdout + after.stderr
+        assert "start `pin up`" in after.stderr
     finally:
         if up.poll() is None:  # a failed assertion: stop it the way a user does, so that it leaves no orphan
             up.send_signal(signal.SIGTERM)

@@ -21,6 +21,7 @@ import pytest
 from pin.local.embedded.kafka import EmbeddedKafka
 from pin.local.embedded.lifetime import die_with_parent
 from pin.local.tcp_ports import free_port
+from pin.settings import UP_BANNER_FILE
 from tests.conftest import JWT_SECRET
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -96,6 +97,8 @@ def test_on_a_terminal_no_log_line_is_json_and_the_banner_stands_out(
     try:
         text = _read_until(read, _all_roles_logged, 90)
         assert _all_roles_logged(text), text[-3000:]
+        os.write(primary, b"\n")  # Enter: the banner the roles' lines scrolled away, again
+        text += _read_until(read, lambda t: t.count("pin up: running") >= 2, 30)
         up.send_signal(signal.SIGTERM)
         text += _read_until(read, lambda t: "pin up: stopped" in t, 60)
         assert up.wait(60) == 0, text[-3000:]
@@ -108,6 +111,7 @@ def test_on_a_terminal_no_log_line_is_json_and_the_banner_stands_out(
     assert not _json_lines(text), [line for line in text.splitlines() if line.strip().startswith("{")][:5]
     assert "\033[1mpin up: running" in text  # the banner in bold between two rules
     assert "=" * 40 in text
+    assert text.count("pin up: running") == 2, "Enter did not print the banner again"
     plain = _ANSI.sub("", text)
     for role in ROLES_SEEN:  # a role's lines name it right after time and level: the column a person scans
         assert re.search(rf"^\S+ \[\w+\s*\] {re.escape(role)}\s", plain, re.MULTILINE), role
@@ -131,6 +135,8 @@ def test_in_a_pipe_every_log_line_is_json(database_url: str, kafka: EmbeddedKafk
 
     try:
         text = _read_until(read, lambda t: "pin up: running" in t and {*ROLES_SEEN} <= _roles(t), 90)
+        banner = (tmp_path / ".pin" / UP_BANNER_FILE).read_text()  # what `pin status --demo` prints
+        text += _read_until(read, lambda t: False, 3)  # an idle worker's cycles, the relay's heartbeats
         up.send_signal(signal.SIGTERM)
         text += _read_until(read, lambda t: "pin up: stopped" in t, 60)
         assert up.wait(60) == 0, text[-3000:]
@@ -144,6 +150,13 @@ def test_in_a_pipe_every_log_line_is_json(database_url: str, kafka: EmbeddedKafk
     logs = [line for line in text.splitlines() if not line.startswith(("pin up", "  ", "         "))]
     assert logs
     assert all(line.strip().startswith("{") for line in logs), [line for line in logs if line[:1] != "{"][:5]
+    assert banner.startswith("pin up: running")
+    assert "press Enter" in banner
+    lines = _json_lines(text)
+    assert not [line for line in lines if not line.get("role")], "lines with an empty role column"
+    assert not [line for line in lines if line.get("logger") == "alembic.runtime.plugins"], "alembic's plugin lines"
+    idle = [line for line in lines if line.get("event") in ("cycle started", "batch selected", "cycle completed")]
+    assert not idle, f"an idle worker's cycle lines at INFO: {idle[:3]}"
 
 
 def _roles(text: str) -> set[str]:

@@ -158,7 +158,7 @@ def test_the_console_view_redacts_too(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_repeated_library_line_goes_through_once_per_interval_with_the_count_held_back(
     json_log: Callable[[], list[dict[str, Any]]],
 ) -> None:
-    from pin.messaging.kafka import RepeatFilter
+    from pin.observability.logging import RepeatFilter
 
     now = [100.0]
     logger = logging.getLogger("pin.test.repeats")

@@ -37,6 +37,7 @@ pytestmark = pytest.mark.unit
 
 # The packages whose modules define metrics (and any other module that might): imported in full.
 METRIC_PACKAGES = (
+    "pin.api",
     "pin.calendar",
     "pin.promotion",
     "pin.outbox",
@@ -359,6 +360,44 @@ def test_promotion_dashboard_shows_the_seed_002_signals() -> None:
         assert metric in used, f"the promotion dashboard shows no {metric}"
 
 
+def _through_records(names: set[str]) -> set[str]:
+    """``names`` with each recorded series replaced by the metrics its rule reads (and kept)."""
+    records = {rule.name: rule.expr for rule in all_rules() if rule.kind == "record"}
+    found, pending = set(), list(names)
+    while pending:
+        name = pending.pop()
+        if name in found:
+            continue
+        found.add(name)
+        pending.extend(metric_names(records[name]) if name in records else ())
+    return found
+
+
+def test_every_alert_has_a_panel() -> None:
+    """An alert that fires must have a panel to look at: one of the metrics it reads is on a dashboard (the seven
+    pin_db_ alerts, the budget exhaustions, contract migrations and parked dead letters once had none)."""
+    shown = _through_records(set().union(*(metric_names(expr) for _, _, expr in dashboard_queries())))
+    problems = [
+        f"{alert.name}: none of {sorted(metric_names(alert.expr))} is on a dashboard"
+        for alert in all_rules()
+        if alert.kind == "alert" and not _through_records(metric_names(alert.expr)) & shown
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_api_dashboard_shows_requests_by_route_and_status_class_and_latency() -> None:
+    used = _metrics_of([p for panels in _panels_by_row(_board("api")).values() for p in panels])
+    assert {"pin_http_requests_total", "pin_http_request_duration_seconds_bucket"} <= used
+    legends = [
+        target["legendFormat"]
+        for panels in _panels_by_row(_board("api")).values()
+        for panel in panels
+        for target in panel.get("targets", [])  # type: ignore[attr-defined]
+        if "pin_http_requests_total" in target["expr"]
+    ]
+    assert any({"{{route}}", "{{status_class}}", "{{method}}"} <= set(re.findall(r"\{\{\w+\}\}", x)) for x in legends)
+
+
 def test_dashboards_are_well_formed_for_provisioning(
     registry: tuple[dict[str, tuple[str, tuple[str, ...]]], dict[str, set[str]]],
 ) -> None:
@@ -378,7 +417,13 @@ def test_dashboards_are_well_formed_for_provisioning(
                     labels = set().union(*(samples.get(n, set()) for n in names)) | TARGET_LABELS
                     missing = legend_labels(target["legendFormat"]) - labels
                     assert not missing, f"{path.name}: {panel['title']}: legend uses {missing}"
-    assert uids == {"pin-calendar-overview", "pin-promotion", "pin-relay-consumers"}
+    assert uids == {
+        "pin-api",
+        "pin-calendar-overview",
+        "pin-database-health",
+        "pin-promotion",
+        "pin-relay-consumers",
+    }
 
 
 def test_every_expression_parses_in_promtool(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from pin.db import Conn, connect
 from pin.local.embedded.kafka import EmbeddedKafka
 from pin.outbox import metrics
 from pin.outbox.relay import OutboxRelay
+from pin.outbox.relay import metrics as relay_metrics
 from pin.settings import Settings
 from tests.outbox.support import (
     TOPIC,
@@ -53,14 +54,14 @@ def test_a_paused_broker_keeps_rows_in_the_outbox_and_they_drain_when_it_returns
 ) -> None:
     before = insert_rows(database_url, [event_row(f"thing-{n}", 1) for n in range(10)])
     wait_for(lambda: outbox_count(database_url) == 0, timeout=15, what="published while the broker is up")
-    errors_before = metrics.PUBLISH_ERRORS.labels(topic=TOPIC)._value.get()
+    errors_before = relay_metrics.PUBLISH_ERRORS.labels(topic=TOPIC)._value.get()
 
     kafka.pause()
     during = insert_rows(database_url, [event_row(f"thing-{n % 10}", n // 10 + 2) for n in range(200)])
     failed = "SELECT count(*) FROM outbox.message WHERE attempts > 0"
     wait_for(lambda: scalar(database_url, failed) > 0, timeout=20, what="sends failing and backing off")
     assert outbox_count(database_url) == 200  # nothing is deleted without an ack
-    assert metrics.PUBLISH_ERRORS.labels(topic=TOPIC)._value.get() > errors_before
+    assert relay_metrics.PUBLISH_ERRORS.labels(topic=TOPIC)._value.get() > errors_before
     wait_for(lambda: metrics.BACKLOG.labels(topic=TOPIC)._value.get() == 200, timeout=10, what="backlog gauge")
     wait_for(lambda: metrics.LAG.labels(topic=TOPIC)._value.get() > 0.5, timeout=10, what="the topic's lag grows")
     kafka.resume()

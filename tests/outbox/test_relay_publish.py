@@ -9,8 +9,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from pin.local.embedded.kafka import EmbeddedKafka
-from pin.outbox import metrics
-from pin.outbox.relay import OutboxRelay
+from pin.outbox.relay import OutboxRelay, metrics
 from pin.settings import Settings
 from tests.outbox.support import (
     RELAY_TEST_ENV,

@@ -8,8 +8,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from pin.db import parse_queries
-from pin.outbox import metrics
-from pin.outbox.relay import RelayConfig, RelayHooks, hooks_for_fault
+from pin.outbox.relay import RelayConfig, RelayHooks, hooks_for_fault, metrics
 from pin.outbox.relay.batch import PendingRow, waves
 from pin.outbox.relay.encoding import kafka_headers
 from pin.outbox.relay.errors import send_error_of

@@ -61,7 +61,12 @@ def _count_status(pool: ConnectionPool[Conn], status: str) -> int:
 def test_AC2_three_worker_processes_expire_each_purchase_once_with_exactly_one_event(
     pool: ConnectionPool[Conn], spawn_role: Callable[..., RoleProcess]
 ) -> None:
-    env = {"PIN_EXPIRE_PROMOTIONS_BATCH_SIZE": "50", "PIN_EXPIRE_PROMOTIONS_INTERVAL_SECONDS": "60"}
+    # DEBUG: the first cycle finds nothing, and an idle cycle's one line ("cycle completed") is at DEBUG
+    env = {
+        "PIN_EXPIRE_PROMOTIONS_BATCH_SIZE": "50",
+        "PIN_EXPIRE_PROMOTIONS_INTERVAL_SECONDS": "60",
+        "PIN_LOG_LEVEL": "DEBUG",
+    }
     workers = [spawn_role(*WORKER, env=env) for _ in range(3)]
     _wait(lambda: all(_events_of(w, "cycle completed") for w in workers), 30, "every worker's first cycle")
     # 1000 purchases fall due at the same instant while all three doze; each expiry holds its row lock 2 ms,
@@ -148,7 +153,8 @@ def test_sigterm_mid_cycle_rolls_the_batch_in_flight_back_and_exits_0(
 def test_a_purchase_expires_within_a_second_of_its_ends_at_with_a_60_s_interval(
     pool: ConnectionPool[Conn], spawn_role: Callable[..., RoleProcess]
 ) -> None:
-    worker = spawn_role(*WORKER, env={"PIN_EXPIRE_PROMOTIONS_INTERVAL_SECONDS": "60"})
+    # DEBUG: the first cycle is idle, its one line at DEBUG
+    worker = spawn_role(*WORKER, env={"PIN_EXPIRE_PROMOTIONS_INTERVAL_SECONDS": "60", "PIN_LOG_LEVEL": "DEBUG"})
     _wait(lambda: bool(_events_of(worker, "cycle completed")), 30, "the worker's first cycle")
     time.sleep(0.5)  # the worker is now dozing towards a tick ~60 s away
     now = db_now(pool)

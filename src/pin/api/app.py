@@ -13,6 +13,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.api.auth import TokenVerifier
 from pin.api.limits import BodyLimitMiddleware
+from pin.api.metrics import RequestMetricsMiddleware
 from pin.api.problems import (
     ProblemTable,
     combined,
@@ -56,6 +57,7 @@ def create_app(settings: Settings, pool: ConnectionPool[Conn], contexts: Sequenc
     app.state.token_verifier = TokenVerifier(settings)
     install_problem_handlers(app, combined(context.problems for context in contexts))
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.http_max_body_bytes)
+    app.add_middleware(RequestMetricsMiddleware)  # added last: the outermost, it counts every answer
     for context in contexts:
         app.include_router(context.router)
 

@@ -50,7 +50,20 @@ _REQUIRED_CLAIMS = ("sub", "tenant_id", "roles", "exp")
 # header limit (PIN_HTTP_MAX_HEADER_BYTES, at least 16 KiB), so the caller gets this problem document.
 MAX_TOKEN_BYTES = 8_192
 
-_INVALID = "the bearer token is missing, expired or invalid"
+# Why a 401 (RFC 6750's error_description; the same words in the problem's detail). They say which of three cases it
+# is and nothing more: not which claim or check failed, which would help a forger more than a caller.
+_MISSING = "no bearer token: send Authorization: Bearer <token>"
+_EXPIRED = "the bearer token has expired"
+_UNVERIFIABLE = "the bearer token could not be verified"
+
+
+def unauthorized(description: str) -> ApiProblem:
+    """A 401 whose WWW-Authenticate says why (RFC 6750 section 3): no error code for a missing token, else
+    invalid_token with ``description``."""
+    challenge = (
+        "Bearer" if description == _MISSING else f'Bearer error="invalid_token", error_description="{description}"'
+    )
+    return ApiProblem(401, "invalid-token", description, headers={"WWW-Authenticate": challenge})
 
 
 class TokenVerifier:
@@ -79,8 +92,10 @@ class TokenVerifier:
                 raise ValueError("roles must be a list of strings")
             known = frozenset(Role(role) for role in roles if role in Role._value2member_map_)
             principal = Principal(uuid.UUID(str(claims["sub"])), uuid.UUID(str(claims["tenant_id"])), known)
+        except jwt.ExpiredSignatureError as exc:  # signature checked first: only an authentic token is "expired"
+            raise unauthorized(_EXPIRED) from exc
         except (jwt.PyJWTError, ValueError, TypeError, KeyError, OverflowError) as exc:
-            raise ApiProblem(401, "invalid-token", _INVALID) from exc
+            raise unauthorized(_UNVERIFIABLE) from exc
         if not principal.roles:
             # an authentic token whose roles are empty or all unknown grants nothing, not "any role"
             raise ApiProblem(403, "forbidden", f"the token holds none of the roles {', '.join(Role)}")
@@ -117,7 +132,7 @@ def current_principal(request: Request) -> Principal:
         raise ApiProblem(431, "header-too-large", f"the Authorization header is longer than {MAX_TOKEN_BYTES} bytes")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise ApiProblem(401, "invalid-token", _INVALID)
+        raise unauthorized(_MISSING)
     verifier: TokenVerifier = request.app.state.token_verifier
     principal = verifier.verify(token.strip())
     if not principal.roles & BUSINESS_ROLES:
@@ -127,11 +142,17 @@ def current_principal(request: Request) -> Principal:
 
 
 def require_roles(*roles: Role) -> object:
-    """FastAPI dependency factory: the caller must hold one of ``roles`` (else 403)."""
+    """FastAPI dependency factory: the caller must hold one of ``roles`` (else a 403 that names them)."""
+    names = ", ".join(roles)
+    needed = (
+        f"this operation needs the role {names}"
+        if len(roles) == 1
+        else f"this operation needs one of the roles {names}"
+    )
 
     def _dependency(principal: Annotated[Principal, Depends(current_principal)]) -> Principal:
         if not principal.has(*roles):
-            raise ApiProblem(403, "forbidden", "this operation needs another role")
+            raise ApiProblem(403, "forbidden", needed)
         return principal
 
     return Depends(_dependency)

@@ -22,11 +22,14 @@ ROW_LOCKED_DETAIL = "the record is being changed by another transaction; retry"
 class ApiProblem(Exception):
     """An error with an HTTP status and a stable code; every domain error maps to one of these."""
 
-    def __init__(self, status: int, code: str, detail: str, **extensions: Any) -> None:
+    def __init__(
+        self, status: int, code: str, detail: str, *, headers: Mapping[str, str] | None = None, **extensions: Any
+    ) -> None:
         super().__init__(detail)
         self.status = status
         self.code = code
         self.detail = detail
+        self.headers = headers  # response headers of its own (a 401's WWW-Authenticate that says why)
         self.extensions = extensions
 
 
@@ -74,10 +77,13 @@ def domain_problem(error: Exception, problems: ProblemTable) -> ApiProblem:
     return ApiProblem(found.status, found.code, str(error) if found.detail is None else found.detail)
 
 
-def problem_response(status: int, code: str, detail: str, **extensions: Any) -> JSONResponse:
-    """A problem+json response."""
+def problem_response(
+    status: int, code: str, detail: str, *, headers: Mapping[str, str] | None = None, **extensions: Any
+) -> JSONResponse:
+    """A problem+json response (a 401 challenges for a bearer token unless ``headers`` says more)."""
     body = problem_body(status, code, detail, **extensions)
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if headers is None and status == 401:
+        headers = {"WWW-Authenticate": "Bearer"}
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
@@ -137,7 +143,7 @@ def install_problem_handlers(app: FastAPI, problems: ProblemTable) -> None:
 
     @app.exception_handler(ApiProblem)
     async def _api_problem(_: Request, exc: ApiProblem) -> JSONResponse:
-        return problem_response(exc.status, exc.code, exc.detail, **exc.extensions)
+        return problem_response(exc.status, exc.code, exc.detail, headers=exc.headers, **exc.extensions)
 
     async def _domain_error(_: Request, exc: Exception) -> JSONResponse:
         problem = domain_problem(exc, problems)
@@ -148,13 +154,14 @@ def install_problem_handlers(app: FastAPI, problems: ProblemTable) -> None:
         app.add_exception_handler(root, _domain_error)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        invalid_json = next((err for err in exc.errors() if err.get("type") == "json_invalid"), None)
+        if invalid_json is not None:
+            return problem_response(400, "malformed-json", await _json_error(request, invalid_json))
         errors = [
             {"loc": [str(part) for part in err.get("loc", ())], "msg": str(err.get("msg", ""))} for err in exc.errors()
         ]
-        is_json_error = any(err.get("type") == "json_invalid" for err in exc.errors())
-        status, code = (400, "malformed-json") if is_json_error else (422, "validation-error")
-        return problem_response(status, code, "the request is not valid", errors=errors)
+        return problem_response(422, "validation-error", "the request is not valid", errors=errors)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -178,6 +185,20 @@ def install_problem_handlers(app: FastAPI, problems: ProblemTable) -> None:
         return response
 
     app.add_middleware(UnexpectedErrorMiddleware)
+
+
+async def _json_error(request: Request, error: Mapping[str, Any]) -> str:
+    """Where a body is not JSON, as a person finds it in an editor: line and column (FastAPI gives the offset of
+    the decoder's error in the decoded text), and what the decoder expected there."""
+    location = error.get("loc", ())
+    offset = location[-1] if location and isinstance(location[-1], int) else None
+    reason = str((error.get("ctx") or {}).get("error", "")) or "not JSON"
+    if offset is None:
+        return f"the body is not JSON: {reason}"
+    text = (await request.body()).decode("utf-8", errors="replace")[:offset]
+    line = text.count("\n") + 1
+    column = offset - (text.rfind("\n") + 1) + 1
+    return f"the body is not JSON: {reason} at line {line}, column {column}"
 
 
 class UnexpectedErrorMiddleware:

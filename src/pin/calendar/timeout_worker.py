@@ -245,7 +245,7 @@ class AppointmentTimeoutJob:
                 count = conn.execute(claims.DUE_COUNT_SQL, params)
                 selected = int(cast(dict[str, Any], count.fetchone())["n"])  # a bounded scan of the partial index
                 conn.commit()  # the session's lock_timeout with it
-            cycle.info("batch selected", Count=selected)
+            cycle.selected(selected)
             if selected > 0:  # an empty batch is a no-op: no claim transaction at all
                 cycle.two_passes(lambda poison, _room: self._expire_next(conn, cycle, expired, poison), stop=self._stop)
         # only a cycle that ended without an error moves the floor (an error leaves it where it was)

@@ -24,6 +24,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.cancellation import Canceller, Cause, Watch
 from pin.db import Conn, database_now
+from pin.faults import Fault, classify
 from pin.jobs import bookkeeping
 from pin.observability.tracing import current_traceparent, spans_exported
 from pin.settings import JOB_BATCH_SIZE
@@ -172,6 +173,9 @@ class Cycle:
         self.skipped: set[uuid.UUID] = set()  # the items skipped as held or changed, by id
         self.skipped_unnamed = 0  # and those a claim only counted
         self.budget_exhausted = False
+        # "cycle started", held until the batch shows the cycle is not idle (begin, selected)
+        self._start_line: dict[str, object] | None = None
+        self.idle = False  # the batch was empty: the cycle's only line is a DEBUG "cycle completed"
         # one span per item only when spans leave the process; otherwise what the items write carries the cycle
         # span's traceparent (the SDK records it either way), taken once per cycle
         self.item_spans = False
@@ -274,9 +278,29 @@ class Cycle:
         return cast(Callable[..., C], kind)(**shared, **own)
 
     def begin(self, as_of: datetime) -> None:
-        """AsOf was read: log "cycle started" (seed 000: runId, AsOf)."""
+        """AsOf was read: "cycle started" (seed 000: runId, AsOf) is logged once the batch has something in it
+        (:meth:`selected`): an idle cycle is one DEBUG line, "cycle completed", not three INFO lines a minute."""
         self.as_of = as_of
-        self.info("cycle started", AsOf=as_of.isoformat())
+        self._start_line = {"AsOf": as_of.isoformat()}
+
+    def selected(self, count: int, **fields: int) -> None:
+        """The batch was selected: "cycle started" and "batch selected" when it holds anything (items, skipped or
+        poison ones); an empty one logs nothing here and makes the cycle idle."""
+        if count == 0 and not any(fields.values()):
+            self.idle = True
+            return
+        self.announce()
+        self.info("batch selected", Count=count, **fields)
+
+    def announce(self) -> None:
+        """Log "cycle started" if it has not been (a cycle that turned out not to be idle after all)."""
+        if self._start_line is not None:
+            self.info("cycle started", **self._start_line)
+            self._start_line = None
+
+    def debug(self, event: str, **fields: object) -> None:
+        """A DEBUG line of this cycle (job and RunId first)."""
+        self._log.debug(event, **fields)
 
     def info(self, event: str, **fields: object) -> None:
         """An INFO line of this cycle (job and RunId first)."""
@@ -403,7 +427,11 @@ class CycleHarness:
                 metrics.budget_exhausted.inc()
             cycle.warning("cycle budget exhausted", BudgetSeconds=cycle.budget_seconds, **fields)
             counters["BudgetExhausted"] = 1
-        cycle.info("cycle completed", **fields)
+        if cycle.idle and not result.budget_exhausted and not result.failed_count:
+            cycle.debug("cycle completed", **fields)
+        else:
+            cycle.announce()
+            cycle.info("cycle completed", **fields)
         self._after_cycle(cycle, cycle.as_of, counters, succeeded=True)
 
     def _failed(self, cycle: Cycle, exc: Exception) -> None:
@@ -414,7 +442,8 @@ class CycleHarness:
         log.error(
             "cycle failed", job=definition.name, RunId=str(cycle.run_id), **fields,
             **{definition.error_field: bookkeeping.describe_error(exc)},
-            exc_info=definition.traceback_on_cycle_failure,
+            # a database away is no bug: its line is enough (the runner says it waits)
+            exc_info=definition.traceback_on_cycle_failure and classify(exc) is not Fault.INFRASTRUCTURE,
         )  # fmt: skip
         if partial is None:  # nothing of the cycle was kept, not even its AsOf
             self._after_cycle(cycle, None, fields, succeeded=False)
@@ -444,5 +473,8 @@ class CycleHarness:
                     counters=counters,
                     succeeded=succeeded,
                 )
-        except Exception:  # noqa: BLE001 - best effort: the next cycle records again
-            cycle.warning("cycle bookkeeping failed", exc_info=True)
+        except Exception as exc:  # noqa: BLE001 - best effort: the next cycle records again
+            if classify(exc) is Fault.INFRASTRUCTURE:
+                cycle.warning("cycle bookkeeping failed", error=bookkeeping.describe_error(exc))
+            else:
+                cycle.warning("cycle bookkeeping failed", exc_info=True)

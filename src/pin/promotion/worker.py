@@ -131,10 +131,7 @@ class ExpirePromotionsJob:
                 return False  # one statement per pass: it took every free due row it had room for
 
             cycle.two_passes(claim)  # the poison ones wait when the budget is spent first
-            cycle.info(
-                "batch selected", Count=len(claimed), SkippedLocked=cycle.skipped_unnamed,
-                PoisonCount=cycle.retried_count,
-            )  # fmt: skip
+            cycle.selected(len(claimed), SkippedLocked=cycle.skipped_unnamed, PoisonCount=cycle.retried_count)
             deferred: list[PromotionPurchase] = []  # claimed, not written: the budget ran out first
             expired = self._expire_all(uow, claimed, cycle=cycle, deferred=deferred)
             bookkeeping.item_failure_clear(uow.conn, JOB_NAME, (p.id for p in expired))

@@ -10,8 +10,7 @@ import structlog
 from psycopg_pool import ConnectionPool
 
 from pin.db import Conn
-from pin.outbox import metrics
-from pin.outbox.relay import queries
+from pin.outbox.relay import metrics, queries
 from pin.outbox.writer import VPARTS
 
 log = structlog.get_logger(__name__)

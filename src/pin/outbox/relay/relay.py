@@ -18,8 +18,8 @@ from pin.backoff import exponential_backoff
 from pin.cancellation import Canceller
 from pin.db import Conn, ConnectionPolicy, connect
 from pin.observability import liveness
-from pin.outbox import metrics
 from pin.outbox.gauges import OutboxGauges, refresh_in_background
+from pin.outbox.relay import metrics
 from pin.outbox.relay.batch import REPORTED_COUNTERS, RelayCounts
 from pin.outbox.relay.config import RelayConfig
 from pin.outbox.relay.delivery import DeliveryWatch

@@ -15,8 +15,7 @@ from psycopg_pool import ConnectionPool
 from pin.backoff import exponential_backoff
 from pin.cancellation import Canceller, Cause, Watch
 from pin.db import Conn
-from pin.outbox import metrics
-from pin.outbox.relay import queries
+from pin.outbox.relay import metrics, queries
 from pin.outbox.relay.batch import Batch, PendingRow, RelayCounts
 from pin.outbox.relay.config import RelayConfig
 from pin.outbox.relay.errors import SendError
