@@ -95,13 +95,24 @@ def group_reads(settings: Settings) -> dict[str, tuple[str, ...]]:
     return {group: tuple(routes_of(group, settings)) for group in CONSUMER_GROUPS}
 
 
+# how much longer than a request's own timeout its answer is waited for: the client ends the request first
+_RESULT_MARGIN_SECONDS = 5.0
+
+
 def committed_offsets(admin: Any, groups: Iterable[str], timeout: float) -> dict[str, dict[tuple[str, int], int]]:
     """Each group's committed offsets (OffsetFetch, DESCRIBE on the group): a group that never committed has none.
-    Raises KafkaException when the broker does not answer."""
+    Raises KafkaException when the broker does not answer.
+
+    The broker is asked for its metadata first, and no offsets are asked of one that does not answer: librdkafka
+    (2.x) can abort the process on an assertion (``rd_kafka_enq_once_del_source_return``) when an OffsetFetch's
+    coordinator lookup times out while the broker is away. And each request's own timeout ends it, never an
+    earlier one of ours: a request abandoned while it is still pending in the client was the other half of it.
+    """
+    admin.list_topics(timeout=timeout)  # KafkaException: the broker is away; nothing more is asked
     found: dict[str, dict[tuple[str, int], int]] = {}
     for group in groups:  # the client asks one group per request
         futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)
-        answer = futures[group].result(timeout=timeout)
+        answer = futures[group].result(timeout=timeout + _RESULT_MARGIN_SECONDS)
         found[group] = {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions if tp.offset >= 0}
     return found
 
