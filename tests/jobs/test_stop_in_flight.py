@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 from psycopg_pool import ConnectionPool
 
-from pin.db import Conn, connect
+from pin.db import Conn
 from tests.calendar.worker.factory import seed_appointments, slow_expiry, statuses
 from tests.outbox.support import wait_for
 from tests.promotion.support import db_now as promotion_db_now
 from tests.promotion.support import gate_transitions, json_lines, purchase_events, purchase_rows, seed_purchases
+from tests.support.contention import holding_connection
 from tests.support.processes import RoleProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -96,7 +97,7 @@ def test_sigterm_cancels_the_expire_promotions_statement_and_rolls_the_batch_bac
     rolls back, its row locks go, exit 0 within 3 s."""
     purchases = seed_purchases(pool, 5, ends_at=promotion_db_now(pool) - timedelta(minutes=1))
     take_gate = gate_transitions(pool)
-    holder = connect(database_url)
+    holder = holding_connection(database_url)
     try:
         holder.execute(take_gate)
         worker = spawn_role("worker", "expire-promotions")

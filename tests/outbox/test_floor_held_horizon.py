@@ -14,6 +14,7 @@ import pytest
 
 from pin.db import Conn, connect
 from pin.outbox.relay import queries
+from tests.support.contention import holding_connection
 
 pytestmark = pytest.mark.integration
 
@@ -61,7 +62,7 @@ def _publish_all(conn: Conn) -> None:
 @pytest.mark.parametrize("analyzed", [True, False], ids=["analyzed-small", "never-analyzed"])
 def test_the_reads_cost_does_not_grow_with_the_dead_rows_of_a_held_horizon(database_url: str, analyzed: bool) -> None:
     relay = connect(database_url, autocommit=True)
-    holder = connect(database_url)
+    holder = holding_connection(database_url)
     try:
         relay.execute("UPDATE outbox.relay_lease SET owner = %s, expires_at = now() + interval '1 hour'", (OWNER,))
         _insert(relay, LIVE_ROWS)

@@ -29,6 +29,7 @@ from pin.outbox.dead_letters import dead_letter_replay
 from pin.outbox.relay import queries
 from pin.outbox.writer import outbox_insert
 from tests.outbox.support import event_row
+from tests.support.contention import holding_connection
 from tests.support.deep import DEEP, examples
 
 pytestmark = pytest.mark.integration
@@ -98,7 +99,7 @@ class _World:
         _own_every_vpart(self.relay)
         self.writers = [connect(database_url) for _ in range(WRITERS)]
         self.open = [False] * WRITERS
-        self.holder = connect(database_url)
+        self.holder = holding_connection(database_url)
         self.holder.execute("SELECT pg_current_xact_id()")  # holds the xmin horizon until released
         self.published: list[str] = []  # message ids, in publication order
         self.dead: list[str] = []  # message ids in the dead letters
@@ -259,7 +260,7 @@ def test_every_committed_row_is_published_once_in_order_per_key_while_writers_co
                     committed.extend(ids)
 
     published: list[tuple[int, str]] = []
-    holder = connect(database_url)
+    holder = holding_connection(database_url)
     holder.execute("SELECT pg_current_xact_id()")
     relay = connect(database_url, autocommit=True)
     _own_every_vpart(relay)

@@ -24,6 +24,7 @@ from tests.outbox.support import (
     scalar,
     wait_for,
 )
+from tests.support.contention import holding_connection
 from tests.support.kafka import read_topic
 from tests.support.processes import RoleProcess
 
@@ -48,7 +49,7 @@ def test_sigterm_cancels_the_settle_in_flight_settles_the_free_rows_and_releases
 ) -> None:
     broker_settings(make_settings, kafka.bootstrap_servers)
     held, *_free = insert_rows(database_url, [event_row(f"key-{k}", 1) for k in range(4)])
-    holder = connect(database_url)
+    holder = holding_connection(database_url)
     try:
         holder.execute("SELECT 1 FROM outbox.message WHERE message_id = %s FOR UPDATE", (held.message_id,))
         relay = spawn_role("relay", env={"PIN_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers, **RELAY_TEST_ENV})

@@ -11,7 +11,7 @@ from prometheus_client import REGISTRY
 from psycopg_pool import ConnectionPool
 from structlog.testing import capture_logs
 
-from pin.db import Conn, connect
+from pin.db import Conn
 from pin.promotion.worker import JOB_NAME, ExpirePromotionsConfig, ExpirePromotionsJob
 from tests.promotion.support import (
     db_now,
@@ -22,6 +22,7 @@ from tests.promotion.support import (
     purchase_rows,
     seed_purchases,
 )
+from tests.support.contention import holding_connection
 
 pytestmark = pytest.mark.integration
 
@@ -131,7 +132,7 @@ def test_rows_held_elsewhere_end_the_cycle_within_the_budget_plus_a_second(
     take_gate = gate_transitions(pool)
     budget = 1.0
     job = ExpirePromotionsJob(pool, ExpirePromotionsConfig(cycle_budget_seconds=budget))
-    holder = connect(database_url)
+    holder = holding_connection(database_url)
     try:
         holder.execute(take_gate)
         started = time.monotonic()

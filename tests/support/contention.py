@@ -41,6 +41,16 @@ END $$;
 _OUR_DEADLOCK_TIMEOUT = "5s"
 
 
+def holding_connection(database_url: str) -> psycopg.Connection[dict[str, object]]:
+    """A connection of the test's own that may hold a lock or a snapshot in an open transaction for as long as the
+    test runs: without the policy's idle-in-transaction timeout (10 s), which a loaded machine outlasts while the
+    role under test starts."""
+    conn = connect(database_url)
+    conn.execute("SET idle_in_transaction_session_timeout = 0")
+    conn.commit()
+    return conn
+
+
 def install_blocker(database_url: str, *, table: str, when: str = "true", lock_timeout_ms: int | None = None) -> None:
     """The blocker row, and a BEFORE INSERT OR UPDATE trigger on ``table`` (rows matching ``when``) that locks it."""
     set_timeout = "" if lock_timeout_ms is None else f"PERFORM set_config('lock_timeout', '{lock_timeout_ms}ms', true);"

@@ -13,8 +13,9 @@ from psycopg_pool import ConnectionPool
 from structlog.testing import capture_logs
 
 from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
-from pin.db import Conn, connect
+from pin.db import Conn
 from tests.calendar.worker.factory import Cluster, seed_appointments, slow_expiry, statuses
+from tests.support.contention import holding_connection
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +33,7 @@ def _errors() -> float:
 @contextmanager
 def _slots_held(database_url: str, clusters: list[Cluster]) -> Iterator[None]:
     """The clusters' slots held by another connection for the block."""
-    holder = connect(database_url)
+    holder = holding_connection(database_url)
     try:
         holder.execute(
             "SELECT 1 FROM calendar.availability_slot WHERE id = ANY(%s) FOR NO KEY UPDATE",
