@@ -68,7 +68,7 @@ def test_AC2_three_worker_processes_expire_each_purchase_once_with_exactly_one_e
         "PIN_LOG_LEVEL": "DEBUG",
     }
     workers = [spawn_role(*WORKER, env=env) for _ in range(3)]
-    _wait(lambda: all(_events_of(w, "cycle completed") for w in workers), 30, "every worker's first cycle")
+    _wait(lambda: all(_events_of(w, "cycle completed") for w in workers), 90, "every worker's first cycle")
     # 1000 purchases fall due at the same instant while all three doze; each expiry holds its row lock 2 ms,
     # so the instances' batches overlap and they really compete for the head of the index.
     slow_transitions_to(pool, "Expired", 0.002)
