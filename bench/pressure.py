@@ -47,6 +47,7 @@ from bench.env import BenchEnv, Role, _url_with_database
 from bench.relay import _ACK_LOG
 from bench.results import percentile
 from bench.seed import seed_appointments
+from bench.timeout import HOT_TABLES as _TIMEOUT_TABLES
 from pin.db import migrate
 from pin.messaging import topics
 
@@ -76,12 +77,9 @@ KILL_EVERY_SECONDS = 1.0
 DRAIN_SECONDS = 300.0
 BENCH_APP = "pin-bench-pressure"  # the bench's own connections: never killed by backend-kill
 CONSUMERS = ("crm", "notifications")
+# the timeout phase's hot tables, and what a relay, the consumers and the jobs' bookkeeping rewrite beside them
 HOT_TABLES = (
-    "calendar.appointment",
-    "calendar.availability_slot",
-    "calendar.calendar_event",
-    "calendar.event_reminder",
-    "outbox.message",
+    *_TIMEOUT_TABLES,
     "outbox.relay_lease",
     "outbox.relay_instance",
     "jobs.cycle",
