@@ -175,17 +175,20 @@ def jobs(request: Request, who: Who, pool: Pool) -> HTMLResponse:
 
 @router.get("/outbox")
 def outbox(request: Request, who: Who, pool: Pool, topic: str | None = None, after: str | None = None) -> HTMLResponse:
-    """Per topic backlog and age, the rows waiting, the lease map, the relay's dead letters."""
-    from pin.status.collect import collect_status
+    """Per topic backlog and age, the rows waiting, the vpart → lease map with each floor, the relay's dead letters:
+    each read past the floors (docs/design/outbox-storage.md), on this page's one connection."""
+    from pin.status import database
 
-    snapshot = collect_status(_settings(request), kafka=False)
     with pool.connection() as conn:
+        backlog = database.read(conn, database.outbox_backlog)
+        dead = database.read(conn, database.dead_letters)
         waiting = pages.outbox_waiting(conn, topic=_text(topic), after=_int(after, "after"))
-        leases = pages.lease_map(conn)
+        leases = pages.lease_map(conn, heartbeat_seconds=_settings(request).relay_heartbeat_seconds)
         letters = pages.relay_dead_letters(conn, pages.RelayFilter(), before=None, limit=10)
     return render(
-        request, "outbox.html", who, s=snapshot, waiting=waiting, leases=leases, letters=letters, topic=_text(topic)
-    )
+        request, "outbox.html", who, backlog=backlog, dead=dead, waiting=waiting, leases=leases, letters=letters,
+        topic=_text(topic),
+    )  # fmt: skip
 
 
 @router.get("/groups")

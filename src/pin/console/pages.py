@@ -14,12 +14,16 @@ from pin.db import Conn, load_queries
 from pin.messaging.consumer.dead_letters import index
 from pin.messaging.topics import CONSUMER_GROUPS
 from pin.operations import audit, pauses
+from pin.outbox.floors import FLOORS, PLAN_BY_INDEX
 from pin.outbox.writer import VPARTS
 
 _QUERIES = load_queries(__package__)
+_OUTBOX_WAITING = _QUERIES["console_outbox_waiting"].format(**FLOORS)
 
 # Rows per page of every list; the next page starts after the last row shown (keyset, never OFFSET).
 PAGE_SIZE = 50
+# An owned vpart's floor this many relay heartbeats old is stale: every renewal of its lease advances it.
+FLOOR_STALE_HEARTBEATS = 3
 # The most bytes of a payload a letter's page shows (the rest is counted, not shown).
 SHOWN_PAYLOAD_BYTES = 64 * 1024
 
@@ -77,16 +81,19 @@ def poison(
 
 
 def outbox_waiting(conn: Conn, *, topic: str | None, after: int | None, limit: int = PAGE_SIZE) -> Page:
-    """One page of the outbox rows waiting, oldest first."""
-    rows = conn.execute(
-        _QUERIES["console_outbox_waiting"], {"topic": topic, "after": after, "limit": limit + 1}
-    ).fetchall()
+    """One page of the outbox rows waiting, oldest first: read past each vpart's floor as the relay reads, at most
+    ``limit + 1`` rows a vpart (docs/design/outbox-storage.md), never a walk of ``outbox.message`` by id."""
+    with conn.transaction():
+        conn.execute(PLAN_BY_INDEX)  # each part along its own index, whatever the statistics say
+        rows = conn.execute(_OUTBOX_WAITING, {"topic": topic, "after": after, "limit": limit + 1}).fetchall()
     return _page(list(rows), limit)
 
 
-def lease_map(conn: Conn) -> list[dict[str, Any]]:
-    """Every vpart's lease (``VPARTS`` rows)."""
-    rows = list(conn.execute(_QUERIES["console_lease_map"]).fetchall())
+def lease_map(conn: Conn, *, heartbeat_seconds: float) -> list[dict[str, Any]]:
+    """Every vpart's lease (``VPARTS`` rows) with its floor; ``floor_stale``: an owned vpart whose floor has not
+    advanced for :data:`FLOOR_STALE_HEARTBEATS` heartbeats (its owner's renewal, which advances it, is failing)."""
+    stale_after = FLOOR_STALE_HEARTBEATS * heartbeat_seconds
+    rows = list(conn.execute(_QUERIES["console_lease_map"], {"stale_after": stale_after}).fetchall())
     assert len(rows) <= VPARTS
     return rows
 

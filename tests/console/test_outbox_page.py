@@ -1,0 +1,109 @@
+"""The console's outbox page over HTTP on a real PostgreSQL: it reads the outbox's new storage as
+docs/design/outbox-storage.md allows (the rows past each vpart's floor, never outbox.message walked by id), and
+shows the vpart → lease map with each floor, red where the floor went stale."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pytest
+from psycopg_pool import ConnectionPool
+
+from pin.db import Conn
+from pin.messaging.topics import APPOINTMENT_CANCELLED, APPOINTMENT_CREATED
+from tests.console.conftest import TestClient
+
+pytestmark = pytest.mark.integration
+
+_SEED = """
+INSERT INTO outbox.message (message_id, vpart, topic, message_key, event_type, contract_version, payload, value,
+                            headers, occurred_at)
+SELECT gen_random_uuid(), mod(i, 64), CASE WHEN mod(i, 3) = 0 THEN %(other)s ELSE %(topic)s END, 'key-' || i,
+       'AppointmentCancelledEvent', 1, '{}', '{}', '{}', now()
+FROM generate_series(1, %(count)s) AS i
+"""
+_ROW = re.compile(r"<tr><td>(\d+)</td><td>(pin\.[a-z.0-9-]+)</td>")
+
+
+def _listed(client: TestClient, headers: dict[str, str], query: str = "") -> list[int]:
+    """Every row the page lists, following its "Next page" links."""
+    ids: list[int] = []
+    path = f"/console/outbox{query}"
+    for _ in range(100):
+        answer = client.get(path, headers=headers)
+        assert answer.status_code == 200, answer.text[:500]
+        ids += [int(found[0]) for found in _ROW.findall(answer.text.split("<h2>Rows waiting", 1)[1])]
+        following = re.search(r'<a href="(/console/outbox\?[^"]*after=\d+[^"]*)">Next page</a>', answer.text)
+        if following is None:
+            return ids
+        path = following[1].replace("&amp;", "&")
+    raise AssertionError("more pages than rows")
+
+
+def test_the_rows_waiting_are_those_past_the_floors_oldest_first_each_once_across_pages(
+    client: TestClient, pool: ConnectionPool[Conn], bearer_of: Callable[[str], dict[str, str]]
+) -> None:
+    with pool.connection() as conn:
+        conn.execute(_SEED, {"topic": APPOINTMENT_CANCELLED, "other": APPOINTMENT_CREATED, "count": 300})
+        conn.commit()
+        conn.execute(_SEED.replace("mod(i, 64)", "5"), {"topic": APPOINTMENT_CANCELLED, "other": "-", "count": 1})
+        conn.commit()  # one more row of vpart 5, in a transaction of its own
+        fifth = conn.execute("SELECT id, xid FROM outbox.message WHERE vpart = 5 ORDER BY id").fetchall()
+        # vpart 5's floor moved past all its rows as an advance might: the seed's rows (one transaction) are below
+        # it and not read (the invariant says no live row is there; a reader that walked outbox.message from its
+        # head would list them); the last row's transaction was running at the floor's snapshot: listed (the
+        # floor's third part)
+        conn.execute(
+            "UPDATE outbox.relay_lease SET floor_id = %(floor)s, floor_xmax = %(xmax)s, floor_xip = %(xip)s"
+            " WHERE vpart = 5",
+            {"floor": fifth[-1]["id"], "xmax": fifth[-1]["xid"] + 1_000, "xip": [fifth[-1]["xid"]]},
+        )
+        conn.commit()
+        expected = [int(row["id"]) for row in conn.execute("SELECT id FROM outbox.unpublished ORDER BY id")]
+        of_topic = [
+            int(row["id"])
+            for row in conn.execute(
+                "SELECT id FROM outbox.unpublished WHERE topic = %s ORDER BY id", (APPOINTMENT_CREATED,)
+            )
+        ]
+    assert fifth[0]["id"] not in expected and fifth[-1]["id"] in expected  # the test's premise
+    viewer = bearer_of("viewer")
+    assert _listed(client, viewer) == expected  # oldest first, every page, none twice, none below a floor
+    assert _listed(client, viewer, f"?topic={APPOINTMENT_CREATED}") == of_topic
+    page = client.get("/console/outbox", headers=viewer).text
+    # the per-topic figures count the same rows (outbox.unpublished)
+    for topic, count in ((APPOINTMENT_CANCELLED, len(expected) - len(of_topic)), (APPOINTMENT_CREATED, len(of_topic))):
+        assert re.search(rf">{topic}</a></td><td class=\"\">{count}</td>", page), (topic, count)
+
+
+def test_the_lease_map_shows_each_floor_and_a_stale_one_in_red(
+    client: TestClient, pool: ConnectionPool[Conn], bearer_of: Callable[[str], dict[str, str]]
+) -> None:
+    with pool.connection() as conn:
+        # vpart 7: a live lease renewed just now (its floor advanced with it); vpart 8: a lease its owner took a
+        # minute ago whose floor has not moved since (its renewals fail); vpart 9: taken a moment ago, not yet renewed
+        conn.execute(
+            "UPDATE outbox.relay_lease SET owner = 'relay-a', epoch = 3, expires_at = now() + interval '5 s',"
+            " acquired_at = now() - interval '1 minute', floor_id = 1234, floor_at = now() WHERE vpart = 7"
+        )
+        conn.execute(
+            "UPDATE outbox.relay_lease SET owner = 'relay-b', epoch = 4, expires_at = now() - interval '55 s',"
+            " acquired_at = now() - interval '1 minute', floor_id = 99, floor_at = now() - interval '1 minute'"
+            " WHERE vpart = 8"
+        )
+        conn.execute(
+            "UPDATE outbox.relay_lease SET owner = 'relay-a', epoch = 1, expires_at = now() + interval '5 s',"
+            " acquired_at = now(), floor_at = NULL WHERE vpart = 9"
+        )
+        conn.commit()
+    page = client.get("/console/outbox", headers=bearer_of("viewer")).text
+
+    def row(vpart: int) -> str:
+        return page.split(f'<tr id="vpart-{vpart}">', 1)[1].split("</tr>", 1)[0]
+
+    assert "relay-a" in row(7) and "1234" in row(7) and "stale" not in row(7) and 'class="red"' not in row(7)
+    assert "relay-b" in row(8) and "99" in row(8) and 'class="red"' in row(8) and "stale: heartbeat failing" in row(8)
+    assert "stale" not in row(9) and "never" in row(9)
+    assert "stale" not in row(10) and "—" in row(10)  # a free vpart: no owner, nothing to fail
+    assert "2 of 64 vparts leased to a live relay" in page
