@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 from psycopg_pool import ConnectionPool
 
+from pin.console import pages
 from pin.db import Conn
 from pin.messaging.topics import APPOINTMENT_CANCELLED, APPOINTMENT_CREATED
 from tests.console.conftest import TestClient
@@ -76,6 +77,22 @@ def test_the_rows_waiting_are_those_past_the_floors_oldest_first_each_once_acros
     # the per-topic figures count the same rows (outbox.unpublished)
     for topic, count in ((APPOINTMENT_CANCELLED, len(expected) - len(of_topic)), (APPOINTMENT_CREATED, len(of_topic))):
         assert re.search(rf">{topic}</a></td><td class=\"\">{count}</td>", page), (topic, count)
+
+
+def test_a_backlog_past_the_pages_cap_is_counted_up_to_it_and_says_so(
+    client: TestClient,
+    pool: ConnectionPool[Conn],
+    bearer_of: Callable[[str], dict[str, str]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pages, "OUTBOX_COUNT_CAP", 101)  # the page's bound, small enough to pass here
+    with pool.connection() as conn:
+        conn.execute(_SEED, {"topic": APPOINTMENT_CANCELLED, "other": APPOINTMENT_CREATED, "count": 300})
+    for path in ("/console/outbox", "/console"):
+        page = client.get(path, headers=bearer_of("viewer")).text
+        assert "counts capped: the first 101 rows waiting read" in page, path
+    monkeypatch.setattr(pages, "OUTBOX_COUNT_CAP", 301)
+    assert "counts capped" not in client.get("/console/outbox", headers=bearer_of("viewer")).text
 
 
 def test_the_lease_map_shows_each_floor_and_a_stale_one_in_red(

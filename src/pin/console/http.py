@@ -54,11 +54,20 @@ def render(request: Request, template: str, who: Viewer | None, status: int = 20
     if who is not None and not paused:
         with request.app.state.pool.connection() as conn:
             paused = pages.paused(conn)
-    html = _TEMPLATES.get_template(template).render(
-        who=who, paused=paused, path=request.url.path, refresh=REFRESH_SECONDS,
-        prometheus=_settings(request).console_prometheus_url, query=_query_link, quote=quote, **context,
+    html = page_html(
+        template, who=who, paused=paused, path=request.url.path, prometheus=_settings(request).console_prometheus_url,
+        **context,
     )  # fmt: skip
     return HTMLResponse(html, status_code=status)
+
+
+def page_html(template: str, *, who: Viewer | None, paused: list[Any], path: str, prometheus: str | None,
+              **context: Any) -> str:  # fmt: skip
+    """``template`` rendered with what every page shows (the viewer, what is paused) and the page's ``context``."""
+    return _TEMPLATES.get_template(template).render(
+        who=who, paused=paused, path=path, refresh=REFRESH_SECONDS, prometheus=prometheus, query=_query_link,
+        quote=quote, **context,
+    )  # fmt: skip
 
 
 def _query_link(path: str, params: Mapping[str, object]) -> str:
@@ -149,12 +158,16 @@ def overview(request: Request, who: Who) -> HTMLResponse:
     from pin.status.collect import collect_status
 
     settings = _settings(request)
-    snapshot = collect_status(settings, kafka=bool(settings.kafka_bootstrap_servers), kafka_timeout=2.0)
+    kafka = bool(settings.kafka_bootstrap_servers)
+    snapshot = collect_status(settings, kafka=kafka, kafka_timeout=2.0, outbox=False)  # the outbox: below, bounded
     with request.app.state.pool.connection() as conn:
+        outbox = pages.outbox_view(conn)
         letters = pages.open_group_letters(conn)
         cycles = pages.cycles(conn, limit=20)
         members = pages.members(conn)
-    return render(request, "overview.html", who, s=snapshot, letters=letters, cycles=cycles, members=members)
+    return render(
+        request, "overview.html", who, s=snapshot, outbox=outbox, letters=letters, cycles=cycles, members=members
+    )
 
 
 @router.get("/jobs")
@@ -177,18 +190,14 @@ def jobs(request: Request, who: Who, pool: Pool) -> HTMLResponse:
 def outbox(request: Request, who: Who, pool: Pool, topic: str | None = None, after: str | None = None) -> HTMLResponse:
     """Per topic backlog and age, the rows waiting, the vpart → lease map with each floor, the relay's dead letters:
     each read past the floors (docs/design/outbox-storage.md), on this page's one connection."""
-    from pin.status import database
-
     with pool.connection() as conn:
-        backlog = database.read(conn, database.outbox_backlog)
-        dead = database.read(conn, database.dead_letters)
+        outbox = pages.outbox_view(conn)
         waiting = pages.outbox_waiting(conn, topic=_text(topic), after=_int(after, "after"))
         leases = pages.lease_map(conn, heartbeat_seconds=_settings(request).relay_heartbeat_seconds)
         letters = pages.relay_dead_letters(conn, pages.RelayFilter(), before=None, limit=10)
     return render(
-        request, "outbox.html", who, backlog=backlog, dead=dead, waiting=waiting, leases=leases, letters=letters,
-        topic=_text(topic),
-    )  # fmt: skip
+        request, "outbox.html", who, outbox=outbox, waiting=waiting, leases=leases, letters=letters, topic=_text(topic)
+    )
 
 
 @router.get("/groups")

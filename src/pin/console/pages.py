@@ -16,12 +16,17 @@ from pin.messaging.topics import CONSUMER_GROUPS
 from pin.operations import audit, pauses
 from pin.outbox.floors import FLOORS, PLAN_BY_INDEX
 from pin.outbox.writer import VPARTS
+from pin.status import database
+from pin.status.snapshot import OutboxView
 
 _QUERIES = load_queries(__package__)
 _OUTBOX_WAITING = _QUERIES["console_outbox_waiting"].format(**FLOORS)
 
 # Rows per page of every list; the next page starts after the last row shown (keyset, never OFFSET).
 PAGE_SIZE = 50
+# The outbox's count on a page stops after this many waiting rows (read past the floors, vpart by vpart): a bounded
+# read at any backlog; the exact count per topic is the gauge pin_outbox_backlog (its chart).
+OUTBOX_COUNT_CAP = 10_001
 # An owned vpart's floor this many relay heartbeats old is stale: every renewal of its lease advances it.
 FLOOR_STALE_HEARTBEATS = 3
 # The most bytes of a payload a letter's page shows (the rest is counted, not shown).
@@ -78,6 +83,14 @@ def poison(
 ) -> list[dict[str, Any]]:
     """The workers' poison items (of ``job``, of ``item``), the longest failing first."""
     return list(conn.execute(_QUERIES["console_poison"], {"job": job, "item": item, "limit": limit}).fetchall())
+
+
+def outbox_view(conn: Conn) -> OutboxView:
+    """The outbox's figures a page shows, on the page's connection: rows waiting per topic (up to
+    :data:`OUTBOX_COUNT_CAP`, from ``outbox.unpublished``), the oldest one's age (the first row past each floor), the
+    relay's dead letters, the live leases."""
+    backlog = database.read(conn, lambda c: database.outbox_backlog(c, OUTBOX_COUNT_CAP))
+    return OutboxView(backlog, database.read(conn, database.dead_letters), database.read(conn, database.leases))
 
 
 def outbox_waiting(conn: Conn, *, topic: str | None, after: int | None, limit: int = PAGE_SIZE) -> Page:

@@ -96,12 +96,16 @@ ORDER BY id
 LIMIT %(limit)s
 
 -- console_members --
--- The consumer instances of one group or all, live or not (a heartbeat within its bound).
-SELECT consumer_group, member, partitions, assignment_changed_at, heartbeat_at,
-       heartbeat_at > now() - make_interval(secs => stale_after_seconds) AS live
-FROM messaging.consumer_member
-WHERE %(group)s::text IS NULL OR consumer_group = %(group)s::text
-ORDER BY consumer_group, member
+-- The consumer instances of one group or all, live or not (a heartbeat within its bound), as each records itself:
+-- how many partitions it holds (not which: the row keeps the count), since when, and how many messages it holds in
+-- retry now (messaging.held_message, a handful per group). Lanes are not recorded per instance.
+SELECT m.consumer_group, m.member, m.partitions, m.assignment_changed_at, m.heartbeat_at, m.stale_after_seconds,
+       m.heartbeat_at > now() - make_interval(secs => m.stale_after_seconds) AS live,
+       (SELECT count(*) FROM messaging.held_message h
+        WHERE h.consumer_group = m.consumer_group AND h.member = m.member) AS held
+FROM messaging.consumer_member m
+WHERE %(group)s::text IS NULL OR m.consumer_group = %(group)s::text
+ORDER BY m.consumer_group, m.member
 
 -- console_open_group_letters --
 -- Per consumer group, its open dead letters (those not replayed nor discarded), each count stopping at 10 001.
