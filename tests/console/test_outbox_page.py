@@ -98,23 +98,20 @@ def test_a_backlog_past_the_pages_cap_is_counted_up_to_it_and_says_so(
 def test_the_lease_map_shows_each_floor_and_a_stale_one_in_red(
     client: TestClient, pool: ConnectionPool[Conn], bearer_of: Callable[[str], dict[str, str]]
 ) -> None:
+    # vpart 7: a live lease renewed just now (its floor advanced with it); vpart 8: a lease its owner took a minute
+    # ago whose floor has not moved since (its renewals fail); vpart 9: taken a moment ago, not yet renewed
+    leases = {
+        7: ("relay-a", "5 s", "1 minute", 1234, "0 s"),
+        8: ("relay-b", "-55 s", "1 minute", 99, "1 minute"),
+        9: ("relay-a", "5 s", "0 s", 0, None),
+    }
     with pool.connection() as conn:
-        # vpart 7: a live lease renewed just now (its floor advanced with it); vpart 8: a lease its owner took a
-        # minute ago whose floor has not moved since (its renewals fail); vpart 9: taken a moment ago, not yet renewed
-        conn.execute(
-            "UPDATE outbox.relay_lease SET owner = 'relay-a', epoch = 3, expires_at = now() + interval '5 s',"
-            " acquired_at = now() - interval '1 minute', floor_id = 1234, floor_at = now() WHERE vpart = 7"
-        )
-        conn.execute(
-            "UPDATE outbox.relay_lease SET owner = 'relay-b', epoch = 4, expires_at = now() - interval '55 s',"
-            " acquired_at = now() - interval '1 minute', floor_id = 99, floor_at = now() - interval '1 minute'"
-            " WHERE vpart = 8"
-        )
-        conn.execute(
-            "UPDATE outbox.relay_lease SET owner = 'relay-a', epoch = 1, expires_at = now() + interval '5 s',"
-            " acquired_at = now(), floor_at = NULL WHERE vpart = 9"
-        )
-        conn.commit()
+        for vpart, (owner, expires_in, acquired_ago, floor_id, floor_ago) in leases.items():
+            conn.execute(
+                "UPDATE outbox.relay_lease SET owner = %s, epoch = 1, expires_at = now() + %s::interval,"
+                " acquired_at = now() - %s::interval, floor_id = %s, floor_at = now() - %s::interval WHERE vpart = %s",
+                (owner, expires_in, acquired_ago, floor_id, floor_ago, vpart),
+            )
     page = client.get("/console/outbox", headers=bearer_of("viewer")).text
 
     def row(vpart: int) -> str:
