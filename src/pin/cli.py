@@ -5,11 +5,17 @@ from __future__ import annotations
 import json
 import sys
 import uuid
-from typing import Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from pin.settings import ConfigurationError, Settings, load_settings
+
+if TYPE_CHECKING:
+    from pin.db import Conn
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="pin",
@@ -453,21 +459,13 @@ def dead_letters_replay_command(
 ) -> None:
     """Put a dead letter back at the head of its key in the outbox (after fixing its cause), on the audit trail."""
     from pin.console import actions
-    from pin.db import ConnectionPolicy, connect
-    from pin.operations.audit import default_actor
-    from pin.outbox.dead_letters import AmbiguousMessageIdError
 
     if (message_id is None) == (not replay_all):
         raise ConfigurationError("give a MESSAGE_ID or --all")
-    if not reason.strip():
-        raise ConfigurationError("pin outbox dead-letters replay: --reason must say why")
-    settings = load_settings()
-    said = actions.Said(actor or default_actor(), reason.strip(), _relay_target(message_id, topic))
-    with connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
-        try:
-            record, replayed = actions.replay_relay_named(conn, settings, message_id, topic, said)
-        except AmbiguousMessageIdError as exc:
-            raise ConfigurationError(str(exc)) from None
+    record, replayed = _on_relay_letters(
+        "replay", reason=reason, actor=actor, message_id=message_id, topic=topic,
+        act=lambda conn, settings, said: actions.replay_relay_named(conn, settings, message_id, topic, said),
+    )  # fmt: skip
     if message_id is not None and not replayed:
         print(f"pin: no dead letter {message_id}", file=sys.stderr)
         raise typer.Exit(1)
@@ -484,29 +482,43 @@ def dead_letters_discard_command(
     """Discard a dead letter (kept in outbox.dead_letter_discarded), on the audit trail; the later rows of its key
     are then published."""
     from pin.console import actions
-    from pin.db import ConnectionPolicy, connect
-    from pin.operations.audit import default_actor
-    from pin.outbox.dead_letters import AmbiguousMessageIdError
 
-    if not reason.strip():
-        raise ConfigurationError("pin outbox dead-letters discard: --reason must say why")
-    settings = load_settings()
-    said = actions.Said(actor or default_actor(), reason.strip(), _relay_target(message_id, topic))
-    with connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
-        try:
-            record = actions.discard_relay_named(conn, message_id, topic, said)
-        except AmbiguousMessageIdError as exc:
-            raise ConfigurationError(str(exc)) from None
+    record = _on_relay_letters(
+        "discard", reason=reason, actor=actor, message_id=message_id, topic=topic,
+        act=lambda conn, _settings, said: actions.discard_relay_named(conn, message_id, topic, said),
+    )  # fmt: skip
     if record is None:
         print(f"pin: no dead letter {message_id}", file=sys.stderr)
         raise typer.Exit(1)
     print_json({"discarded": str(message_id), "auditId": record.id})
 
 
-def _relay_target(message_id: uuid.UUID | None, topic: str | None) -> dict[str, object]:
-    """What an action on the relay's dead letters names in its audit record."""
+def _on_relay_letters(
+    verb: str,
+    *,
+    reason: str,
+    actor: str | None,
+    message_id: uuid.UUID | None,
+    topic: str | None,
+    act: Callable[[Conn, Settings, Any], T],
+) -> T:
+    """`pin outbox dead-letters VERB`: ``act`` on one connection, as ``actor`` for ``reason`` (required: recorded in
+    operations.audit with the letter named); a MessageId of letters on several topics without ``topic`` refused."""
+    from pin.console import actions
+    from pin.db import ConnectionPolicy, connect
+    from pin.operations.audit import default_actor
+    from pin.outbox.dead_letters import AmbiguousMessageIdError
+
+    if not reason.strip():
+        raise ConfigurationError(f"pin outbox dead-letters {verb}: --reason must say why")
+    settings = load_settings()
     named: dict[str, object] = {"kind": "relay", "message_id": str(message_id) if message_id else "all"}
-    return named | ({"topic": topic} if topic else {})
+    said = actions.Said(actor or default_actor(), reason.strip(), named | ({"topic": topic} if topic else {}))
+    with connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
+        try:
+            return act(conn, settings, said)
+        except AmbiguousMessageIdError as exc:
+            raise ConfigurationError(str(exc)) from None
 
 
 @app.command()

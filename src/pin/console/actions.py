@@ -243,9 +243,7 @@ def replay_relay_named(
     return done, replayed
 
 
-def discard_relay_named(
-    conn: Conn, message_id: uuid.UUID, topic: str | None, said: Said
-) -> audit.AuditRecord | None:
+def discard_relay_named(conn: Conn, message_id: uuid.UUID, topic: str | None, said: Said) -> audit.AuditRecord | None:
     """`pin outbox dead-letters discard`: the relay's letter ``message_id`` discarded, recorded in the same
     transaction; None when there is no such letter (nothing done)."""
     if not relay_letters.set_aside(conn, message_id, topic):
