@@ -11,8 +11,10 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from pin.console import pages
+from pin.console.replay_jobs import ReplayJobs
 from pin.db import Conn
 from pin.messaging.topics import APPOINTMENT_CANCELLED, APPOINTMENT_CREATED
+from pin.settings import Settings
 from tests.console.conftest import TestClient
 
 pytestmark = pytest.mark.integration
@@ -130,3 +132,44 @@ def test_the_lease_map_shows_each_floor_and_a_stale_one_in_red(
     assert "stale" not in row(10)
     assert "—" in row(10)
     assert "2 of 64 vparts leased to a live relay" in page
+
+
+_RELAY_LETTERS = """
+INSERT INTO outbox.dead_letter (id, message_id, vpart, topic, message_key, event_type, contract_version, payload,
+                                headers, occurred_at, created_at, attempts, error)
+SELECT i, gen_random_uuid(), mod(i, 64), %(topic)s, 'letter-' || i, 'AppointmentCancelledEvent', 1, '{}', '{}', now(),
+       now(), 5, CASE WHEN i <= %(matching)s THEN 'MSG_SIZE_TOO_LARGE: refused' ELSE 'timed out' END
+FROM generate_series(1, %(count)s) AS i
+"""
+
+
+def test_a_replay_of_more_than_a_page_of_the_relays_letters_is_a_bounded_job(
+    client: TestClient, pool: ConnectionPool[Conn], bearer_of: Callable[[str], dict[str, str]], database_url: str
+) -> None:
+    with pool.connection() as conn:  # 70 letters match the filter, 5 do not
+        conn.execute(_RELAY_LETTERS, {"topic": APPOINTMENT_CANCELLED, "matching": 70, "count": 75})
+    act = {"reason": "size limit raised", "kind": "relay", "scope": "filter", "f_error": "msg_size"}
+    operator = bearer_of("operator")
+    dry = client.post("/console/dead-letters/act", data={**act, "action": "replay-dry-run"}, headers=operator)
+    assert dry.status_code == 200, dry.text[:500]
+    assert "70" in dry.text  # how many the job would replay
+    with pool.connection() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM outbox.message").fetchone() == {"n": 0}  # a dry run
+    started = client.post(
+        "/console/dead-letters/act", data={**act, "action": "replay"}, headers=operator, follow_redirects=False
+    )
+    assert started.status_code == 303, started.text[:500]
+    settings = Settings.model_validate({"database_url": database_url, "jwt_secret": "x" * 32})
+    jobs = ReplayJobs(settings, pool, per_turn=30)  # the relay's turns, at most 30 letters each
+    turns = [jobs.run_once() for _ in range(4)]
+    assert [turn.get("replayed") for turn in turns] == [30, 30, 10, 0]
+    with pool.connection() as conn:
+        left = conn.execute("SELECT error, count(*) AS n FROM outbox.dead_letter GROUP BY error").fetchall()
+        assert left == [{"error": "timed out", "n": 5}]  # the letters the filter did not select stay
+        assert conn.execute("SELECT count(*) AS n FROM outbox.message").fetchone() == {"n": 70}
+        [job] = conn.execute("SELECT state, total, replayed, apply, filter FROM operations.replay_job").fetchall()
+        assert job == {"state": "done", "total": 70, "replayed": 70, "apply": 70,
+                       "filter": {"kind": "relay", "error": "msg_size"}}  # fmt: skip
+        [record] = conn.execute("SELECT action, counts, reason FROM operations.audit").fetchall()
+        assert record == {"action": "outbox.replay-job", "counts": {"letters": 70}, "reason": "size limit raised"}
+    assert jobs.run_once() == {}  # nothing left to do

@@ -428,7 +428,7 @@ def _act(request: Request, pool: Any, act: _Act) -> Response:
             try:
                 letters, preview = _selected(conn, act)
             except actions.TooManyLettersError:
-                if act.kind != "group" or act.action == "discard":
+                if act.action == "discard":
                     raise
                 return _as_job(request, conn, act)
             if act.action == "replay-dry-run":
@@ -440,16 +440,21 @@ def _act(request: Request, pool: Any, act: _Act) -> Response:
 
 
 def _as_job(request: Request, conn: Any, act: _Act) -> Response:
-    """More letters than a page: the dry run of the first page and how many match; the replay, a job."""
+    """More letters than a page (a group's or the relay's): the dry run of the first page and how many match; the
+    replay, a job."""
     from pin.console import replay_jobs
 
     if act.action == "replay":
         said = actions.Said(act.who.actor, act.reason, act.target)
-        job_id = replay_jobs.start(conn, act.where, said)
+        job_id = replay_jobs.start(conn, act.where, said, kind=act.kind)
         return RedirectResponse(f"{access.PREFIX}/dead-letters?job={job_id}", status_code=303)
-    rows = index.page(conn, act.where, before=None, limit=actions.ACTION_LIMIT)
-    preview = actions.preview_group(conn, [letter for row in rows if (letter := index.one(conn, int(row["id"])))])
-    job = {"filter": act.where.described(), "letters": replay_jobs.matching(conn, act.where)}
+    if act.kind == actions.RELAY:
+        first = pages.relay_dead_letters(conn, pages.RelayFilter.of(act.where), before=None, limit=actions.ACTION_LIMIT)
+        preview = actions.preview_relay(first.rows)
+    else:
+        rows = index.page(conn, act.where, before=None, limit=actions.ACTION_LIMIT)
+        preview = actions.preview_group(conn, [letter for row in rows if (letter := index.one(conn, int(row["id"])))])
+    job = {"filter": act.where.described(), "letters": replay_jobs.matching(conn, act.where, kind=act.kind)}
     return render(request, "dry_run.html", act.who, preview=preview, reason=act.reason, job=job)
 
 
@@ -458,11 +463,12 @@ def _selected(conn: Any, act: _Act) -> tuple[list[dict[str, Any]], actions.Previ
     if act.kind == "group":
         letters = actions.select_group_letters(conn, act.where)
         return letters, actions.preview_group(conn, letters)
-    w = act.where
-    relay = pages.RelayFilter(w.topic, w.key, w.error, w.since, w.until, w.ids)
+    relay = pages.RelayFilter.of(act.where)
     letters = pages.relay_dead_letters(conn, relay, before=None, limit=actions.ACTION_LIMIT + 1).rows
     if len(letters) > actions.ACTION_LIMIT:
-        raise actions.ActionError(f"more than {actions.ACTION_LIMIT} letters match: narrow the filter")
+        raise actions.TooManyLettersError(
+            f"more than {actions.ACTION_LIMIT} letters match: narrow the filter, or replay them as a job"
+        )
     return letters, actions.preview_relay(letters)
 
 

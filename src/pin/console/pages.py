@@ -122,6 +122,11 @@ class RelayFilter:
     until: Any = None
     ids: tuple[int, ...] | None = None
 
+    @classmethod
+    def of(cls, where: index.LetterFilter) -> RelayFilter:
+        """The relay's letters a filter of the dead-letters page selects (its group, if any, does not apply)."""
+        return cls(where.topic, where.key, where.error, where.since, where.until, where.ids)
+
     def params(self) -> dict[str, Any]:
         """The bound parameters."""
         ids = list(self.ids) if self.ids is not None else None

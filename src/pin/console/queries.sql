@@ -137,6 +137,11 @@ SELECT count(*) AS letters FROM (SELECT 1 FROM messaging.dead_letter_index
     AND (%(message_id)s::uuid IS NULL OR message_id = %(message_id)s::uuid)
   LIMIT 1000001) AS matched
 
+-- replay_job_count_relay --
+-- How many of the relay's dead letters a job's filter matches when it starts: {{letters}} is console_relay_dead_letters
+-- (with no cursor and a limit of 1 000 001), counted.
+SELECT count(*) AS letters FROM ({letters}) AS matched
+
 -- replay_job_claim --
 -- The oldest running job no other relay is working on now, locked for this turn.
 SELECT id, filter, audit_id FROM operations.replay_job WHERE state = 'running' ORDER BY id LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED
