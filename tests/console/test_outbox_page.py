@@ -152,7 +152,8 @@ def test_a_replay_of_more_than_a_page_of_the_relays_letters_is_a_bounded_job(
     operator = bearer_of("operator")
     dry = client.post("/console/dead-letters/act", data={**act, "action": "replay-dry-run"}, headers=operator)
     assert dry.status_code == 200, dry.text[:500]
-    assert "70" in dry.text  # how many the job would replay
+    assert "<strong>70</strong> letter(s) match" in dry.text  # how many the job would replay
+    assert '<input type="hidden" name="kind" value="relay">' in dry.text  # its form starts the relay's job
     with pool.connection() as conn:
         assert conn.execute("SELECT count(*) AS n FROM outbox.message").fetchone() == {"n": 0}  # a dry run
     started = client.post(
