@@ -28,6 +28,15 @@ SELECT gen_random_uuid(), mod(i, 64), %(topic)s, 'key-' || (mod(i, 100000)), 'Ap
        '{}', now()
 FROM generate_series(1, %(count)s) AS i
 """
+# The floors where a relay's lease renewal would leave them once the seeded rows committed (relay/queries.sql,
+# relay_lease_renew): just below each vpart's oldest row, under the current snapshot. Without it every reader of the
+# floors walks the rows written since the migration's snapshot (docs/design/outbox-storage.md, "What it costs").
+_ADVANCE_FLOORS = """
+UPDATE outbox.relay_lease l
+SET floor_id = coalesce((SELECT min(m.id) FROM outbox.message m WHERE m.vpart = l.vpart) - 1, l.floor_id),
+    floor_xmax = pg_snapshot_xmax(pg_current_snapshot())::text::bigint,
+    floor_xip = ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) AS x), floor_at = now()
+"""
 _SEED_RELAY_LETTERS = """
 INSERT INTO outbox.dead_letter (id, message_id, vpart, topic, message_key, event_type, contract_version, payload,
                                 headers, occurred_at, created_at, attempts, error)
@@ -59,6 +68,7 @@ def seed(url: str, *, outbox_rows: int, relay_letters: int, group_letters: int) 
             started = time.monotonic()
             conn.execute(sql, params)  # type: ignore[call-overload]
             took[name] = time.monotonic() - started
+        conn.execute(_ADVANCE_FLOORS)
         started = time.monotonic()
         for group in CONSUMER_GROUPS:
             conn.execute(_SEED_GROUP_LETTERS, {"group": group, "topic": APPOINTMENT_CANCELLED, "count": group_letters})  # type: ignore[call-overload]

@@ -7,12 +7,17 @@ import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 import typer.core
 
 from pin.settings import ConfigurationError, Settings, UnreachableError, load_settings
+
+if TYPE_CHECKING:
+    from pin.db import Conn
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="pin",
@@ -470,50 +475,74 @@ def dead_letters_list_command(
 
 @dead_letters_app.command("replay")
 def dead_letters_replay_command(
+    reason: Annotated[str, typer.Option(help="Why (recorded in operations.audit).")],
     message_id: Annotated[uuid.UUID | None, typer.Argument(help="The MessageId to replay.")] = None,
     replay_all: Annotated[bool, typer.Option("--all", help="Replay every dead letter.")] = False,
     topic: Annotated[str | None, typer.Option(help="The letter's topic (a MessageId with letters on two).")] = None,
+    actor: Annotated[str | None, typer.Option(help="Who replays (default: the OS user).")] = None,
 ) -> None:
-    """Put a dead letter back at the head of its key in the outbox (after fixing its cause)."""
-    from pin.db import ConnectionPolicy, connect
-    from pin.outbox.dead_letters import AmbiguousMessageIdError, dead_letter_replay
+    """Put a dead letter back at the head of its key in the outbox (after fixing its cause), on the audit trail."""
+    from pin.console import actions
 
     if (message_id is None) == (not replay_all):
         raise ConfigurationError("give a MESSAGE_ID or --all")
-    from pin.outbox.writer import OutboxMode, set_outbox_mode
-
-    settings = load_settings()
-    set_outbox_mode(OutboxMode(settings.outbox_mode))  # in cdc mode the replayed rows are captured too
-    with connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
-        try:
-            replayed = dead_letter_replay(conn, message_id, topic)
-        except AmbiguousMessageIdError as exc:
-            raise ConfigurationError(str(exc)) from None
+    record, replayed = _on_relay_letters(
+        "replay", reason=reason, actor=actor, message_id=message_id, topic=topic,
+        act=lambda conn, settings, said: actions.replay_relay_named(conn, settings, message_id, topic, said),
+    )  # fmt: skip
     if message_id is not None and not replayed:
         print(f"pin: no dead letter {message_id}", file=sys.stderr)
         raise typer.Exit(1)
-    print_json({"replayed": [str(item) for item in replayed]})
+    print_json({"replayed": [str(item) for item in replayed], "auditId": record.id if record else None})
 
 
 @dead_letters_app.command("discard")
 def dead_letters_discard_command(
     message_id: Annotated[uuid.UUID, typer.Argument(help="The MessageId to discard.")],
+    reason: Annotated[str, typer.Option(help="Why (recorded in operations.audit).")],
     topic: Annotated[str | None, typer.Option(help="The letter's topic (a MessageId with letters on two).")] = None,
+    actor: Annotated[str | None, typer.Option(help="Who discards (default: the OS user).")] = None,
 ) -> None:
-    """Discard a dead letter (kept in outbox.dead_letter_discarded); the later rows of its key are then published."""
-    from pin.db import ConnectionPolicy, connect
-    from pin.outbox.dead_letters import AmbiguousMessageIdError, dead_letter_discard
+    """Discard a dead letter (kept in outbox.dead_letter_discarded), on the audit trail; the later rows of its key
+    are then published."""
+    from pin.console import actions
 
+    record = _on_relay_letters(
+        "discard", reason=reason, actor=actor, message_id=message_id, topic=topic,
+        act=lambda conn, _settings, said: actions.discard_relay_named(conn, message_id, topic, said),
+    )  # fmt: skip
+    if record is None:
+        print(f"pin: no dead letter {message_id}", file=sys.stderr)
+        raise typer.Exit(1)
+    print_json({"discarded": str(message_id), "auditId": record.id})
+
+
+def _on_relay_letters(
+    verb: str,
+    *,
+    reason: str,
+    actor: str | None,
+    message_id: uuid.UUID | None,
+    topic: str | None,
+    act: Callable[[Conn, Settings, Any], T],
+) -> T:
+    """`pin outbox dead-letters VERB`: ``act`` on one connection, as ``actor`` for ``reason`` (required: recorded in
+    operations.audit with the letter named); a MessageId of letters on several topics without ``topic`` refused."""
+    from pin.console import actions
+    from pin.db import ConnectionPolicy, connect
+    from pin.operations.audit import default_actor
+    from pin.outbox.dead_letters import AmbiguousMessageIdError
+
+    if not reason.strip():
+        raise ConfigurationError(f"pin outbox dead-letters {verb}: --reason must say why")
     settings = load_settings()
+    named: dict[str, object] = {"kind": "relay", "message_id": str(message_id) if message_id else "all"}
+    said = actions.Said(actor or default_actor(), reason.strip(), named | ({"topic": topic} if topic else {}))
     with connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
         try:
-            discarded = dead_letter_discard(conn, message_id, topic)
+            return act(conn, settings, said)
         except AmbiguousMessageIdError as exc:
             raise ConfigurationError(str(exc)) from None
-        if not discarded:
-            print(f"pin: no dead letter {message_id}", file=sys.stderr)
-            raise typer.Exit(1)
-    print_json({"discarded": str(message_id)})
 
 
 @app.command()

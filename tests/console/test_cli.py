@@ -82,3 +82,57 @@ def test_pin_token_mints_the_platform_roles_and_refuses_an_unknown_one(database_
         app, ["token", "--user", user, "--tenant", tenant, "--role", "root"], env={"PIN_JWT_SECRET": JWT_SECRET}
     )
     assert refused.exit_code != 0
+
+
+_RELAY_LETTER = (
+    "INSERT INTO outbox.dead_letter (id, message_id, vpart, topic, message_key, event_type, contract_version, payload,"
+    " headers, occurred_at, created_at, attempts, error) VALUES (%s, %s, 1, %s, %s, 'AppointmentCancelledEvent', 1,"
+    " '{}', '{}', now(), now(), 5, 'MSG_SIZE_TOO_LARGE: refused')"
+)
+
+
+def test_the_relays_dead_letters_are_replayed_and_discarded_on_the_audit_trail_with_a_reason(
+    database_url: str, pool: ConnectionPool[Conn]
+) -> None:
+    first, second = uuid.uuid4(), uuid.uuid4()
+    with pool.connection() as conn:
+        for row_id, message_id in ((1, first), (2, second)):
+            conn.execute(_RELAY_LETTER, (row_id, message_id, topics.APPOINTMENT_CANCELLED, f"key-{row_id}"))
+    unchanged = (
+        "SELECT (SELECT count(*) FROM outbox.dead_letter) AS letters,"
+        " (SELECT count(*) FROM operations.audit) AS audited"
+    )
+    # no reason: refused as `pin dlq park` refuses it (a required option), and nothing changed
+    missing = CliRunner().invoke(
+        app, ["outbox", "dead-letters", "replay", str(first)], env={"PIN_DATABASE_URL": database_url}
+    )
+    assert missing.exit_code == 2
+    assert "--reason" in missing.output
+    _cli(database_url, "outbox", "dead-letters", "replay", str(first), "--reason", " ", code=2)
+    _cli(database_url, "outbox", "dead-letters", "discard", str(first), "--reason", "", code=2)
+    assert rows(pool, unchanged) == [{"letters": 2, "audited": 0}]
+
+    replayed = _cli(database_url, "outbox", "dead-letters", "replay", str(first), "--reason", "size limit raised",
+                    "--actor", "oncall-1")  # fmt: skip
+    answer = json.loads(replayed.stdout)
+    assert answer["replayed"] == [str(first)]
+    assert rows(pool, "SELECT message_id FROM outbox.message") == [{"message_id": first}]
+    discarded = _cli(database_url, "outbox", "dead-letters", "discard", str(second), "--reason", "obsolete")
+    assert json.loads(discarded.stdout)["discarded"] == str(second)
+    assert rows(pool, "SELECT message_id FROM outbox.dead_letter_discarded") == [{"message_id": second}]
+    records = rows(pool, "SELECT id, action, actor, target, counts, reason FROM operations.audit ORDER BY id")
+    assert [{k: v for k, v in r.items() if k not in ("id", "actor")} for r in records] == [
+        {"action": "outbox.replay", "target": {"kind": "relay", "message_id": str(first)}, "counts": {"letters": 1},
+         "reason": "size limit raised"},
+        {"action": "outbox.discard", "target": {"kind": "relay", "message_id": str(second)},
+         "counts": {"letters": 1}, "reason": "obsolete"},
+    ]  # fmt: skip
+    assert records[0]["id"] == answer["auditId"]
+    assert records[0]["actor"] == "oncall-1"
+
+    # nothing left: a named letter is an error (exit 1), --all replays none; neither is recorded
+    _cli(database_url, "outbox", "dead-letters", "replay", str(first), "--reason", "again", code=1)
+    _cli(database_url, "outbox", "dead-letters", "discard", str(second), "--reason", "again", code=1)
+    empty = _cli(database_url, "outbox", "dead-letters", "replay", "--all", "--reason", "sweep")
+    assert json.loads(empty.stdout) == {"replayed": [], "auditId": None}
+    assert len(rows(pool, "SELECT 1 FROM operations.audit")) == 2

@@ -225,3 +225,30 @@ def discard_relay(conn: Conn, letters: Sequence[dict[str, Any]], said: Said) -> 
     for letter in letters:
         relay_letters.dead_letter_discard(conn, letter["message_id"], str(letter["topic"]))
     return done
+
+
+def replay_relay_named(
+    conn: Conn, settings: Settings, message_id: uuid.UUID | None, topic: str | None, said: Said
+) -> tuple[audit.AuditRecord | None, list[uuid.UUID]]:
+    """`pin outbox dead-letters replay`: the relay's letter ``message_id`` (None: every one, of ``topic`` or all) back
+    into the outbox, recorded with its count in the same transaction; (None, []) when none matched (nothing done).
+    Raises :class:`~pin.outbox.dead_letters.AmbiguousMessageIdError` as the outbox does."""
+    set_outbox_mode(OutboxMode(settings.outbox_mode))  # in cdc mode the replayed rows are captured too
+    replayed = relay_letters.put_back(conn, message_id, topic)
+    if not replayed:
+        conn.rollback()
+        return None, []
+    done = record(conn, said, "outbox.replay", {"letters": len(replayed)})
+    conn.commit()
+    return done, replayed
+
+
+def discard_relay_named(conn: Conn, message_id: uuid.UUID, topic: str | None, said: Said) -> audit.AuditRecord | None:
+    """`pin outbox dead-letters discard`: the relay's letter ``message_id`` discarded, recorded in the same
+    transaction; None when there is no such letter (nothing done)."""
+    if not relay_letters.set_aside(conn, message_id, topic):
+        conn.rollback()
+        return None
+    done = record(conn, said, "outbox.discard", {"letters": 1})
+    conn.commit()
+    return done

@@ -54,11 +54,20 @@ def render(request: Request, template: str, who: Viewer | None, status: int = 20
     if who is not None and not paused:
         with request.app.state.pool.connection() as conn:
             paused = pages.paused(conn)
-    html = _TEMPLATES.get_template(template).render(
-        who=who, paused=paused, path=request.url.path, refresh=REFRESH_SECONDS,
-        prometheus=_settings(request).console_prometheus_url, query=_query_link, quote=quote, **context,
+    html = page_html(
+        template, who=who, paused=paused, path=request.url.path, prometheus=_settings(request).console_prometheus_url,
+        **context,
     )  # fmt: skip
     return HTMLResponse(html, status_code=status)
+
+
+def page_html(template: str, *, who: Viewer | None, paused: list[Any], path: str, prometheus: str | None,
+              **context: Any) -> str:  # fmt: skip
+    """``template`` rendered with what every page shows (the viewer, what is paused) and the page's ``context``."""
+    return _TEMPLATES.get_template(template).render(
+        who=who, paused=paused, path=path, refresh=REFRESH_SECONDS, prometheus=prometheus, query=_query_link,
+        quote=quote, **context,
+    )  # fmt: skip
 
 
 def _query_link(path: str, params: Mapping[str, object]) -> str:
@@ -149,12 +158,16 @@ def overview(request: Request, who: Who) -> HTMLResponse:
     from pin.status.collect import collect_status
 
     settings = _settings(request)
-    snapshot = collect_status(settings, kafka=bool(settings.kafka_bootstrap_servers), kafka_timeout=2.0)
+    kafka = bool(settings.kafka_bootstrap_servers)
+    snapshot = collect_status(settings, kafka=kafka, kafka_timeout=2.0, outbox=False)  # the outbox: below, bounded
     with request.app.state.pool.connection() as conn:
+        outbox = pages.outbox_view(conn)
         letters = pages.open_group_letters(conn)
         cycles = pages.cycles(conn, limit=20)
         members = pages.members(conn)
-    return render(request, "overview.html", who, s=snapshot, letters=letters, cycles=cycles, members=members)
+    return render(
+        request, "overview.html", who, s=snapshot, outbox=outbox, letters=letters, cycles=cycles, members=members
+    )
 
 
 @router.get("/jobs")
@@ -175,16 +188,15 @@ def jobs(request: Request, who: Who, pool: Pool) -> HTMLResponse:
 
 @router.get("/outbox")
 def outbox(request: Request, who: Who, pool: Pool, topic: str | None = None, after: str | None = None) -> HTMLResponse:
-    """Per topic backlog and age, the rows waiting, the lease map, the relay's dead letters."""
-    from pin.status.collect import collect_status
-
-    snapshot = collect_status(_settings(request), kafka=False)
+    """Per topic backlog and age, the rows waiting, the vpart → lease map with each floor, the relay's dead letters:
+    each read past the floors (docs/design/outbox-storage.md), on this page's one connection."""
     with pool.connection() as conn:
+        outbox = pages.outbox_view(conn)
         waiting = pages.outbox_waiting(conn, topic=_text(topic), after=_int(after, "after"))
-        leases = pages.lease_map(conn)
+        leases = pages.lease_map(conn, heartbeat_seconds=_settings(request).relay_heartbeat_seconds)
         letters = pages.relay_dead_letters(conn, pages.RelayFilter(), before=None, limit=10)
     return render(
-        request, "outbox.html", who, s=snapshot, waiting=waiting, leases=leases, letters=letters, topic=_text(topic)
+        request, "outbox.html", who, outbox=outbox, waiting=waiting, leases=leases, letters=letters, topic=_text(topic)
     )
 
 
@@ -416,7 +428,7 @@ def _act(request: Request, pool: Any, act: _Act) -> Response:
             try:
                 letters, preview = _selected(conn, act)
             except actions.TooManyLettersError:
-                if act.kind != "group" or act.action == "discard":
+                if act.action == "discard":
                     raise
                 return _as_job(request, conn, act)
             if act.action == "replay-dry-run":
@@ -428,16 +440,21 @@ def _act(request: Request, pool: Any, act: _Act) -> Response:
 
 
 def _as_job(request: Request, conn: Any, act: _Act) -> Response:
-    """More letters than a page: the dry run of the first page and how many match; the replay, a job."""
+    """More letters than a page (a group's or the relay's): the dry run of the first page and how many match; the
+    replay, a job."""
     from pin.console import replay_jobs
 
     if act.action == "replay":
         said = actions.Said(act.who.actor, act.reason, act.target)
-        job_id = replay_jobs.start(conn, act.where, said)
+        job_id = replay_jobs.start(conn, act.where, said, kind=act.kind)
         return RedirectResponse(f"{access.PREFIX}/dead-letters?job={job_id}", status_code=303)
-    rows = index.page(conn, act.where, before=None, limit=actions.ACTION_LIMIT)
-    preview = actions.preview_group(conn, [letter for row in rows if (letter := index.one(conn, int(row["id"])))])
-    job = {"filter": act.where.described(), "letters": replay_jobs.matching(conn, act.where)}
+    if act.kind == actions.RELAY:
+        first = pages.relay_dead_letters(conn, pages.RelayFilter.of(act.where), before=None, limit=actions.ACTION_LIMIT)
+        preview = actions.preview_relay(first.rows)
+    else:
+        rows = index.page(conn, act.where, before=None, limit=actions.ACTION_LIMIT)
+        preview = actions.preview_group(conn, [letter for row in rows if (letter := index.one(conn, int(row["id"])))])
+    job = {"filter": act.where.described(), "letters": replay_jobs.matching(conn, act.where, kind=act.kind)}
     return render(request, "dry_run.html", act.who, preview=preview, reason=act.reason, job=job)
 
 
@@ -446,11 +463,12 @@ def _selected(conn: Any, act: _Act) -> tuple[list[dict[str, Any]], actions.Previ
     if act.kind == "group":
         letters = actions.select_group_letters(conn, act.where)
         return letters, actions.preview_group(conn, letters)
-    w = act.where
-    relay = pages.RelayFilter(w.topic, w.key, w.error, w.since, w.until, w.ids)
+    relay = pages.RelayFilter.of(act.where)
     letters = pages.relay_dead_letters(conn, relay, before=None, limit=actions.ACTION_LIMIT + 1).rows
     if len(letters) > actions.ACTION_LIMIT:
-        raise actions.ActionError(f"more than {actions.ACTION_LIMIT} letters match: narrow the filter")
+        raise actions.TooManyLettersError(
+            f"more than {actions.ACTION_LIMIT} letters match: narrow the filter, or replay them as a job"
+        )
     return letters, actions.preview_relay(letters)
 
 

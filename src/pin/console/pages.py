@@ -14,12 +14,21 @@ from pin.db import Conn, load_queries
 from pin.messaging.consumer.dead_letters import index
 from pin.messaging.topics import CONSUMER_GROUPS
 from pin.operations import audit, pauses
+from pin.outbox.floors import FLOORS, PLAN_BY_INDEX
 from pin.outbox.writer import VPARTS
+from pin.status import database
+from pin.status.snapshot import OutboxView
 
 _QUERIES = load_queries(__package__)
+_OUTBOX_WAITING = _QUERIES["console_outbox_waiting"].format(**FLOORS)
 
 # Rows per page of every list; the next page starts after the last row shown (keyset, never OFFSET).
 PAGE_SIZE = 50
+# The outbox's count on a page stops after this many waiting rows (read past the floors, vpart by vpart): a bounded
+# read at any backlog; the exact count per topic is the gauge pin_outbox_backlog (its chart).
+OUTBOX_COUNT_CAP = 10_001
+# An owned vpart's floor this many relay heartbeats old is stale: every renewal of its lease advances it.
+FLOOR_STALE_HEARTBEATS = 3
 # The most bytes of a payload a letter's page shows (the rest is counted, not shown).
 SHOWN_PAYLOAD_BYTES = 64 * 1024
 
@@ -76,17 +85,28 @@ def poison(
     return list(conn.execute(_QUERIES["console_poison"], {"job": job, "item": item, "limit": limit}).fetchall())
 
 
+def outbox_view(conn: Conn) -> OutboxView:
+    """The outbox's figures a page shows, on the page's connection: rows waiting per topic (up to
+    :data:`OUTBOX_COUNT_CAP`, from ``outbox.unpublished``), the oldest one's age (the first row past each floor), the
+    relay's dead letters, the live leases."""
+    backlog = database.read(conn, lambda c: database.outbox_backlog(c, OUTBOX_COUNT_CAP))
+    return OutboxView(backlog, database.read(conn, database.dead_letters), database.read(conn, database.leases))
+
+
 def outbox_waiting(conn: Conn, *, topic: str | None, after: int | None, limit: int = PAGE_SIZE) -> Page:
-    """One page of the outbox rows waiting, oldest first."""
-    rows = conn.execute(
-        _QUERIES["console_outbox_waiting"], {"topic": topic, "after": after, "limit": limit + 1}
-    ).fetchall()
+    """One page of the outbox rows waiting, oldest first: read past each vpart's floor as the relay reads, at most
+    ``limit + 1`` rows a vpart (docs/design/outbox-storage.md), never a walk of ``outbox.message`` by id."""
+    with conn.transaction():
+        conn.execute(PLAN_BY_INDEX)  # each part along its own index, whatever the statistics say
+        rows = conn.execute(_OUTBOX_WAITING, {"topic": topic, "after": after, "limit": limit + 1}).fetchall()
     return _page(list(rows), limit)
 
 
-def lease_map(conn: Conn) -> list[dict[str, Any]]:
-    """Every vpart's lease (``VPARTS`` rows)."""
-    rows = list(conn.execute(_QUERIES["console_lease_map"]).fetchall())
+def lease_map(conn: Conn, *, heartbeat_seconds: float) -> list[dict[str, Any]]:
+    """Every vpart's lease (``VPARTS`` rows) with its floor; ``floor_stale``: an owned vpart whose floor has not
+    advanced for :data:`FLOOR_STALE_HEARTBEATS` heartbeats (its owner's renewal, which advances it, is failing)."""
+    stale_after = FLOOR_STALE_HEARTBEATS * heartbeat_seconds
+    rows = list(conn.execute(_QUERIES["console_lease_map"], {"stale_after": stale_after}).fetchall())
     assert len(rows) <= VPARTS
     return rows
 
@@ -101,6 +121,11 @@ class RelayFilter:
     since: Any = None
     until: Any = None
     ids: tuple[int, ...] | None = None
+
+    @classmethod
+    def of(cls, where: index.LetterFilter) -> RelayFilter:
+        """The relay's letters a filter of the dead-letters page selects (its group, if any, does not apply)."""
+        return cls(where.topic, where.key, where.error, where.since, where.until, where.ids)
 
     def params(self) -> dict[str, Any]:
         """The bound parameters."""

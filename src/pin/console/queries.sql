@@ -2,17 +2,40 @@
 -- starts with a "-- name --" line and a one-line description; loaded by pin.db.load_queries.
 
 -- console_outbox_waiting --
--- One page of the outbox rows waiting, oldest first after the keyset cursor %(after)s (an id), of one topic or all.
-SELECT id, message_id, vpart, topic, message_key, event_type, created_at, attempts, next_attempt_at, last_error
-FROM outbox.message
-WHERE (%(after)s::bigint IS NULL OR id > %(after)s::bigint) AND (%(topic)s::text IS NULL OR topic = %(topic)s::text)
-ORDER BY id
+-- One page of the outbox rows waiting, oldest first after the keyset cursor %(after)s (an id), of one topic or all:
+-- the rows of outbox.unpublished read as the relay reads them, per vpart past its floor ({{past}} in id order, each
+-- vpart's first %(limit)s only; {{since}} and {{running}}, the few rows of late transactions), then merged. Never a
+-- walk of outbox.message by id (the dead rows a held horizon keeps are below the floors).
+SELECT w.id, w.message_id, w.vpart, w.topic, w.message_key, w.event_type, w.created_at, w.attempts,
+       w.next_attempt_at, w.last_error
+FROM outbox.relay_lease l
+CROSS JOIN LATERAL (
+    (SELECT m.* FROM outbox.message m
+     WHERE m.vpart = l.vpart AND (m.vpart, m.id) > (l.vpart, GREATEST(l.floor_id, %(after)s::bigint))
+       AND (%(topic)s::text IS NULL OR m.topic = %(topic)s::text)
+     ORDER BY m.id LIMIT %(limit)s)
+    UNION ALL
+    (SELECT m.* FROM {since} AS m
+     WHERE (%(after)s::bigint IS NULL OR m.id > %(after)s::bigint)
+       AND (%(topic)s::text IS NULL OR m.topic = %(topic)s::text))
+    UNION ALL
+    (SELECT m.* FROM {running} AS m
+     WHERE (%(after)s::bigint IS NULL OR m.id > %(after)s::bigint)
+       AND (%(topic)s::text IS NULL OR m.topic = %(topic)s::text))
+) w
+ORDER BY w.id
 LIMIT %(limit)s
 
 -- console_lease_map --
--- Every vpart's lease: its owner, epoch and whether the lease is live (64 rows).
+-- Every vpart's lease: its owner, epoch, whether the lease is live, and its floor (docs/design/outbox-storage.md):
+-- the id below which nothing waits, when it last advanced, and whether that is stale (an owned vpart whose floor
+-- did not move for %(stale_after)s seconds since it was taken: its owner's heartbeat, whose renewal advances it, is
+-- failing). 64 rows.
 SELECT vpart, owner, epoch, CASE WHEN isfinite(expires_at) THEN expires_at END AS expires_at, acquired_at,
-       (owner IS NOT NULL AND expires_at > now()) AS live
+       (owner IS NOT NULL AND expires_at > now()) AS live, floor_id, floor_at,
+       EXTRACT(EPOCH FROM now() - floor_at)::float8 AS floor_age_seconds,
+       coalesce(owner IS NOT NULL AND GREATEST(floor_at, acquired_at) < now() - make_interval(secs => %(stale_after)s),
+                false) AS floor_stale
 FROM outbox.relay_lease
 ORDER BY vpart
 
@@ -73,12 +96,16 @@ ORDER BY id
 LIMIT %(limit)s
 
 -- console_members --
--- The consumer instances of one group or all, live or not (a heartbeat within its bound).
-SELECT consumer_group, member, partitions, assignment_changed_at, heartbeat_at,
-       heartbeat_at > now() - make_interval(secs => stale_after_seconds) AS live
-FROM messaging.consumer_member
-WHERE %(group)s::text IS NULL OR consumer_group = %(group)s::text
-ORDER BY consumer_group, member
+-- The consumer instances of one group or all, live or not (a heartbeat within its bound), as each records itself:
+-- how many partitions it holds (not which: the row keeps the count), since when, and how many messages it holds in
+-- retry now (messaging.held_message, a handful per group). Lanes are not recorded per instance.
+SELECT m.consumer_group, m.member, m.partitions, m.assignment_changed_at, m.heartbeat_at, m.stale_after_seconds,
+       m.heartbeat_at > now() - make_interval(secs => m.stale_after_seconds) AS live,
+       (SELECT count(*) FROM messaging.held_message h
+        WHERE h.consumer_group = m.consumer_group AND h.member = m.member) AS held
+FROM messaging.consumer_member m
+WHERE %(group)s::text IS NULL OR m.consumer_group = %(group)s::text
+ORDER BY m.consumer_group, m.member
 
 -- console_open_group_letters --
 -- Per consumer group, its open dead letters (those not replayed nor discarded), each count stopping at 10 001.
@@ -109,6 +136,11 @@ SELECT count(*) AS letters FROM (SELECT 1 FROM messaging.dead_letter_index
     AND (%(until)s::timestamptz IS NULL OR failed_at < %(until)s::timestamptz)
     AND (%(message_id)s::uuid IS NULL OR message_id = %(message_id)s::uuid)
   LIMIT 1000001) AS matched
+
+-- replay_job_count_relay --
+-- How many of the relay's dead letters a job's filter matches when it starts: {{letters}} is console_relay_dead_letters
+-- (with no cursor and a limit of 1 000 001), counted.
+SELECT count(*) AS letters FROM ({letters}) AS matched
 
 -- replay_job_claim --
 -- The oldest running job no other relay is working on now, locked for this turn.

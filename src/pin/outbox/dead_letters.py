@@ -46,18 +46,28 @@ def dead_letters_list(conn: Conn, limit: int = 100) -> list[dict[str, Any]]:
 
 
 def dead_letter_replay(conn: Conn, message_id: uuid.UUID | None, topic: str | None = None) -> list[uuid.UUID]:
-    """Put one dead letter (or, with None, all of them, or all of ``topic``) back into the outbox; returns the
-    replayed ids. Raises AmbiguousMessageIdError for a MessageId with letters on several topics and no topic."""
+    """Put one dead letter (or, with None, all of them, or all of ``topic``) back into the outbox, committed; returns
+    the replayed ids. Raises AmbiguousMessageIdError for a MessageId with letters on several topics and no topic."""
+    replayed = put_back(conn, message_id, topic)
+    conn.commit()
+    return replayed
+
+
+def put_back(conn: Conn, message_id: uuid.UUID | None, topic: str | None = None) -> list[uuid.UUID]:
+    """:func:`dead_letter_replay` in the caller's transaction (which records it, then commits)."""
     rows = conn.execute(_DEAD_LETTER_TAKE, _named(conn, message_id, topic)).fetchall()
     outbox_put_back(conn, rows)  # the writer: every row with its value, captured in cdc mode
-    conn.commit()
     return [uuid.UUID(str(row["message_id"])) for row in rows]
 
 
 def dead_letter_discard(conn: Conn, message_id: uuid.UUID, topic: str | None = None) -> bool:
-    """Discard a dead letter (its key's later rows then flow; the letter is kept in ``outbox.dead_letter_discarded``);
-    False when there is no such letter. Raises as
-    :func:`dead_letter_replay` does."""
-    row = conn.execute(_DEAD_LETTER_DISCARD, _named(conn, message_id, topic)).fetchone()
+    """Discard a dead letter (its key's later rows then flow; the letter is kept in ``outbox.dead_letter_discarded``),
+    committed; False when there is no such letter. Raises as :func:`dead_letter_replay` does."""
+    discarded = set_aside(conn, message_id, topic)
     conn.commit()
-    return row is not None
+    return discarded
+
+
+def set_aside(conn: Conn, message_id: uuid.UUID, topic: str | None = None) -> bool:
+    """:func:`dead_letter_discard` in the caller's transaction (which records it, then commits)."""
+    return conn.execute(_DEAD_LETTER_DISCARD, _named(conn, message_id, topic)).fetchone() is not None

@@ -60,7 +60,7 @@ _TEMPLATES = load_queries(__package__)
 
 def _query(name: str, **fields: object) -> LiteralString:
     """The statement ``name`` of queries.sql with its caps (the constants above) and ``fields`` filled in."""
-    caps = {"count_cap": COUNT_CAP, "outbox_count_cap": OUTBOX_COUNT_CAP, "shown_poison_items": SHOWN_POISON_ITEMS}
+    caps = {"count_cap": COUNT_CAP, "shown_poison_items": SHOWN_POISON_ITEMS}
     return _TEMPLATES[name].format(**caps, **fields)
 
 
@@ -217,13 +217,13 @@ class _Seconds:
     seconds: float | None
 
 
-def outbox_backlog(conn: Conn) -> OutboxBacklog:
-    """The outbox rows waiting per topic (up to the cap), and the age of the oldest: past the floors, along their
-    indexes (docs/design/outbox-storage.md)."""
+def outbox_backlog(conn: Conn, cap: int = OUTBOX_COUNT_CAP) -> OutboxBacklog:
+    """The outbox rows waiting per topic (up to ``cap`` rows read), and the age of the oldest: past the floors,
+    along their indexes (docs/design/outbox-storage.md)."""
     conn.execute(PLAN_BY_INDEX)
-    per_topic = tuple(_rows(conn, TopicBacklog, _OUTBOX_PER_TOPIC))
+    per_topic = tuple(_rows(conn, TopicBacklog, _OUTBOX_PER_TOPIC, {"cap": cap}))
     lag = _one(conn, _Seconds, _OUTBOX_LAG).seconds
-    return OutboxBacklog(lag, per_topic, capped=sum(t.rows for t in per_topic) >= OUTBOX_COUNT_CAP)
+    return OutboxBacklog(lag, per_topic, capped=sum(t.rows for t in per_topic) >= cap)
 
 
 _DEAD_LETTERS_PER_TOPIC = _query("outbox_dead_letters_per_topic")

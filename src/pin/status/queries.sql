@@ -1,5 +1,5 @@
 -- The statements of `pin status` (database.py): bounded reads, each count stopping at a cap. They are templates:
--- database.py fills {count_cap}, {outbox_count_cap} and {shown_poison_items} from its constants, once, and a
+-- database.py fills {count_cap} and {shown_poison_items} from its constants, once, and a
 -- job's {due} items (due_oldest_first, from the job's DueItems) into due_backlog.
 -- Each statement starts with a "-- name --" line and its description; loaded by pin.db.load_queries.
 
@@ -38,11 +38,11 @@ FROM (SELECT f.*, row_number() OVER (PARTITION BY job ORDER BY first_failed_at, 
 WHERE n <= {shown_poison_items} ORDER BY job, n
 
 -- outbox_per_topic --
--- The outbox rows waiting per topic, up to the cap: read past each vpart's floor (outbox.unpublished), never through the
--- dead rows a held horizon keeps.
+-- The outbox rows waiting per topic, up to the cap %(cap)s (`pin status`'s, or the console's smaller one): read past
+-- each vpart's floor (outbox.unpublished), never through the dead rows a held horizon keeps.
 SELECT topic, count(*) AS rows, EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS oldest_seconds,
        count(*) FILTER (WHERE next_attempt_at > now()) AS backing_off, max(attempts) AS max_attempts
-FROM (SELECT topic, created_at, next_attempt_at, attempts FROM outbox.unpublished LIMIT {outbox_count_cap}) AS m
+FROM (SELECT topic, created_at, next_attempt_at, attempts FROM outbox.unpublished LIMIT %(cap)s) AS m
 GROUP BY topic ORDER BY topic
 
 -- outbox_lag --

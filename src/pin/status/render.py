@@ -8,6 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from pin.console.thresholds import THRESHOLDS
 from pin.outbox.writer import VPARTS
 from pin.status.snapshot import (
     Backlog,
@@ -55,8 +56,8 @@ def render(snapshot: Snapshot) -> RenderableType:
     return Group(*parts)
 
 
-# A holder of the horizon older than this is shown in red (LongRunningTransaction's and XminHorizonHeld's 5 minutes).
-HORIZON_WARN_SECONDS = 300.0
+# A holder of the horizon older than this is shown in red: LongRunningTransaction's threshold, as the console's.
+HORIZON_WARN_SECONDS = THRESHOLDS["database.transaction-age"].value
 
 
 def _horizon_text(horizon: Horizon | Unavailable) -> Text:
