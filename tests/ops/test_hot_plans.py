@@ -33,6 +33,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.deep]
 # how many appointments the tables grow by from empty (a third as many purchases)
 GROWN = 3_000 if deep.DEEP else 900
 
+# how many appointments the tables grow by after statistics taken at two rows: enough that a sequential scan is
+# the wrong plan on the tables as they are (a few pages' table is rightly read whole)
+GROWN_FROM_TWO = 6_000
+
 # The tables the hot path reads and writes: none may be read by a sequential scan once it has grown.
 HOT = (
     "calendar.appointment", "calendar.availability_slot", "calendar.calendar_event", "calendar.event_reminder",
@@ -153,3 +157,78 @@ def _inbox(conn: Conn, count: int) -> None:
     )
     inbox_prune(conn, "crm", 3600)
     conn.commit()
+
+
+def _scans(conn: Conn) -> dict[str, tuple[int, int, int]]:
+    """Per hot table and per index of one: (sequential scans, index scans, index entries read), as counted so far."""
+    rows = conn.execute(
+        "SELECT t.schemaname || '.' || t.relname AS name, t.seq_scan AS seq, 0::bigint AS idx, 0::bigint AS read"
+        " FROM pg_stat_user_tables t WHERE (t.schemaname || '.' || t.relname) = ANY(%(hot)s)"
+        " UNION ALL"
+        " SELECT i.schemaname || '.' || i.indexrelname, 0, i.idx_scan, i.idx_tup_read"
+        " FROM pg_stat_user_indexes i WHERE (i.schemaname || '.' || i.relname) = ANY(%(hot)s)",
+        {"hot": list(HOT)},
+        prepare=False,
+    ).fetchall()
+    return {str(r["name"]): (int(r["seq"]), int(r["idx"]), int(r["read"])) for r in rows}
+
+
+def test_hot_statements_keep_their_indexes_after_statistics_taken_at_two_rows(
+    unanalyzed: str, pool: ConnectionPool[Conn]
+) -> None:
+    """Every hot table analyzed once while it held a row or two, never again as it grows: the roles' sessions plan
+    each execution on its parameters and the tables as they are now (plan_cache_mode), with sequential scans off
+    (pin/db.py: HOT_ROLES), so no grown hot table is read by a sequential scan."""
+    worker = create_pool(unanalyzed, min_size=1, max_size=1, name="tiny-statistics", policy=default_policy("worker"))
+
+    def prepare_everything(conn: Conn) -> None:
+        conn.prepare_threshold = 0  # every statement prepared at its first execution: nothing planned again by luck
+
+    worker._configure = _chain(worker._configure, prepare_everything)  # type: ignore[attr-defined]
+    with worker.connection() as conn:
+        conn.prepare_threshold = 0
+    try:
+        timeout = AppointmentTimeoutJob(worker, AppointmentTimeoutConfig(instance="tiny"))
+        promotions = ExpirePromotionsJob(worker, ExpirePromotionsConfig(instance="tiny"))
+        seed_appointments(pool, 2)
+        seed_purchases(pool, 2, ends_at=db_now(pool) - timedelta(minutes=1))
+        with pool.connection() as conn:
+            for table in HOT:
+                conn.execute(f"ANALYZE {table}")  # statistics of a row or two, never taken again
+        timeout.run_once()
+        promotions.run_once()
+        with worker.connection() as conn:
+            _inbox(conn, 2)
+        seed_appointments(pool, GROWN_FROM_TWO, spread=timedelta(milliseconds=1))
+        seed_purchases(pool, GROWN_FROM_TWO // 3, ends_at=db_now(pool) - timedelta(minutes=1))
+        with worker.connection() as conn:
+            for _ in range(10):
+                _inbox(conn, 200)
+            conn.execute("SELECT pg_stat_force_next_flush()", prepare=False)
+            conn.commit()
+        with pool.connection() as conn:
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+            before = _scans(conn)
+            conn.commit()
+        cycles = 0
+        while timeout.run_once().claimed_count:
+            cycles += 1
+        while promotions.run_once().is_full:
+            cycles += 1
+        with worker.connection() as conn:
+            _inbox(conn, 200)
+            conn.execute("SELECT pg_stat_force_next_flush()", prepare=False)
+            conn.commit()
+        with pool.connection() as conn:
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+            after = _scans(conn)
+            pages = {t: int(str(conn.execute("SELECT pg_relation_size(%s::regclass) / 8192 AS n", (t,)).fetchone()["n"])) for t in HOT}
+    finally:
+        worker.close()
+    assert cycles >= 3  # the grown tables were worked through by several cycles
+    seq = {
+        name: (after[name][0] - before[name][0], pages[name])
+        for name in after
+        if after[name][0] > before[name][0] and pages[name] > 1
+    }
+    assert seq == {}, f"sequential scans of grown hot tables: {seq}"
