@@ -127,15 +127,9 @@ def test_every_hot_statement_keeps_its_index_plan_as_the_tables_grow_from_empty(
     # first cycles on empty tables: every statement is prepared and its generic plan cached now
     timeout = AppointmentTimeoutJob(pool_, AppointmentTimeoutConfig(instance="plans"))
     promotions = ExpirePromotionsJob(pool_, ExpirePromotionsConfig(instance="plans"))
-    seed_appointments(pool, 1)
-    seed_purchases(pool, 1, ends_at=db_now(pool) - timedelta(minutes=1))
-    timeout.run_once()
-    promotions.run_once()
-    with pool_.connection() as conn:
-        _inbox(conn, 1)
+    _first_cycles(pool, pool_, timeout, promotions, rows=1)
     # the tables grow from empty: thousands of appointments, purchases and inbox rows, no ANALYZE anywhere
-    seed_appointments(pool, GROWN, spread=timedelta(milliseconds=1))
-    seed_purchases(pool, GROWN // 3, ends_at=db_now(pool) - timedelta(minutes=1))
+    _grow(pool, GROWN)
     while timeout.run_once().claimed_count:
         pass
     while promotions.run_once().is_full:
@@ -148,6 +142,57 @@ def test_every_hot_statement_keeps_its_index_plan_as_the_tables_grow_from_empty(
     assert len(hot) >= 8  # the claims, the count, the cascade's write, the bookkeeping, the inbox ...
     scanned = [f"{_unindexed(plan)}: {' '.join(sql.split())[:300]}" for sql, plan in hot.items() if _unindexed(plan)]
     assert scanned == []
+
+
+def _inbox_then_scans(
+    role: ConnectionPool[Conn], pool: ConnectionPool[Conn], *, batches: int
+) -> dict[str, tuple[int, int, int]]:
+    """``batches`` of 200 inbox rows on ``role``'s connection, its counters sent to the server, then every count."""
+    with role.connection() as conn:
+        for _ in range(batches):
+            _inbox(conn, 200)
+        conn.execute("SELECT pg_stat_force_next_flush()", prepare=False)
+        conn.commit()
+    with pool.connection() as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        scans = _scans(conn)
+        conn.commit()
+    return scans
+
+
+def _first_cycles(
+    pool: ConnectionPool[Conn],
+    role: ConnectionPool[Conn],
+    timeout: AppointmentTimeoutJob,
+    promotions: ExpirePromotionsJob,
+    *,
+    rows: int,
+    analyze: bool = False,
+) -> None:
+    """A few rows in each hot table (analyzed then, when ``analyze``) and a cycle of each worker and of the inbox on
+    ``role``'s connection: every statement prepared and planned on tables that small."""
+    seed_appointments(pool, rows)
+    seed_purchases(pool, rows, ends_at=db_now(pool) - timedelta(minutes=1))
+    if analyze:
+        with pool.connection() as conn:
+            for table in HOT:
+                conn.execute(f"ANALYZE {table}")  # statistics of a row or two, never taken again
+    timeout.run_once()
+    promotions.run_once()
+    with role.connection() as conn:
+        _inbox(conn, rows)
+
+
+def _grow(pool: ConnectionPool[Conn], appointments: int) -> None:
+    """The tables grow: ``appointments`` due appointments and a third as many due purchases, no ANALYZE."""
+    seed_appointments(pool, appointments, spread=timedelta(milliseconds=1))
+    seed_purchases(pool, appointments // 3, ends_at=db_now(pool) - timedelta(minutes=1))
+
+
+def _pages(conn: Conn, table: str) -> int:
+    row = conn.execute("SELECT pg_relation_size(%s::regclass) / 8192 AS n", (table,)).fetchone()
+    assert row is not None
+    return int(str(row["n"]))
 
 
 def _inbox(conn: Conn, count: int) -> None:
@@ -190,39 +235,17 @@ def test_hot_statements_keep_their_indexes_after_statistics_taken_at_two_rows(
     try:
         timeout = AppointmentTimeoutJob(worker, AppointmentTimeoutConfig(instance="tiny"))
         promotions = ExpirePromotionsJob(worker, ExpirePromotionsConfig(instance="tiny"))
-        seed_appointments(pool, 2)
-        seed_purchases(pool, 2, ends_at=db_now(pool) - timedelta(minutes=1))
-        with pool.connection() as conn:
-            for table in HOT:
-                conn.execute(f"ANALYZE {table}")  # statistics of a row or two, never taken again
-        timeout.run_once()
-        promotions.run_once()
-        with worker.connection() as conn:
-            _inbox(conn, 2)
-        seed_appointments(pool, GROWN_FROM_TWO, spread=timedelta(milliseconds=1))
-        seed_purchases(pool, GROWN_FROM_TWO // 3, ends_at=db_now(pool) - timedelta(minutes=1))
-        with worker.connection() as conn:
-            for _ in range(10):
-                _inbox(conn, 200)
-            conn.execute("SELECT pg_stat_force_next_flush()", prepare=False)
-            conn.commit()
-        with pool.connection() as conn:
-            conn.execute("SELECT pg_stat_clear_snapshot()")
-            before = _scans(conn)
-            conn.commit()
+        _first_cycles(pool, worker, timeout, promotions, rows=2, analyze=True)
+        _grow(pool, GROWN_FROM_TWO)
+        before = _inbox_then_scans(worker, pool, batches=10)
         cycles = 0
         while timeout.run_once().claimed_count:
             cycles += 1
         while promotions.run_once().is_full:
             cycles += 1
-        with worker.connection() as conn:
-            _inbox(conn, 200)
-            conn.execute("SELECT pg_stat_force_next_flush()", prepare=False)
-            conn.commit()
+        after = _inbox_then_scans(worker, pool, batches=1)
         with pool.connection() as conn:
-            conn.execute("SELECT pg_stat_clear_snapshot()")
-            after = _scans(conn)
-            pages = {t: int(str(conn.execute("SELECT pg_relation_size(%s::regclass) / 8192 AS n", (t,)).fetchone()["n"])) for t in HOT}
+            pages = {t: _pages(conn, t) for t in HOT}
     finally:
         worker.close()
     assert cycles >= 3  # the grown tables were worked through by several cycles
