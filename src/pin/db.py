@@ -37,6 +37,8 @@ _QUERY_HEADER = re.compile(r"^-- ([a-z0-9_]+) --\n(?:--.*\n)*", re.MULTILINE)
 # Whose sessions a connection serves: each has its own statement_timeout (PIN_<ROLE>_STATEMENT_TIMEOUT_MS);
 # "command" is a one-shot command (pin status, pin dlq, the outbox commands), "migrate" a migration (no limit).
 Role = Literal["api", "worker", "relay", "consumer", "command", "migrate"]
+# the roles whose every statement is the hot path's (claims, cascade writes, the relay's read, the inbox)
+HOT_ROLES: frozenset[Role] = frozenset({"worker", "relay", "consumer"})
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,14 @@ class ConnectionPolicy:
             "tcp_user_timeout": str(settings.database_tcp_user_timeout_ms),
             # a backend running a long query for a client that is gone notices it (needs the keepalives above)
             "client_connection_check_interval": str(settings.database_client_connection_check_interval_ms),
+            # every execution planned on its parameters and the tables as they are now, never a generic plan cached
+            # while a table was empty or tiny (docs/design/claims.md: "Plans that do not rot")
+            "plan_cache_mode": "force_custom_plan",
         }
+        if role in HOT_ROLES:
+            # every statement of the hot path finds its rows by key: a sequential scan is never its plan, even
+            # when statistics taken while a table was tiny say the whole table is a page or two (docs/design/claims.md)
+            session["enable_seqscan"] = "off"
         if role == "api":
             # the one rule for row-lock waits of every API route (pin.lock_waits): a bounded wait, then a 409
             session["lock_timeout"] = lock_timeout_value(settings.api_lock_timeout_seconds)

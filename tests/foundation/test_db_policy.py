@@ -22,6 +22,8 @@ _SERVER_SETTINGS = (
     "tcp_keepalives_count",
     "tcp_user_timeout",
     "client_connection_check_interval",
+    "plan_cache_mode",
+    "enable_seqscan",
 )
 
 
@@ -53,6 +55,8 @@ def test_a_connection_carries_the_roles_client_and_session_settings(database_url
             "tcp_keepalives_count": "3",
             "tcp_user_timeout": "10000",
             "client_connection_check_interval": "2000",
+            "plan_cache_mode": "force_custom_plan",
+            "enable_seqscan": "off",  # a hot role's (docs/design/claims.md: "Plans that do not rot")
         }
 
 

@@ -33,6 +33,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.deep]
 # how many appointments the tables grow by from empty (a third as many purchases)
 GROWN = 3_000 if deep.DEEP else 900
 
+# how many appointments the tables grow by after statistics taken at two rows: enough that a sequential scan is
+# the wrong plan on the tables as they are (a few pages' table is rightly read whole)
+GROWN_FROM_TWO = 6_000
+
 # The tables the hot path reads and writes: none may be read by a sequential scan once it has grown.
 HOT = (
     "calendar.appointment", "calendar.availability_slot", "calendar.calendar_event", "calendar.event_reminder",
@@ -123,15 +127,9 @@ def test_every_hot_statement_keeps_its_index_plan_as_the_tables_grow_from_empty(
     # first cycles on empty tables: every statement is prepared and its generic plan cached now
     timeout = AppointmentTimeoutJob(pool_, AppointmentTimeoutConfig(instance="plans"))
     promotions = ExpirePromotionsJob(pool_, ExpirePromotionsConfig(instance="plans"))
-    seed_appointments(pool, 1)
-    seed_purchases(pool, 1, ends_at=db_now(pool) - timedelta(minutes=1))
-    timeout.run_once()
-    promotions.run_once()
-    with pool_.connection() as conn:
-        _inbox(conn, 1)
+    _first_cycles(pool, pool_, timeout, promotions, rows=1)
     # the tables grow from empty: thousands of appointments, purchases and inbox rows, no ANALYZE anywhere
-    seed_appointments(pool, GROWN, spread=timedelta(milliseconds=1))
-    seed_purchases(pool, GROWN // 3, ends_at=db_now(pool) - timedelta(minutes=1))
+    _grow(pool, GROWN)
     while timeout.run_once().claimed_count:
         pass
     while promotions.run_once().is_full:
@@ -146,6 +144,57 @@ def test_every_hot_statement_keeps_its_index_plan_as_the_tables_grow_from_empty(
     assert scanned == []
 
 
+def _inbox_then_scans(
+    role: ConnectionPool[Conn], pool: ConnectionPool[Conn], *, batches: int
+) -> dict[str, tuple[int, int, int]]:
+    """``batches`` of 200 inbox rows on ``role``'s connection, its counters sent to the server, then every count."""
+    with role.connection() as conn:
+        for _ in range(batches):
+            _inbox(conn, 200)
+        conn.execute("SELECT pg_stat_force_next_flush()", prepare=False)
+        conn.commit()
+    with pool.connection() as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        scans = _scans(conn)
+        conn.commit()
+    return scans
+
+
+def _first_cycles(
+    pool: ConnectionPool[Conn],
+    role: ConnectionPool[Conn],
+    timeout: AppointmentTimeoutJob,
+    promotions: ExpirePromotionsJob,
+    *,
+    rows: int,
+    analyze: bool = False,
+) -> None:
+    """A few rows in each hot table (analyzed then, when ``analyze``) and a cycle of each worker and of the inbox on
+    ``role``'s connection: every statement prepared and planned on tables that small."""
+    seed_appointments(pool, rows)
+    seed_purchases(pool, rows, ends_at=db_now(pool) - timedelta(minutes=1))
+    if analyze:
+        with pool.connection() as conn:
+            for table in HOT:
+                conn.execute(f"ANALYZE {table}")  # statistics of a row or two, never taken again
+    timeout.run_once()
+    promotions.run_once()
+    with role.connection() as conn:
+        _inbox(conn, rows)
+
+
+def _grow(pool: ConnectionPool[Conn], appointments: int) -> None:
+    """The tables grow: ``appointments`` due appointments and a third as many due purchases, no ANALYZE."""
+    seed_appointments(pool, appointments, spread=timedelta(milliseconds=1))
+    seed_purchases(pool, appointments // 3, ends_at=db_now(pool) - timedelta(minutes=1))
+
+
+def _pages(conn: Conn, table: str) -> int:
+    row = conn.execute("SELECT pg_relation_size(%s::regclass) / 8192 AS n", (table,)).fetchone()
+    assert row is not None
+    return int(str(row["n"]))
+
+
 def _inbox(conn: Conn, count: int) -> None:
     ids = [uuid.uuid4() for _ in range(count)]
     inbox_insert(
@@ -153,3 +202,56 @@ def _inbox(conn: Conn, count: int) -> None:
     )
     inbox_prune(conn, "crm", 3600)
     conn.commit()
+
+
+def _scans(conn: Conn) -> dict[str, tuple[int, int, int]]:
+    """Per hot table and per index of one: (sequential scans, index scans, index entries read), as counted so far."""
+    rows = conn.execute(
+        "SELECT t.schemaname || '.' || t.relname AS name, t.seq_scan AS seq, 0::bigint AS idx, 0::bigint AS read"
+        " FROM pg_stat_user_tables t WHERE (t.schemaname || '.' || t.relname) = ANY(%(hot)s)"
+        " UNION ALL"
+        " SELECT i.schemaname || '.' || i.indexrelname, 0, i.idx_scan, i.idx_tup_read"
+        " FROM pg_stat_user_indexes i WHERE (i.schemaname || '.' || i.relname) = ANY(%(hot)s)",
+        {"hot": list(HOT)},
+        prepare=False,
+    ).fetchall()
+    return {str(r["name"]): (int(r["seq"]), int(r["idx"]), int(r["read"])) for r in rows}
+
+
+def test_hot_statements_keep_their_indexes_after_statistics_taken_at_two_rows(
+    unanalyzed: str, pool: ConnectionPool[Conn]
+) -> None:
+    """Every hot table analyzed once while it held a row or two, never again as it grows: the roles' sessions plan
+    each execution on its parameters and the tables as they are now (plan_cache_mode), with sequential scans off
+    (pin/db.py: HOT_ROLES), so no grown hot table is read by a sequential scan."""
+    worker = create_pool(unanalyzed, min_size=1, max_size=1, name="tiny-statistics", policy=default_policy("worker"))
+
+    def prepare_everything(conn: Conn) -> None:
+        conn.prepare_threshold = 0  # every statement prepared at its first execution: nothing planned again by luck
+
+    worker._configure = _chain(worker._configure, prepare_everything)  # type: ignore[attr-defined]
+    with worker.connection() as conn:
+        conn.prepare_threshold = 0
+    try:
+        timeout = AppointmentTimeoutJob(worker, AppointmentTimeoutConfig(instance="tiny"))
+        promotions = ExpirePromotionsJob(worker, ExpirePromotionsConfig(instance="tiny"))
+        _first_cycles(pool, worker, timeout, promotions, rows=2, analyze=True)
+        _grow(pool, GROWN_FROM_TWO)
+        before = _inbox_then_scans(worker, pool, batches=10)
+        cycles = 0
+        while timeout.run_once().claimed_count:
+            cycles += 1
+        while promotions.run_once().is_full:
+            cycles += 1
+        after = _inbox_then_scans(worker, pool, batches=1)
+        with pool.connection() as conn:
+            pages = {t: _pages(conn, t) for t in HOT}
+    finally:
+        worker.close()
+    assert cycles >= 3  # the grown tables were worked through by several cycles
+    seq = {
+        name: (after[name][0] - before[name][0], pages[name])
+        for name in after
+        if after[name][0] > before[name][0] and pages[name] > 1
+    }
+    assert seq == {}, f"sequential scans of grown hot tables: {seq}"
