@@ -37,10 +37,9 @@ def run_api(*, host: str, port: int) -> None:
     settings = context.settings
     policy = ConnectionPolicy.from_settings(settings, "api")
     # with the database unreachable a request is answered 503 within pin.db.pool_answer_bound_seconds; every
-    # session waits at most PIN_API_LOCK_TIMEOUT_SECONDS for a held row (pin.lock_waits), below the pool's wait
+    # session waits at most PIN_API_LOCK_TIMEOUT_SECONDS for a held row (pin.db.ConnectionPolicy), below the pool's wait
     # A fixed size: psycopg's pool grows one connection at a time, so a burst on a held row (every connection
-    # waiting its lock timeout) would also wait for the pool to grow, a connection's start each, which a loaded
-    # machine makes slow (the held-row test's slowest 409 went past its bound at load 5).
+    # waiting its lock timeout) would also wait for the pool to grow, a connection's start each.
     pool = create_pool(
         settings.require_database_url(),
         min_size=API_POOL_SIZE,

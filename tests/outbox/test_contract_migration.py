@@ -27,7 +27,8 @@ from pin.db import Conn
 from pin.local.embedded.kafka import EmbeddedKafka
 from pin.messaging import migrations
 from pin.messaging.consumer import ConsumerRuntime, Items, Route
-from pin.messaging.consumer.reporting import warn_if_unknown_contract
+from pin.messaging.consumer.received import Received
+from pin.messaging.consumer.reporting import Decoded, warn_if_unknown_contract
 from pin.messaging.contract_compat import compare
 from pin.messaging.envelope import decode_envelope
 from pin.messaging.groups import select_routes
@@ -101,7 +102,8 @@ def test_a_message_is_checked_against_its_routes_contract_version() -> None:
         value = json.dumps({**payload, "MessageId": str(uuid.uuid4()), "ContractVersion": version}).encode()
         envelope = decode_envelope(value, {}, max_bytes=None)
         with capture_logs() as logs:
-            warn_if_unknown_contract(structlog.get_logger("test"), envelope, route)
+            item = Decoded(Received(SAMPLE_V2_TOPIC, 0, 0, None, value, [], 0), {}, envelope, route, None)
+            warn_if_unknown_contract(structlog.get_logger("test"), item)
         assert [(e["contract_version"], e["expected"]) for e in logs] == (
             [(version, route.contract_version)] if warned else []
         )

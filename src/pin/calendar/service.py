@@ -36,7 +36,6 @@ from pin.calendar.domain import (
 from pin.db import Conn, database_now
 from pin.faults import Fault
 from pin.jobs import bookkeeping
-from pin.lock_waits import transaction_lock_timeout
 from pin.observability.tracing import current_traceparent
 from pin.outbox.writer import MessageContext
 from pin.settings import CANCEL_CUTOFF_MINUTES, PENDING_TTL_SECONDS, Settings
@@ -54,9 +53,6 @@ class CalendarPolicy:
     pending_ttl: timedelta = timedelta(seconds=PENDING_TTL_SECONDS)
     # INV-APT-3: an investor may cancel or reschedule until StartAt minus this.
     cancel_cutoff: timedelta = timedelta(minutes=CANCEL_CUTOFF_MINUTES)
-    # A per-transaction override of the wait for a row another transaction holds; None keeps the session's rule
-    # (the API's sessions: PIN_API_LOCK_TIMEOUT_SECONDS, pin.lock_waits). Either way a held row is a 409.
-    lock_timeout: timedelta | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> CalendarPolicy:
@@ -87,8 +83,6 @@ class UseCaseContext:
     def unit_of_work(self) -> Iterator[UnitOfWork]:
         """A new transaction whose recorded events carry this request's correlation id and trace."""
         with UnitOfWork(self.pool, self.context, traceparent_provider=current_traceparent) as uow:
-            if self.policy.lock_timeout is not None:
-                transaction_lock_timeout(uow.conn, self.policy.lock_timeout.total_seconds())
             yield uow
 
 

@@ -76,11 +76,6 @@ class TimeoutResult(CycleCounts):
     slots_released_count: int = 0
     slots_expired_count: int = 0
 
-    @property
-    def skipped_locked_count(self) -> int:
-        """SkippedLockedCount, as seed 000 names it."""
-        return self.skipped_locked
-
     def as_dict(self) -> Mapping[str, int]:
         """The result as seed 000 names it."""
         return {

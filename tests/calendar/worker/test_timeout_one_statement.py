@@ -131,7 +131,7 @@ def test_event_or_reminder_held_past_the_lock_timeout_is_skipped_and_counted(
         blocker.rollback()
         blocker.close()
 
-    assert (result.expired_count, result.skipped_locked_count, result.failed_count) == (1, 1, 0)
+    assert (result.expired_count, result.skipped_locked, result.failed_count) == (1, 1, 0)
     assert_untouched(pool, c_held)
     assert statuses(pool, "event_reminder", list(c_held.reminder_ids)) == ["Pending", "Pending"]
     assert statuses(pool, "appointment", [c_free.appointment_id]) == ["Expired"]
