@@ -13,7 +13,8 @@ from psycopg_pool import ConnectionPool
 
 from pin.db import Conn, ConnectionPolicy, connect, create_pool
 from pin.observability.logging import error_text
-from pin.roles import start_role, wait_until_reachable
+from pin.outbox.writer import RELAY_POLICY, OutboxPolicy
+from pin.roles import RoleContext, start_role, wait_until_reachable
 from pin.settings import EXPIRE_PROMOTIONS_INTERVAL_RANGE_SECONDS, ConfigurationError, Settings, UnreachableError
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def run_api(*, host: str, port: int) -> None:
         policy=policy,
     )
     try:
-        serve(build_app(settings, pool), settings, host=host, port=port)
+        serve(build_app(settings, pool, context.outbox), settings, host=host, port=port)
     finally:
         pool.close()
 
@@ -69,12 +70,13 @@ def http_contexts() -> list[HttpContext]:
     return [HttpContext(c.router, c.PROBLEMS) for c in (calendar, promotion, crm, notifications, catalog, news)]
 
 
-def build_app(settings: Settings, pool: ConnectionPool[Conn]) -> FastAPI:
-    """The HTTP API of every context (:func:`http_contexts`), and the operator console under /console."""
+def build_app(settings: Settings, pool: ConnectionPool[Conn], outbox: OutboxPolicy = RELAY_POLICY) -> FastAPI:
+    """The HTTP API of every context (:func:`http_contexts`), writing its events as ``outbox`` says, and the operator
+    console under /console."""
     from pin.api.app import create_app
     from pin.console.http import install as install_console
 
-    app = create_app(settings, pool, http_contexts())
+    app = create_app(settings, pool, http_contexts(), outbox)
     install_console(app)
     return app
 
@@ -162,7 +164,8 @@ def run_expire_promotions(*, once: bool) -> dict[str, int] | None:
     from pin.promotion import metrics
     from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
 
-    def build(pool: ConnectionPool[Conn], settings: Settings, stop: threading.Event) -> PollingJob:
+    def build(pool: ConnectionPool[Conn], role: RoleContext) -> PollingJob:
+        settings = role.settings
         interval = settings.expire_promotions_interval_seconds
         low, high = EXPIRE_PROMOTIONS_INTERVAL_RANGE_SECONDS
         if interval < low:  # allowed (tests, demos), but not what production runs
@@ -176,7 +179,8 @@ def run_expire_promotions(*, once: bool) -> dict[str, int] | None:
             batch_size=settings.expire_promotions_batch_size,
             cycle_budget_seconds=settings.expire_promotions_cycle_budget_seconds,
         )
-        return ExpirePromotionsJob(pool, config, stop=stop)  # a stop cancels the batch in flight: rolled back whole
+        # a stop cancels the batch in flight: rolled back whole
+        return ExpirePromotionsJob(pool, config, stop=role.stop, outbox=role.outbox)
 
     return _run_polling_job("expire-promotions", build, lambda s: s.expire_promotions_interval_seconds, once=once)
 
@@ -185,19 +189,20 @@ def run_appointment_timeout(*, once: bool) -> dict[str, int] | None:
     """`pin worker appointment-timeout`: expire due Pending appointments until SIGTERM/SIGINT, or one cycle."""
     from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
 
-    def build(pool: ConnectionPool[Conn], settings: Settings, stop: threading.Event) -> PollingJob:
+    def build(pool: ConnectionPool[Conn], role: RoleContext) -> PollingJob:
         config = AppointmentTimeoutConfig(
-            batch_size=settings.appointment_timeout_batch_size,
-            cycle_budget_seconds=settings.appointment_timeout_cycle_budget_seconds,
+            batch_size=role.settings.appointment_timeout_batch_size,
+            cycle_budget_seconds=role.settings.appointment_timeout_cycle_budget_seconds,
         )
-        return AppointmentTimeoutJob(pool, config, stop=stop)  # a stop cancels the item in flight: rolled back whole
+        # a stop cancels the item in flight: rolled back whole
+        return AppointmentTimeoutJob(pool, config, stop=role.stop, outbox=role.outbox)
 
     return _run_polling_job("appointment-timeout", build, lambda s: s.appointment_timeout_interval_seconds, once=once)
 
 
 def _run_polling_job(
     role: str,
-    build: Callable[[ConnectionPool[Conn], Settings, threading.Event], PollingJob],
+    build: Callable[[ConnectionPool[Conn], RoleContext], PollingJob],
     interval_of: Callable[[Settings], float],
     *,
     once: bool,
@@ -222,7 +227,7 @@ def _run_polling_job(
     # one connection more than the job uses, for the gauges (outbox, database health: each refresh holds it briefly)
     pool = create_pool(settings.require_database_url(), min_size=1, max_size=3, name=role, policy=policy)
     try:
-        job = build(pool, settings, context.stop)
+        job = build(pool, context)
         if once:
             return dict(job.run_once().as_dict())
         # the outbox gauges from the workers too: the backlog and lag alerts must not go silent when no relay runs

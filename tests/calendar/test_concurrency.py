@@ -21,7 +21,7 @@ from psycopg_pool import ConnectionPool
 from pin.calendar import service
 from pin.calendar.domain import ConflictError
 from pin.db import Conn, ConnectionPolicy, connect, create_pool
-from pin.outbox.writer import MessageContext
+from pin.outbox.writer import RELAY_POLICY, MessageContext
 from pin.settings import Settings
 from tests.calendar.conftest import CalendarApi, Person, TestClient, fetch_all, fetch_one, outbox
 
@@ -251,7 +251,7 @@ def test_a_request_never_waits_forever_for_a_held_row(
     appointment = api.booked(agent, investor)
     policy = ConnectionPolicy.from_settings(make_settings(api_lock_timeout_seconds=0.2), "api")
     with create_pool(database_url, name="api", policy=policy) as api_pool:  # the API's sessions, a 0.2 s wait
-        calendar = service.UseCaseContext(api_pool, service.CalendarPolicy(), MessageContext("t"))
+        calendar = service.UseCaseContext(api_pool, service.CalendarPolicy(), MessageContext("t"), RELAY_POLICY)
         actor = service.Actor(agent.user_id, agent.tenant_id)
         with _row_locked(database_url, "appointment", appointment["id"]), pytest.raises(ConflictError):
             service.confirm_appointment(calendar, actor, uuid.UUID(appointment["id"]))

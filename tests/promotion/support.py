@@ -13,7 +13,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.db import Conn, database_now
 from pin.messaging import topics
-from pin.outbox.writer import MessageContext
+from pin.outbox.writer import RELAY_POLICY, MessageContext
 from pin.promotion import repository
 from pin.promotion.domain import PromotionPurchase, Target, TargetKind
 from pin.promotion.service import record_events
@@ -44,7 +44,7 @@ def seed_purchases(
     with their activation events in the outbox), committed together."""
     tenant = tenant_id or uuid.uuid4()
     purchases = []
-    with UnitOfWork(pool, MessageContext("test-seed")) as uow:
+    with UnitOfWork(pool, MessageContext("test-seed"), outbox=RELAY_POLICY) as uow:
         package = repository.package_get(uow.conn, package_id)
         assert package is not None
         for _ in range(count):

@@ -28,6 +28,7 @@ from pin.db import Conn, connect
 from pin.messaging import topics
 from pin.messaging.contracts import utc_iso
 from pin.observability.tracing import spans_exported
+from pin.outbox.writer import RELAY_POLICY
 from pin.promotion import repository, service
 from pin.promotion.domain import PurchaseTerminalError, Target, TargetKind
 from pin.promotion.worker import JOB_NAME, ExpirePromotionsConfig, ExpirePromotionsJob
@@ -146,7 +147,12 @@ def test_AC4_a_cancel_in_flight_is_skipped_then_the_purchase_is_cancelled_never_
     def cancel() -> None:
         try:
             outcome["purchase"] = service.cancel_purchase(
-                pool, purchase_id=purchase.id, tenant_id=purchase.tenant_id, if_match=None, correlation_id="c-1"
+                pool,
+                purchase_id=purchase.id,
+                tenant_id=purchase.tenant_id,
+                if_match=None,
+                correlation_id="c-1",
+                outbox=RELAY_POLICY,
             )
         except Exception as exc:
             outcome["error"] = exc
@@ -183,7 +189,12 @@ def test_AC4_a_cancel_waiting_behind_the_batch_reads_expired_and_conflicts(
 
     with pytest.raises(PurchaseTerminalError):
         service.cancel_purchase(
-            pool, purchase_id=purchase.id, tenant_id=purchase.tenant_id, if_match=None, correlation_id="c-2"
+            pool,
+            purchase_id=purchase.id,
+            tenant_id=purchase.tenant_id,
+            if_match=None,
+            correlation_id="c-2",
+            outbox=RELAY_POLICY,
         )
     worker.join(15)
 
@@ -460,7 +471,9 @@ def test_the_poison_record_of_a_purchase_cancelled_meanwhile_is_pruned(pool: Con
     (broken,) = seed_purchases(pool, ends_at=db_now(pool) - timedelta(minutes=1))
     execute(pool, "DELETE FROM promotion.purchase_target WHERE purchase_id = %s", [broken.id])
     assert _job(pool).run_once().failed_count == 1
-    service.cancel_purchase(pool, purchase_id=broken.id, tenant_id=broken.tenant_id, if_match=None, correlation_id="x")
+    service.cancel_purchase(
+        pool, purchase_id=broken.id, tenant_id=broken.tenant_id, if_match=None, correlation_id="x", outbox=RELAY_POLICY
+    )
 
     _job(pool).run_once()
 

@@ -3,7 +3,8 @@ publishes, which groups still read its v1, its deadline; checked at every role's
 
 PIN_CONTRACT_MIGRATIONS (:class:`pin.settings.ContractMigration`) names, per event type, the window (``since`` ..
 ``deadline``), what the producers write (``dual``: both rows, ``v2``: the sunset) and the groups moved to v2. The
-outbox's one row builder writes the rows (:func:`pin.outbox.writer.build_rows`, told at start by the role); a
+outbox's one row builder writes the rows (:func:`pin.outbox.writer.build_rows`, as the role's
+:class:`~pin.outbox.writer.OutboxPolicy` built at start says); a
 group's routes follow the setting (:func:`pin.messaging.groups.select_routes`).
 """
 
@@ -133,5 +134,5 @@ def start_migrations(
 
 def publishing(states: tuple[MigrationState, ...]) -> dict[str, str]:
     """What the outbox writer publishes per event type in migration (``dual`` or ``v2``), for
-    :func:`pin.outbox.writer.set_contract_migrations`."""
+    :attr:`pin.outbox.writer.OutboxPolicy.publish`."""
     return {state.event_type: state.publish for state in states}

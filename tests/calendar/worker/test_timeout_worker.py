@@ -33,7 +33,7 @@ from pin.jobs import bookkeeping
 from pin.jobs import runner as jobs_runner
 from pin.jobs.runner import JobRunner, PollingJob, RunnerConfig
 from pin.messaging.contracts import utc_iso
-from pin.outbox.writer import MessageContext
+from pin.outbox.writer import RELAY_POLICY, MessageContext
 from tests.calendar.worker.factory import (
     Cluster,
     break_slot,
@@ -438,7 +438,7 @@ def test_the_claim_uses_the_partial_index_in_both_passes(pool: ConnectionPool[Co
 
 
 def _calendar(pool: ConnectionPool[Conn]) -> UseCaseContext:
-    return UseCaseContext(pool, CalendarPolicy(), MessageContext("test-agent-request"))
+    return UseCaseContext(pool, CalendarPolicy(), MessageContext("test-agent-request"), RELAY_POLICY)
 
 
 def _slow_confirm(pool: ConnectionPool[Conn], seconds: float) -> None:
