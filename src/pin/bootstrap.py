@@ -140,12 +140,13 @@ def _export_consumer_waits(settings: Settings, pool: ConnectionPool[Conn], stop:
     relay runs whenever anything is published, and reads the marks it writes itself."""
     from confluent_kafka.admin import AdminClient
 
+    from pin.consumer_groups import group_reads
     from pin.messaging.kafka import client_config
     from pin.outbox.gauges import refresh_in_background
     from pin.outbox.waiting import ConsumerWaitGauges
 
     admin = AdminClient(client_config(settings, **{"client.id": "pin-relay-waits"}))
-    gauges = ConsumerWaitGauges(settings, pool, admin)
+    gauges = ConsumerWaitGauges(group_reads(settings), pool, admin)
     refresh_in_background(gauges, settings.relay_gauge_refresh_seconds, stop, name="consumer-waits")
 
 
@@ -246,8 +247,8 @@ def run_consumer(group: str) -> None:
     """`pin consume <group>`: one consumer instance of the group until SIGTERM/SIGINT (SPEC section 7)."""
     import time
 
+    from pin.consumer_groups import build_runtime, routes_of
     from pin.messaging.consumer.runtime import pool_size
-    from pin.messaging.groups import build_runtime, routes_of
     from pin.messaging.kafka import missing_topics
     from pin.messaging.topics import dead_letter_topic
     from pin.roles import NotReadyError

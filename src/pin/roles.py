@@ -16,6 +16,7 @@ from types import FrameType
 import structlog
 
 from pin.backoff import exponential_backoff
+from pin.consumer_groups import migration_readers
 from pin.messaging.migrations import publishing, start_migrations
 from pin.observability.liveness import add_readiness_check
 from pin.observability.logging import configure_logging, error_text
@@ -52,7 +53,7 @@ def start_role(role: str, *, metrics: bool = True, broker: bool = False) -> Role
     settings = load_settings()
     configure_logging(settings.log_level, settings.log_format, role=role)
     # a bad migration is a configuration error, an overdue one a warning; the writer then publishes what they say
-    outbox = OutboxPolicy.of(settings.outbox_mode, publishing(start_migrations(settings)))
+    outbox = OutboxPolicy.of(settings.outbox_mode, publishing(start_migrations(settings, migration_readers())))
     configure_tracing_from_env(role)
     _tune_collector()
     if metrics:

@@ -22,10 +22,10 @@ from pydantic import ValidationError
 from rich.console import Console
 from structlog.testing import capture_logs
 
+from pin import consumer_groups
 from pin.contract_check import uncommitted_successors
 from pin.db import Conn
 from pin.local.embedded.kafka import EmbeddedKafka
-from pin.messaging import migrations
 from pin.messaging.consumer import ConsumerRuntime, Items, Route
 from pin.messaging.consumer.received import Received
 from pin.messaging.consumer.reporting import Decoded, warn_if_unknown_contract
@@ -412,7 +412,10 @@ def test_pin_status_lists_the_groups_still_on_v1_and_the_deadline(
     make_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the routing table of the real groups does not read the tests' pair: say who reads it, as a route table would
-    monkeypatch.setattr(migrations, "readers_by_event_type", lambda: {SAMPLE_EVENT_TYPE: ("crm", "news")})
+    real = consumer_groups.topics_of
+    monkeypatch.setattr(
+        consumer_groups, "topics_of", lambda g: (*real(g), SAMPLE_V1_TOPIC) if g in {"crm", "news"} else real(g)
+    )
     deadline = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)  # passed an hour ago
     window = {"since": (deadline - timedelta(days=7)).isoformat(), "deadline": deadline.isoformat()}
     settings = make_settings(contract_migrations={SAMPLE_EVENT_TYPE: _migration(v2_groups=["crm"], **window)})
