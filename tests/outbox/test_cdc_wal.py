@@ -142,9 +142,9 @@ def _workers(pool: ConnectionPool[Conn]) -> None:
         AppointmentTimeoutJob(pool, AppointmentTimeoutConfig(batch_size=10), outbox=CDC).run_once().expired_count == 3
     )
     now = db_now(pool)
-    seed_purchases(pool, 3, ends_at=now - timedelta(minutes=1))
+    seed_purchases(pool, 3, ends_at=now - timedelta(minutes=1), outbox=CDC)
     assert ExpirePromotionsJob(pool, ExpirePromotionsConfig(batch_size=10), outbox=CDC).run_once().expired_count == 3
-    poison, healthy = seed_purchases(pool, 2, ends_at=now - timedelta(minutes=1))
+    poison, healthy = seed_purchases(pool, 2, ends_at=now - timedelta(minutes=1), outbox=CDC)
     fail_updates_of(pool, poison.id)
     assert ExpirePromotionsJob(pool, ExpirePromotionsConfig(batch_size=10), outbox=CDC).run_once().expired_count == 1
     del healthy
