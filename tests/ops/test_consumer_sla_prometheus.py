@@ -159,23 +159,10 @@ def _publish(database_url: str) -> None:
     context = MessageContext("consumer-sla-test")
     event = cancelled(tenant=uuid.uuid4(), agent=uuid.uuid4(), investor=uuid.uuid4(), reason="Expired")
     bought = purchase(tenant=uuid.uuid4(), purchase_id=uuid.uuid4(), targets=[("Project", uuid.uuid4())])
+    written = {"occurred_at": now, "context": context, "policy": RELAY_POLICY}
     rows = [
-        *build_rows(
-            AppointmentCancelledEvent,
-            event["AppointmentId"],
-            event,
-            occurred_at=now,
-            context=context,
-            policy=RELAY_POLICY,
-        ),
-        *build_rows(
-            PromotionPurchaseChangedKafkaEvent,
-            bought["PurchaseId"],
-            bought,
-            occurred_at=now,
-            context=context,
-            policy=RELAY_POLICY,
-        ),
+        *build_rows(AppointmentCancelledEvent, event["AppointmentId"], event, **written),  # type: ignore[arg-type]
+        *build_rows(PromotionPurchaseChangedKafkaEvent, bought["PurchaseId"], bought, **written),  # type: ignore[arg-type]
     ]
     with psycopg.connect(database_url) as conn:
         outbox_insert(conn, rows)  # type: ignore[arg-type]
