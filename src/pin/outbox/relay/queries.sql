@@ -87,9 +87,11 @@ FROM moved
 RETURNING id
 
 -- relay_lease_live --
--- Fragment, a condition: lease row o is live, its owner's instance row unexpired (the heartbeat renews that one row;
--- the view outbox.relay_lease_state applies the same rule for operators).
-EXISTS (SELECT 1 FROM outbox.relay_instance i WHERE i.instance_id = o.owner AND i.expires_at > now())
+-- Fragment, a condition: our leases (o.owner = %(owner)s, which the statement also requires) are live, our instance
+-- row unexpired (the heartbeat renews that one row; the view outbox.relay_lease_state applies the same rule for
+-- operators). Not correlated with o, so it is one probe a statement, not one a vpart: under a held horizon that
+-- row keeps a version a heartbeat which every probe steps over.
+EXISTS (SELECT 1 FROM outbox.relay_instance i WHERE i.instance_id = %(owner)s AND i.expires_at > now())
 
 -- relay_floors_given --
 -- Fragment, a row source: the floors this instance keeps in memory (outbox/floors.py: Floors), one row per vpart, in
@@ -100,9 +102,11 @@ EXISTS (SELECT 1 FROM outbox.relay_instance i WHERE i.instance_id = o.owner AND 
 
 -- relay_instance_renew --
 -- Push this instance's expiry on, and with it every lease it holds; only while it has not expired: an expired
--- instance's leases may be another's by now, so it gives them all up and registers again (the next two).
-UPDATE outbox.relay_instance SET expires_at = now() + make_interval(secs => %(ttl)s)
-WHERE instance_id = %(owner)s AND expires_at > now()
+-- instance's leases may be another's by now, so it gives them all up and registers again (the next two). Judged on
+-- the clock when the row is updated (clock_timestamp, not the transaction's start), also after waiting for a
+-- relay that is taking its leases over (relay_lease_acquire_free locks an expired instance's row).
+UPDATE outbox.relay_instance SET expires_at = clock_timestamp() + make_interval(secs => %(ttl)s)
+WHERE instance_id = %(owner)s AND expires_at > clock_timestamp()
 RETURNING instance_id
 
 -- relay_lease_give_up_expired --
@@ -113,7 +117,7 @@ UPDATE outbox.relay_lease SET owner = NULL WHERE owner = %(owner)s RETURNING vpa
 -- relay_instance_register --
 -- Register this instance, with no lease yet.
 INSERT INTO outbox.relay_instance (instance_id, expires_at)
-VALUES (%(owner)s, now() + make_interval(secs => %(ttl)s))
+VALUES (%(owner)s, clock_timestamp() + make_interval(secs => %(ttl)s))
 ON CONFLICT (instance_id) DO UPDATE SET expires_at = EXCLUDED.expires_at, started_at = clock_timestamp()
 
 -- relay_instance_purge --
@@ -138,16 +142,17 @@ SELECT vpart, epoch FROM outbox.relay_lease WHERE owner = %(owner)s
 
 -- relay_lease_acquire_free --
 -- Take free leases, or those of an instance that expired (or is gone), up to the limit, each with a new epoch (the
--- fencing token). The expired instances' rows are locked (FOR SHARE, never waiting) until this transaction ends, so
--- that a renewal of theirs racing with the take-over waits and then finds it expired; a lease whose epoch moved
--- since this statement's snapshot (its owner gave it up and took it again) is skipped when it is locked.
+-- fencing token). The expired instances' rows are locked (FOR SHARE) until this transaction ends, so that a renewal
+-- of theirs racing with the take-over waits and then finds it expired; one being renewed now (locked: skipped) is
+-- not taken over. A lease whose epoch moved since this statement's snapshot (its owner gave it up and took it
+-- again) is skipped when it is locked. The instance rows are read once a statement (hashed), not once a vpart.
 WITH dead AS (
     SELECT instance_id FROM outbox.relay_instance WHERE expires_at <= now() FOR SHARE SKIP LOCKED
 ), takeable AS (
     SELECT l.vpart, l.epoch FROM outbox.relay_lease l
     WHERE l.owner IS NULL
        OR l.owner IN (SELECT instance_id FROM dead)
-       OR NOT EXISTS (SELECT 1 FROM outbox.relay_instance i WHERE i.instance_id = l.owner)
+       OR l.owner NOT IN (SELECT instance_id FROM outbox.relay_instance)
 ), free AS (
     SELECT l.vpart FROM outbox.relay_lease l JOIN takeable t ON t.vpart = l.vpart AND t.epoch = l.epoch
     ORDER BY l.vpart
