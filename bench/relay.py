@@ -244,7 +244,8 @@ _CAPPED = (
 
 def gauges(env: BenchEnv, rows: int, repeats: int = 3) -> dict[str, Any]:
     """The outbox gauges' exact read (pin/outbox/gauges.sql) at ``rows`` waiting rows on 7 topics, the floors
-    advanced as a relay's renewal leaves them, vs one plain scan counting the same (the median of ``repeats``)."""
+    advanced and stored as a relay's heartbeat leaves them, vs one plain scan counting the same (the median of
+    ``repeats``)."""
     url = env.fresh_database("gauges")
     with connect(url, autocommit=True) as conn:
         for start in range(0, rows, 100_000):
