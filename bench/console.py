@@ -28,11 +28,11 @@ SELECT gen_random_uuid(), mod(i, 64), %(topic)s, 'key-' || (mod(i, 100000)), 'Ap
        '{}', now()
 FROM generate_series(1, %(count)s) AS i
 """
-# The floors where a relay's lease renewal would leave them once the seeded rows committed (relay/queries.sql,
-# relay_lease_renew): just below each vpart's oldest row, under the current snapshot. Without it every reader of the
+# The floors where a relay's heartbeat would store them once the seeded rows committed (relay/queries.sql,
+# relay_floor_advance): just below each vpart's oldest row, under the current snapshot. Without it every reader of the
 # floors walks the rows written since the migration's snapshot (docs/design/outbox-storage.md, "What it costs").
 _ADVANCE_FLOORS = """
-UPDATE outbox.relay_lease l
+UPDATE outbox.relay_floor l
 SET floor_id = coalesce((SELECT min(m.id) FROM outbox.message m WHERE m.vpart = l.vpart) - 1, l.floor_id),
     floor_xmax = pg_snapshot_xmax(pg_current_snapshot())::text::bigint,
     floor_xip = ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) AS x), floor_at = now()

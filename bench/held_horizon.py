@@ -3,12 +3,12 @@
 Not a phase of `python -m bench` (the pressure phase runs the whole system): a short look at the outbox read alone.
 On the migrated database URL (emptied first), writer threads insert outbox rows at a steady rate while a loop does
 what the relay does with the database: its read (``OUTBOX_READ_OWNED``), the delete of what it read, and the
-lease renewal every second (which moves the floors). After ``--clean`` seconds a transaction takes an xid and holds
-the horizon for ``--held`` seconds. Per 10-second window it prints the read's duration (p50, p99), the commit to
-delete latency (p50, p99, max: the relay's ``pin_outbox_publish_latency_seconds`` without the broker), the dead
-rows, and the shared buffers of one read a second (EXPLAIN (ANALYZE, BUFFERS): counted, not timed); and the load
-average. It imports whichever `pin` is on the path, so the same script
-measures an older checkout (``PYTHONPATH=<checkout>/src``).
+heartbeat every second (the instance renewed, the floors advanced and stored when due). After ``--clean`` seconds
+a transaction takes an xid and holds the horizon for ``--held`` seconds. Per 10-second window it prints the read's
+duration (p50, p99), the commit to delete latency (p50, p99, max: the relay's
+``pin_outbox_publish_latency_seconds`` without the broker), the dead rows, and the shared buffers of one read a
+second (EXPLAIN (ANALYZE, BUFFERS): counted, not timed); and the load average. It imports whichever `pin` is on the
+path, so the same script measures an older checkout (``PYTHONPATH=<checkout>/src``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import psycopg
 from bench.results import percentile
 from pin.db import connect
 from pin.outbox.relay import queries
+from pin.outbox.relay.kept_floors import KeptFloors
 from pin.outbox.writer import OutboxRow, outbox_insert, vpart_of
 
 OWNER = "held-horizon"
@@ -57,9 +58,9 @@ def _writer(url: str, rate: float, stop: threading.Event) -> None:
                 time.sleep(ahead)
 
 
-def _read_buffers(conn: psycopg.Connection[dict[str, Any]], plan: Any) -> float:
+def _read_buffers(conn: psycopg.Connection[dict[str, Any]], plan: Any, floors: KeptFloors) -> float:
     """The shared buffers one read touches (EXPLAIN (ANALYZE, BUFFERS) of the read itself)."""
-    params = {"owner": OWNER, "per_vpart": 32, "limit": 2000, "in_flight": "{}"}
+    params = {**floors.params(), "owner": OWNER, "per_vpart": 32, "limit": 2000, "in_flight": "{}"}
     with conn.transaction():
         if plan:
             conn.execute(plan)
@@ -75,7 +76,13 @@ def run(url: str, rate: float, clean: float, held: float) -> dict[str, Any]:
     windows: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     with connect(url, autocommit=True) as conn:
         conn.execute("DELETE FROM outbox.message")
-        conn.execute("UPDATE outbox.relay_lease SET owner = %s, expires_at = now() + interval '1 hour'", (OWNER,))
+        conn.execute(
+            "INSERT INTO outbox.relay_instance (instance_id, expires_at) VALUES (%s, now() + interval '1 hour')",
+            (OWNER,),
+        )
+        conn.execute("UPDATE outbox.relay_lease SET owner = %s", (OWNER,))
+        floors = KeptFloors()
+        floors.load(conn, range(64))
     stop = threading.Event()
     writers = [threading.Thread(target=_writer, args=(url, rate / 2, stop), daemon=True) for _ in range(2)]
     for thread in writers:
@@ -91,17 +98,19 @@ def run(url: str, rate: float, clean: float, held: float) -> dict[str, Any]:
                 held_since = elapsed
             window = windows[int(elapsed // 10)]
             if time.monotonic() - renewed >= 1.0:
-                with conn.transaction():
+                with conn.transaction():  # the heartbeat: the instance renewed, the floors advanced (stored when due)
+                    conn.execute(queries.RELAY_INSTANCE_RENEW, {"owner": OWNER, "ttl": 3600})
                     if plan:
                         conn.execute(plan)
-                    conn.execute(queries.RELAY_LEASE_RENEW, {"owner": OWNER, "ttl": 3600})
+                    floors.advance(conn)
+                    floors.write(conn, OWNER)
                 renewed = time.monotonic()
                 dead = conn.execute(
                     "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'outbox.message'::regclass"
                 ).fetchone()
                 window["dead"].append(float(str(dead["n_dead_tup"])) if dead else 0.0)
-                window["buffers"].append(_read_buffers(conn, plan))
-            params = {"owner": OWNER, "per_vpart": 32, "limit": 2000, "in_flight": "{}"}
+                window["buffers"].append(_read_buffers(conn, plan, floors))
+            params = {**floors.params(), "owner": OWNER, "per_vpart": 32, "limit": 2000, "in_flight": "{}"}
             t0 = time.perf_counter()
             with conn.transaction(), conn.cursor(row_factory=psycopg.rows.tuple_row) as cur:
                 if plan:

@@ -82,6 +82,7 @@ HOT_TABLES = (
     *_TIMEOUT_TABLES,
     "outbox.relay_lease",
     "outbox.relay_instance",
+    "outbox.relay_floor",
     "jobs.cycle",
     "jobs.item_failure",
     "messaging.inbox",

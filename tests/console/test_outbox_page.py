@@ -58,7 +58,7 @@ def test_the_rows_waiting_are_those_past_the_floors_oldest_first_each_once_acros
         # head would list them); the last row's transaction was running at the floor's snapshot: listed (the
         # floor's third part)
         conn.execute(
-            "UPDATE outbox.relay_lease SET floor_id = %(floor)s, floor_xmax = %(xmax)s, floor_xip = %(xip)s"
+            "UPDATE outbox.relay_floor SET floor_id = %(floor)s, floor_xmax = %(xmax)s, floor_xip = %(xip)s"
             " WHERE vpart = 5",
             {"floor": fifth[-1]["id"], "xmax": fifth[-1]["xid"] + 1_000, "xip": [fifth[-1]["xid"]]},
         )
@@ -100,8 +100,9 @@ def test_a_backlog_past_the_pages_cap_is_counted_up_to_it_and_says_so(
 def test_the_lease_map_shows_each_floor_and_a_stale_one_in_red(
     client: TestClient, pool: ConnectionPool[Conn], bearer_of: Callable[[str], dict[str, str]]
 ) -> None:
-    # vpart 7: a live lease renewed just now (its floor advanced with it); vpart 8: a lease its owner took a minute
-    # ago whose floor has not moved since (its renewals fail); vpart 9: taken a moment ago, not yet renewed
+    # vpart 7: a live lease whose floor was stored just now; vpart 8: a lease its owner took a minute ago, whose
+    # instance row expired 55 s ago (its heartbeat stopped, nobody took it over); vpart 9: taken a moment ago, its
+    # floor never stored
     leases = {
         7: ("relay-a", "5 s", "1 minute", 1234, "0 s"),
         8: ("relay-b", "-55 s", "1 minute", 99, "1 minute"),
@@ -110,9 +111,18 @@ def test_the_lease_map_shows_each_floor_and_a_stale_one_in_red(
     with pool.connection() as conn:
         for vpart, (owner, expires_in, acquired_ago, floor_id, floor_ago) in leases.items():
             conn.execute(
-                "UPDATE outbox.relay_lease SET owner = %s, epoch = 1, expires_at = now() + %s::interval,"
-                " acquired_at = now() - %s::interval, floor_id = %s, floor_at = now() - %s::interval WHERE vpart = %s",
-                (owner, expires_in, acquired_ago, floor_id, floor_ago, vpart),
+                "INSERT INTO outbox.relay_instance (instance_id, expires_at) VALUES (%s, now() + %s::interval)"
+                " ON CONFLICT (instance_id) DO NOTHING",
+                (owner, expires_in),
+            )
+            conn.execute(
+                "UPDATE outbox.relay_lease SET owner = %s, epoch = 1, acquired_at = now() - %s::interval"
+                " WHERE vpart = %s",
+                (owner, acquired_ago, vpart),
+            )
+            conn.execute(
+                "UPDATE outbox.relay_floor SET floor_id = %s, floor_at = now() - %s::interval WHERE vpart = %s",
+                (floor_id, floor_ago, vpart),
             )
     page = client.get("/console/outbox", headers=bearer_of("viewer")).text
 

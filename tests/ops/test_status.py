@@ -106,8 +106,10 @@ def test_status_shows_poison_items_dead_letters_parked_letters_and_relay_leases(
             (uuid.uuid4(), topics.APPOINTMENT_CANCELLED),
         )
         conn.execute(
-            "UPDATE outbox.relay_lease SET owner = 'relay-a', expires_at = now() + interval '1 minute' WHERE vpart < 40"
+            "INSERT INTO outbox.relay_instance (instance_id, expires_at)"
+            " VALUES ('relay-a', now() + interval '1 minute'), ('relay-b', now() - interval '1 second')"
         )
+        conn.execute("UPDATE outbox.relay_lease SET owner = 'relay-a' WHERE vpart < 40")
         for offset in (5, 6):  # two letters of notifications the dead-letter topic never took
             origin = store.Origin("notifications", topics.APPOINTMENT_CANCELLED, 0, offset, 0,
                                               "UnreadableMessageError", "invalid payload", 1)  # fmt: skip
@@ -118,10 +120,7 @@ def test_status_shows_poison_items_dead_letters_parked_letters_and_relay_leases(
                 " VALUES ('expire-promotions', %s, %s, now(), now() - make_interval(mins => %s), 5, '{}', true)",
                 (f"host:{1000 + i}", uuid.uuid4(), i),
             )
-        conn.execute(
-            "UPDATE outbox.relay_lease SET owner = 'relay-b', expires_at = now() - interval '1 second'"
-            " WHERE vpart >= 40"
-        )
+        conn.execute("UPDATE outbox.relay_lease SET owner = 'relay-b' WHERE vpart >= 40")
 
     report = collect_status(make_settings(), kafka=False)
     (timeout_worker,) = [w for w in report["workers"] if w["job"] == "appointment-timeout"]

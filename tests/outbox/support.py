@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from confluent_kafka import Producer
 
-from pin.db import connect
+from pin.db import Conn, connect
 from pin.messaging.contracts import Contract
 from pin.messaging.kafka import ensure_topics, producer_config
 from pin.outbox.relay import OutboxRelay, RelayConfig, RelayHooks
@@ -63,6 +63,21 @@ def insert_rows(database_url: str, rows: Iterable[OutboxRow]) -> list[OutboxRow]
         outbox_insert(conn, rows)
         conn.commit()
     return rows
+
+
+def hold_vparts(conn: Conn, owner: str, vparts: Sequence[int] | None = None, *, live_for: str = "1 hour") -> None:
+    """Make ``owner`` hold ``vparts`` (every vpart when None) at a new epoch, its instance row live for ``live_for``
+    (a lease is live while its owner's instance row is unexpired): as the relay's acquisition leaves them."""
+    conn.execute(
+        "INSERT INTO outbox.relay_instance (instance_id, expires_at) VALUES (%s, now() + %s::interval)"
+        " ON CONFLICT (instance_id) DO UPDATE SET expires_at = EXCLUDED.expires_at",
+        (owner, live_for),
+    )
+    conn.execute(
+        "UPDATE outbox.relay_lease SET owner = %s, epoch = epoch + 1, acquired_at = now()"
+        " WHERE %s::int[] IS NULL OR vpart = ANY(%s::int[])",
+        (owner, vparts, vparts),
+    )
 
 
 def scalar(database_url: str, sql: str, params: Sequence[object] = ()) -> object:

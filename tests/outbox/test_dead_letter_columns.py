@@ -20,10 +20,9 @@ def test_the_relays_dead_letter_move_and_the_replay_keep_the_value_and_the_heade
     with connect(database_url) as conn:
         before = conn.execute(f"SELECT {_COLUMNS} FROM outbox.message").fetchone()  # type: ignore[arg-type]
         conn.execute(
-            "UPDATE outbox.relay_lease SET owner = 'r', epoch = 7, expires_at = now() + interval '1 minute'"
-            " WHERE vpart = %s",
-            (vpart_of(row.key),),
+            "INSERT INTO outbox.relay_instance (instance_id, expires_at) VALUES ('r', now() + interval '1 minute')"
         )
+        conn.execute("UPDATE outbox.relay_lease SET owner = 'r', epoch = 7 WHERE vpart = %s", (vpart_of(row.key),))
         moved = conn.execute(
             queries.OUTBOX_DEAD_LETTER,
             {"id": before["id"], "owner": "r", "epoch": 7, "error": "MSG_SIZE_TOO_LARGE: x", "permanent": True},

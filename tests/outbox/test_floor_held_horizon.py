@@ -2,7 +2,7 @@
 
 Counted, not timed: the shared buffers the relay's read touches (EXPLAIN (ANALYZE, BUFFERS) of the read itself),
 before and after 50,000 rows were published and deleted while a transaction held the horizon, so that vacuum could
-remove none of them. A read from each vpart's head (the floors put back to 0 for one statement) is the control: it
+remove none of them. A read from each vpart's head (the floors given as 0) is the control: it
 does walk them, which shows they are there.
 """
 
@@ -14,6 +14,9 @@ import pytest
 
 from pin.db import Conn, connect
 from pin.outbox.relay import queries
+from pin.outbox.relay.kept_floors import KeptFloors
+from pin.outbox.writer import VPARTS
+from tests.outbox.support import hold_vparts
 from tests.support.contention import holding_connection
 
 pytestmark = pytest.mark.integration
@@ -33,17 +36,22 @@ def _insert(conn: Conn, count: int) -> None:
     )
 
 
-def _advance(conn: Conn) -> int:
-    """The lease renewal (which moves the floors); returns the buffers it touched."""
+def _advance(conn: Conn, floors: KeptFloors) -> int:
+    """The heartbeat's advance of the kept floors; returns the buffers it touched."""
     with conn.transaction():
         conn.execute(queries.RELAY_PLAN_BY_INDEX)
-        return _buffers(conn, queries.RELAY_LEASE_RENEW, {"owner": OWNER, "ttl": 3600})
+        touched = _buffers(conn, queries.RELAY_FLOOR_ADVANCE, floors.params())
+        floors.advance(conn)
+        return touched
 
 
-def _read_buffers(conn: Conn) -> int:
+def _read_buffers(conn: Conn, floors: KeptFloors, *, from_heads: bool = False) -> int:
+    given = floors.params()
+    if from_heads:  # the control: every floor id put back to 0
+        given["floor_ids"] = [0] * len(given["vparts"])  # type: ignore[arg-type]
     with conn.transaction():
         conn.execute(queries.RELAY_PLAN_BY_INDEX)
-        params = {"owner": OWNER, "per_vpart": 32, "limit": 2000, "in_flight": "{}"}
+        params = {**given, "owner": OWNER, "per_vpart": 32, "limit": 2000, "in_flight": "{}"}
         return _buffers(conn, queries.OUTBOX_READ_OWNED, params)
 
 
@@ -64,29 +72,28 @@ def test_the_reads_cost_does_not_grow_with_the_dead_rows_of_a_held_horizon(datab
     relay = connect(database_url, autocommit=True)
     holder = holding_connection(database_url)
     try:
-        relay.execute("UPDATE outbox.relay_lease SET owner = %s, expires_at = now() + interval '1 hour'", (OWNER,))
+        hold_vparts(relay, OWNER)
+        floors = KeptFloors()
+        floors.load(relay, range(VPARTS))
         _insert(relay, LIVE_ROWS)
         # statistics of a small table, as autovacuum leaves them early on: a few rows per vpart, so that a plan
         # free to choose would scan a whole vpart rather than probe it (a table never analyzed is the other case)
         if analyzed:
             relay.execute("ANALYZE outbox.message")
-        _advance(relay)
-        before = _read_buffers(relay)
+        _advance(relay, floors)
+        before = _read_buffers(relay, floors)
         _publish_all(relay)
 
         holder.execute("SELECT pg_current_xact_id()")  # from here on vacuum may remove nothing
         for _ in range(DEAD_ROWS // 5_000):  # published in batches, the floors moving as the relay moves them
             _insert(relay, 5_000)
-            _advance(relay)
+            _advance(relay, floors)
             _publish_all(relay)
         _insert(relay, LIVE_ROWS)
-        _advance(relay)
-        advance = _advance(relay)
-        after = _read_buffers(relay)
-        with relay.transaction():  # the control: the same read from each vpart's head
-            relay.execute("UPDATE outbox.relay_lease SET floor_id = 0")
-            from_heads = _read_buffers(relay)
-            relay.execute("ROLLBACK")
+        _advance(relay, floors)
+        advance = _advance(relay, floors)
+        after = _read_buffers(relay, floors)
+        from_heads = _read_buffers(relay, floors, from_heads=True)  # the control: the read from each vpart's head
     finally:
         holder.close()
         relay.close()

@@ -2,7 +2,8 @@
 
 Several connections insert and commit out of id order, one holds the xmin horizon, writers commit late (after the
 floor moved past their ids), rows go to the dead letters and come back under their original ids; between any two
-steps the relay's own read (``OUTBOX_READ_OWNED``), the floor's advance (the lease renewal) and the view
+steps the relay's own read (``OUTBOX_READ_OWNED``, past the floors it keeps), the floors' advance (the heartbeat's,
+stored at once) and the view
 ``outbox.unpublished`` are run against the real table. The property checked after every step: the read and the view
 give exactly the rows the table holds (every live row is a candidate; none twice), the read leaving out only the
 keys held behind a dead letter. A threaded run then publishes (reads and deletes) while writers commit late and a
@@ -27,8 +28,9 @@ from hypothesis import strategies as st
 from pin.db import Conn, connect
 from pin.outbox.dead_letters import dead_letter_replay
 from pin.outbox.relay import queries
-from pin.outbox.writer import OutboxMode, outbox_insert
-from tests.outbox.support import event_row
+from pin.outbox.relay.kept_floors import KeptFloors
+from pin.outbox.writer import VPARTS, OutboxMode, outbox_insert
+from tests.outbox.support import event_row, hold_vparts
 from tests.support.contention import holding_connection
 from tests.support.deep import DEEP, examples
 
@@ -43,30 +45,32 @@ EVERYTHING = 1_000_000  # a read's limits when the whole candidate set is wanted
 _NO_MARKS = {"topics": "{}", "partitions": "{}", "offsets": "{}"}
 
 
-def _own_every_vpart(conn: Conn) -> None:
-    conn.execute(
-        "UPDATE outbox.relay_lease SET owner = %s, expires_at = now() + interval '1 hour', epoch = epoch + 1",
-        (OWNER,),
-    )
+def _own_every_vpart(conn: Conn) -> KeptFloors:
+    """Every vpart's lease, live for an hour, and its stored floor, kept as the relay keeps them."""
+    hold_vparts(conn, OWNER)
+    floors = KeptFloors()
+    floors.load(conn, range(VPARTS))
+    return floors
 
 
-def _advance(conn: Conn) -> None:
-    """The lease renewal, which moves every owned vpart's floor (autocommit connection: its own transaction)."""
+def _advance(conn: Conn, floors: KeptFloors) -> None:
+    """The heartbeat's advance of every kept floor, stored at once (autocommit connection: its own transaction)."""
     with conn.transaction():
         conn.execute(queries.RELAY_PLAN_BY_INDEX)
-        conn.execute(queries.RELAY_LEASE_RENEW, {"owner": OWNER, "ttl": 3600})
+        floors.advance(conn)
+        floors.write(conn, OWNER, now=True)
 
 
-def _read(conn: Conn, per_vpart: int = EVERYTHING) -> list[dict[str, object]]:
+def _read(conn: Conn, floors: KeptFloors, per_vpart: int = EVERYTHING) -> list[dict[str, object]]:
     """The relay's read, as the pipeline runs it (nothing in flight)."""
     conn.execute(queries.RELAY_PLAN_BY_INDEX)
-    params = {"owner": OWNER, "per_vpart": per_vpart, "limit": EVERYTHING, "in_flight": "{}"}
+    params = {**floors.params(), "owner": OWNER, "per_vpart": per_vpart, "limit": EVERYTHING, "in_flight": "{}"}
     with conn.cursor(row_factory=psycopg.rows.tuple_row) as cur:
         rows = cur.execute(queries.OUTBOX_READ_OWNED, params).fetchall()
     return [{"id": row[0], "message_id": row[1], "epoch": row[3], "key": row[5]} for row in rows]
 
 
-def _check_every_live_row_is_read(conn: Conn) -> int:
+def _check_every_live_row_is_read(conn: Conn, floors: KeptFloors) -> int:
     """In one snapshot: the read and the view give exactly the table's rows (the read without the keys behind a
     dead letter), none twice. Returns how many live rows were at or below their vpart's floor (found only
     because the floor's snapshot had not seen their transaction end)."""
@@ -76,10 +80,10 @@ def _check_every_live_row_is_read(conn: Conn) -> int:
             int(str(r["id"])): str(r["message_key"]) for r in conn.execute("SELECT id, message_key FROM outbox.message")
         }
         held = {str(r["message_key"]) for r in conn.execute("SELECT message_key FROM outbox.dead_letter")}
-        read = [int(str(r["id"])) for r in _read(conn)]
+        read = [int(str(r["id"])) for r in _read(conn, floors)]
         view = [int(str(r["id"])) for r in conn.execute("SELECT id FROM outbox.unpublished")]
         below = conn.execute(
-            "SELECT count(*) AS n FROM outbox.message m JOIN outbox.relay_lease l USING (vpart)"
+            "SELECT count(*) AS n FROM outbox.message m JOIN outbox.relay_floor l USING (vpart)"
             " WHERE m.id <= l.floor_id"
         ).fetchone()
     assert len(view) == len(set(view)), "a row is in two parts of outbox.unpublished"
@@ -96,7 +100,7 @@ class _World:
     def __init__(self, database_url: str) -> None:
         self.url = database_url
         self.relay = connect(database_url, autocommit=True)
-        _own_every_vpart(self.relay)
+        self.floors = _own_every_vpart(self.relay)
         self.writers = [connect(database_url) for _ in range(WRITERS)]
         self.open = [False] * WRITERS
         self.holder = holding_connection(database_url)
@@ -122,7 +126,7 @@ class _World:
             self.writers[w].rollback()
             self.open[w] = False
         elif kind == "advance":
-            _advance(self.relay)
+            _advance(self.relay, self.floors)
         elif kind == "publish":
             self._publish(what + 1)
         elif kind == "dead_letter":
@@ -132,16 +136,16 @@ class _World:
         elif kind == "release":
             self.holder.commit()
             self.holder.execute("SELECT pg_current_xact_id()")
-        self.late_rows_seen += _check_every_live_row_is_read(self.relay)
+        self.late_rows_seen += _check_every_live_row_is_read(self.relay, self.floors)
 
     def _publish(self, per_vpart: int) -> None:
-        rows = _read(self.relay, per_vpart)
+        rows = _read(self.relay, self.floors, per_vpart)
         ids = "{" + ",".join(str(r["id"]) for r in rows) + "}"
         self.relay.execute(queries.OUTBOX_DELETE_PUBLISHED, {**_NO_MARKS, "ids": ids})
         self.published += [str(r["message_id"]) for r in rows]
 
     def _dead_letter(self) -> None:
-        rows = _read(self.relay, 1)
+        rows = _read(self.relay, self.floors, 1)
         if rows:
             row = rows[0]
             fence = {"id": row["id"], "owner": OWNER, "epoch": row["epoch"], "error": "test", "permanent": True}
@@ -157,7 +161,7 @@ class _World:
             dead_letter_replay(self.writers[0], uuid.UUID(message_id), mode=OutboxMode.RELAY)
         self.dead = []
         for _ in range(10):
-            _advance(self.relay)
+            _advance(self.relay, self.floors)
             self._publish(EVERYTHING)
         left = self.relay.execute("SELECT count(*) AS n FROM outbox.message").fetchone()
         assert left is not None
@@ -219,11 +223,11 @@ def test_a_late_commit_and_a_replay_below_the_floor_are_read(database_url: str) 
         world.step(("publish", 0, 3))
         world.step(("advance", 0, 0))
         assert world.relay.execute("SELECT count(*) AS n FROM outbox.message").fetchone() == {"n": 0}
-        assert world.relay.execute("SELECT min(floor_id) AS f FROM outbox.relay_lease").fetchone() == {"f": 5}
+        assert world.relay.execute("SELECT min(floor_id) AS f FROM outbox.relay_floor").fetchone() == {"f": 5}
         late.commit()  # the late row is now live, at or below its floor
-        assert _check_every_live_row_is_read(world.relay) >= 1
+        assert _check_every_live_row_is_read(world.relay, world.floors) >= 1
         world.step(("replay", 2, 0))  # the dead letter back under its original id, below its floor
-        assert _check_every_live_row_is_read(world.relay) >= 1
+        assert _check_every_live_row_is_read(world.relay, world.floors) >= 1
         world.finish()
 
 
@@ -263,7 +267,7 @@ def test_every_committed_row_is_published_once_in_order_per_key_while_writers_co
     holder = holding_connection(database_url)
     holder.execute("SELECT pg_current_xact_id()")
     relay = connect(database_url, autocommit=True)
-    _own_every_vpart(relay)
+    floors = _own_every_vpart(relay)
     threads = [threading.Thread(target=writer, args=(n,), daemon=True) for n in range(WRITERS)]
     for thread in threads:
         thread.start()
@@ -277,9 +281,9 @@ def test_every_committed_row_is_published_once_in_order_per_key_while_writers_co
                 for thread in threads:
                     thread.join(timeout=10)
             if time.monotonic() - last_advance > 0.2 or done:
-                _advance(relay)
+                _advance(relay, floors)
                 last_advance = time.monotonic()
-            rows = _read(relay, 5)
+            rows = _read(relay, floors, 5)
             if rows:
                 relay.execute(
                     queries.OUTBOX_DELETE_PUBLISHED,
@@ -288,7 +292,7 @@ def test_every_committed_row_is_published_once_in_order_per_key_while_writers_co
                 published += [(int(str(r["id"])), str(r["key"])) for r in rows]
             elif done:
                 break
-        floors = relay.execute("SELECT max(floor_id) AS f FROM outbox.relay_lease").fetchone()
+        highest = relay.execute("SELECT max(floor_id) AS f FROM outbox.relay_floor").fetchone()
     finally:
         stop.set()
         holder.close()
@@ -300,5 +304,5 @@ def test_every_committed_row_is_published_once_in_order_per_key_while_writers_co
     for row_id, key in published:
         per_key[key].append(row_id)
     assert all(rows == sorted(rows) for rows in per_key.values()), "a key's rows were published out of order"
-    assert floors is not None
-    assert int(str(floors["f"])) > 0, "the floors never moved: the test read from the heads"
+    assert highest is not None
+    assert int(str(highest["f"])) > 0, "the floors never moved: the test read from the heads"

@@ -29,8 +29,8 @@ from tests.support.processes import RoleProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-LIVE_OWNERS = "SELECT count(DISTINCT owner) FROM outbox.relay_lease WHERE owner IS NOT NULL AND expires_at > now()"
-LIVE_LEASES = "SELECT count(*) FROM outbox.relay_lease WHERE owner IS NOT NULL AND expires_at > now()"
+LIVE_OWNERS = "SELECT count(DISTINCT owner) FROM outbox.relay_lease_state WHERE live"
+LIVE_LEASES = "SELECT count(*) FROM outbox.relay_lease_state WHERE live"
 
 
 def _relay_env(kafka: EmbeddedKafka, **extra: str) -> dict[str, str]:

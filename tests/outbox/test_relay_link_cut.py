@@ -49,8 +49,8 @@ MOVE_BOUND = (
     + SETTINGS.relay_heartbeat_seconds
     + SETTINGS.relay_poll_interval_seconds
 )
-OWNED_BY = "SELECT count(*) FROM outbox.relay_lease WHERE owner = %s AND expires_at > now()"
-OWNERS = "SELECT array_agg(DISTINCT owner) FROM outbox.relay_lease WHERE owner IS NOT NULL AND expires_at > now()"
+OWNED_BY = "SELECT count(*) FROM outbox.relay_lease_state WHERE owner = %s AND live"
+OWNERS = "SELECT array_agg(DISTINCT owner) FROM outbox.relay_lease_state WHERE live"
 
 
 def owners(database_url: str) -> list[str]:

@@ -234,7 +234,7 @@ def test_a_committed_row_reaches_the_broker_within_a_fraction_of_a_second(
     broker_settings(make_settings, kafka.bootstrap_servers)
     # polling every 30 s: only the NOTIFY wake-up can explain a fast delivery
     role = spawn_role("relay", env=_relay_env(kafka, PIN_RELAY_POLL_INTERVAL_SECONDS="30"))
-    owned = "SELECT count(*) FROM outbox.relay_lease WHERE owner IS NOT NULL AND expires_at > now()"
+    owned = "SELECT count(*) FROM outbox.relay_lease_state WHERE live"
     wait_for(lambda: scalar(database_url, owned) == 64, timeout=60, what="the relay owns every vpart")
     insert_rows(database_url, [event_row("warm-up", 1)])
     wait_for(lambda: outbox_count(database_url) == 0, timeout=20, what="warm-up published")

@@ -27,7 +27,8 @@ PAGE_SIZE = 50
 # The outbox's count on a page stops after this many waiting rows (read past the floors, vpart by vpart): a bounded
 # read at any backlog; the exact count per topic is the gauge pin_outbox_backlog (its chart).
 OUTBOX_COUNT_CAP = 10_001
-# An owned vpart's floor this many relay heartbeats old is stale: every renewal of its lease advances it.
+# An owned vpart is stale once its owner's instance row expired this many relay heartbeats ago: nothing advances
+# its floor, and nobody took it over (the relays take an expired owner's vparts at their next heartbeat).
 FLOOR_STALE_HEARTBEATS = 3
 # The most bytes of a payload a letter's page shows (the rest is counted, not shown).
 SHOWN_PAYLOAD_BYTES = 64 * 1024
@@ -103,8 +104,8 @@ def outbox_waiting(conn: Conn, *, topic: str | None, after: int | None, limit: i
 
 
 def lease_map(conn: Conn, *, heartbeat_seconds: float) -> list[dict[str, Any]]:
-    """Every vpart's lease (``VPARTS`` rows) with its floor; ``floor_stale``: an owned vpart whose floor has not
-    advanced for :data:`FLOOR_STALE_HEARTBEATS` heartbeats (its owner's renewal, which advances it, is failing)."""
+    """Every vpart's lease (``VPARTS`` rows) with its stored floor; ``floor_stale``: an owned vpart whose owner's
+    heartbeat stopped :data:`FLOOR_STALE_HEARTBEATS` heartbeats ago (nothing advances its floor)."""
     stale_after = FLOOR_STALE_HEARTBEATS * heartbeat_seconds
     rows = list(conn.execute(_QUERIES["console_lease_map"], {"stale_after": stale_after}).fetchall())
     assert len(rows) <= VPARTS

@@ -8,7 +8,7 @@
 -- walk of outbox.message by id (the dead rows a held horizon keeps are below the floors).
 SELECT w.id, w.message_id, w.vpart, w.topic, w.message_key, w.event_type, w.created_at, w.attempts,
        w.next_attempt_at, w.last_error
-FROM outbox.relay_lease l
+FROM outbox.relay_floor l
 CROSS JOIN LATERAL (
     (SELECT m.* FROM outbox.message m
      WHERE m.vpart = l.vpart AND (m.vpart, m.id) > (l.vpart, GREATEST(l.floor_id, %(after)s::bigint))
@@ -27,17 +27,20 @@ ORDER BY w.id
 LIMIT %(limit)s
 
 -- console_lease_map --
--- Every vpart's lease: its owner, epoch, whether the lease is live, and its floor (docs/design/outbox-storage.md):
--- the id below which nothing waits, when it last advanced, and whether that is stale (an owned vpart whose floor
--- did not move for %(stale_after)s seconds since it was taken: its owner's heartbeat, whose renewal advances it, is
--- failing). 64 rows.
-SELECT vpart, owner, epoch, CASE WHEN isfinite(expires_at) THEN expires_at END AS expires_at, acquired_at,
-       (owner IS NOT NULL AND expires_at > now()) AS live, floor_id, floor_at,
-       EXTRACT(EPOCH FROM now() - floor_at)::float8 AS floor_age_seconds,
-       coalesce(owner IS NOT NULL AND GREATEST(floor_at, acquired_at) < now() - make_interval(secs => %(stale_after)s),
-                false) AS floor_stale
-FROM outbox.relay_lease
-ORDER BY vpart
+-- Every vpart's lease (outbox.relay_lease_state: live while its owner's instance row is unexpired): its owner, epoch,
+-- the owner's expiry, and its stored floor (outbox.relay_floor, docs/design/outbox-storage.md): the id below which
+-- nothing waits and when its owner last stored it (only when it moved, at most every few seconds). An owned vpart
+-- whose owner's heartbeat stopped for %(stale_after)s seconds (its instance row expired that long ago) is stale.
+-- 64 rows.
+SELECT l.vpart, l.owner, l.epoch, CASE WHEN isfinite(l.expires_at) THEN l.expires_at END AS expires_at,
+       l.acquired_at, l.live, f.floor_id, f.floor_at,
+       EXTRACT(EPOCH FROM now() - f.floor_at)::float8 AS floor_age_seconds,
+       coalesce(l.owner IS NOT NULL AND NOT l.live
+                AND coalesce(l.expires_at, '-infinity') < now() - make_interval(secs => %(stale_after)s), false)
+           AS floor_stale
+FROM outbox.relay_lease_state l
+JOIN outbox.relay_floor f USING (vpart)
+ORDER BY l.vpart
 
 -- console_relay_dead_letters --
 -- One page of the relay's dead letters, newest first before the keyset cursor %(before)s (an outbox id); each filter

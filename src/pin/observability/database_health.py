@@ -28,8 +28,19 @@ log = structlog.get_logger(__name__)
 
 _QUERIES = load_queries(__package__ or "pin.observability", "database_health.sql")
 
-# The tables that churn: the claimed appointments and purchases, the outbox queue and the consumers' inbox.
-HOT_TABLES = ("calendar.appointment", "promotion.purchase", "outbox.message", "messaging.inbox")
+# The tables that churn: the claimed appointments and purchases, the outbox queue and the consumers' inbox, the
+# settles' acknowledged positions, and the relay's lease rows, instance rows (one version a heartbeat each) and
+# stored floors (docs/design/relay.md).
+HOT_TABLES = (
+    "calendar.appointment",
+    "promotion.purchase",
+    "outbox.message",
+    "messaging.inbox",
+    "outbox.acked_position",
+    "outbox.relay_lease",
+    "outbox.relay_instance",
+    "outbox.relay_floor",
+)
 # The partial indexes the workers claim through (docs/design/claims.md): emptied and refilled all day.
 CLAIM_INDEXES = ("calendar.ix_appointments_pending_expires_at", "promotion.ix_purchase_active_ends_at")
 # A refresh statement that takes longer than this is cancelled: the gauges keep their last values.

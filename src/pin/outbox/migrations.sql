@@ -121,3 +121,111 @@ CREATE INDEX dead_letter_discarded_key ON outbox.dead_letter_discarded (message_
 -- 0007_downgrade --
 -- Discarded letters dropped (development only).
 DROP TABLE IF EXISTS outbox.dead_letter_discarded;
+
+-- 0008_upgrade --
+-- A heartbeat writes one row version per relay instance, not one per vpart (docs/design/relay.md, "Leases"): a
+-- lease is live while its owner's instance row (outbox.relay_instance) is unexpired, so the heartbeat renews only
+-- that row, and a vpart's lease row is written only when its owner changes (taken, given back, taken over). The
+-- floors leave the lease rows for a table of their own, written by their owner only when they moved, at most every
+-- few seconds (outbox/relay/kept_floors.py: FLOOR_WRITE_SECONDS); the relay reads past the floors it keeps in memory.
+-- A relay of the previous release still running when this runs cannot read, renew, mark nor dead-letter any more
+-- (each of those statements names a column dropped here and fails); its instance row then expires within its TTL
+-- and the new relays take its vparts over, at the next epoch (docs/design/relay.md, "Upgrading to 0008").
+CREATE TABLE outbox.relay_floor (
+    vpart       smallint    PRIMARY KEY CHECK (vpart >= 0),
+    floor_id    bigint      NOT NULL DEFAULT 0,
+    floor_xmax  bigint      NOT NULL DEFAULT 0,
+    floor_xip   bigint[]    NOT NULL DEFAULT '{}',
+    floor_at    timestamptz                                   -- when its owner last wrote it (it had moved)
+);
+INSERT INTO outbox.relay_floor (vpart, floor_id, floor_xmax, floor_xip, floor_at)
+SELECT vpart, floor_id, floor_xmax, floor_xip, floor_at FROM outbox.relay_lease;
+-- the same three parts as in 0006, past the floors of their own table
+CREATE OR REPLACE VIEW outbox.unpublished AS
+SELECT m.*
+FROM outbox.relay_floor l
+CROSS JOIN LATERAL (
+    SELECT * FROM outbox.message m WHERE m.vpart = l.vpart AND (m.vpart, m.id) > (l.vpart, l.floor_id)
+    UNION ALL
+    SELECT * FROM outbox.message m
+     WHERE m.vpart = l.vpart AND m.xid >= l.floor_xmax AND m.id > l.floor_id IS NOT TRUE
+    UNION ALL
+    SELECT m.* FROM unnest(l.floor_xip) AS r (xid)
+    CROSS JOIN LATERAL (
+        SELECT * FROM outbox.message m WHERE m.vpart = l.vpart AND m.xid = r.xid AND m.id > l.floor_id IS NOT TRUE
+        OFFSET 0
+    ) AS m
+) m;
+ALTER TABLE outbox.relay_lease DROP COLUMN floor_id, DROP COLUMN floor_xmax, DROP COLUMN floor_xip,
+    DROP COLUMN floor_at, DROP COLUMN expires_at;
+-- Every vpart's lease as operators and tests read it: live while its owner's instance row is unexpired (the rule
+-- the relay's statements apply, relay/queries.sql: relay_lease_live), the owner's expiry beside it.
+CREATE VIEW outbox.relay_lease_state AS
+SELECT l.vpart, l.owner, l.epoch, l.acquired_at, i.expires_at, coalesce(i.expires_at > now(), false) AS live
+FROM outbox.relay_lease l
+LEFT JOIN outbox.relay_instance i ON i.instance_id = l.owner;
+-- relay_lease: 64 rows, each rewritten only when its owner changes (a start, a stop, a take-over): a few versions a
+-- minute; half of each page left free so that a change stays on its page (HOT) and is pruned there.
+ALTER TABLE outbox.relay_lease SET (
+    fillfactor = 50,
+    autovacuum_vacuum_scale_factor = 0,
+    autovacuum_vacuum_threshold = 50,
+    autovacuum_vacuum_cost_delay = 0
+);
+-- relay_instance: one row per relay, rewritten at every heartbeat (one version a second each): the one row the
+-- leases' liveness costs; kept on its page (fillfactor) and vacuumed after a minute of heartbeats of one relay.
+ALTER TABLE outbox.relay_instance SET (
+    fillfactor = 50,
+    autovacuum_vacuum_scale_factor = 0,
+    autovacuum_vacuum_threshold = 60,
+    autovacuum_vacuum_cost_delay = 0
+);
+-- relay_floor: 64 rows, each rewritten at most every FLOOR_WRITE_SECONDS while its vpart has traffic (at most
+-- 6.4 versions a second in all); half of each page free for HOT updates, vacuumed after a minute or so of them.
+ALTER TABLE outbox.relay_floor SET (
+    fillfactor = 50,
+    autovacuum_vacuum_scale_factor = 0,
+    autovacuum_vacuum_threshold = 400,
+    autovacuum_vacuum_cost_delay = 0
+);
+
+-- 0008_downgrade --
+-- The floors and the expiry back in the lease rows (each lease expiring with its owner's instance row).
+ALTER TABLE outbox.relay_lease RESET (
+    fillfactor, autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold, autovacuum_vacuum_cost_delay
+);
+ALTER TABLE outbox.relay_lease SET (
+    fillfactor = 50,
+    autovacuum_vacuum_scale_factor = 0,
+    autovacuum_vacuum_threshold = 500,
+    autovacuum_vacuum_cost_delay = 0
+);
+ALTER TABLE outbox.relay_instance SET (autovacuum_vacuum_threshold = 100);
+DROP VIEW outbox.relay_lease_state;
+ALTER TABLE outbox.relay_lease
+    ADD COLUMN expires_at timestamptz NOT NULL DEFAULT '-infinity',
+    ADD COLUMN floor_id bigint NOT NULL DEFAULT 0,
+    ADD COLUMN floor_xmax bigint NOT NULL DEFAULT 0,
+    ADD COLUMN floor_xip bigint[] NOT NULL DEFAULT '{}',
+    ADD COLUMN floor_at timestamptz;
+UPDATE outbox.relay_lease l
+SET expires_at = coalesce((SELECT i.expires_at FROM outbox.relay_instance i WHERE i.instance_id = l.owner), '-infinity'),
+    floor_id = f.floor_id, floor_xmax = f.floor_xmax, floor_xip = f.floor_xip, floor_at = f.floor_at
+FROM outbox.relay_floor f
+WHERE f.vpart = l.vpart;
+CREATE OR REPLACE VIEW outbox.unpublished AS
+SELECT m.*
+FROM outbox.relay_lease l
+CROSS JOIN LATERAL (
+    SELECT * FROM outbox.message m WHERE m.vpart = l.vpart AND (m.vpart, m.id) > (l.vpart, l.floor_id)
+    UNION ALL
+    SELECT * FROM outbox.message m
+     WHERE m.vpart = l.vpart AND m.xid >= l.floor_xmax AND m.id > l.floor_id IS NOT TRUE
+    UNION ALL
+    SELECT m.* FROM unnest(l.floor_xip) AS r (xid)
+    CROSS JOIN LATERAL (
+        SELECT * FROM outbox.message m WHERE m.vpart = l.vpart AND m.xid = r.xid AND m.id > l.floor_id IS NOT TRUE
+        OFFSET 0
+    ) AS m
+) m;
+DROP TABLE outbox.relay_floor;

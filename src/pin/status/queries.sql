@@ -50,7 +50,7 @@ GROUP BY topic ORDER BY topic
 -- parts of outbox.unpublished, {{past}} read in id order; ids are taken in creation order), never a walk of the dead rows.
 SELECT coalesce((
     SELECT EXTRACT(EPOCH FROM now() - w.created_at)::float8
-    FROM outbox.relay_lease l
+    FROM outbox.relay_floor l
     CROSS JOIN LATERAL (
         (SELECT m.id, m.created_at FROM outbox.message m WHERE {past} ORDER BY m.id LIMIT 1)
         UNION ALL
@@ -69,9 +69,10 @@ FROM (SELECT topic, dead_lettered_at FROM outbox.dead_letter LIMIT {count_cap}) 
 GROUP BY topic ORDER BY topic
 
 -- relay_leases_per_owner --
--- The relay instances holding live leases, and how many vparts each.
+-- The relay instances holding live leases (their instance row unexpired: outbox.relay_lease_state), how many vparts
+-- each, and when its instance row expires unless renewed.
 SELECT owner, count(*) AS vparts, EXTRACT(EPOCH FROM min(expires_at) - now())::float8 AS expires_in_seconds
-FROM outbox.relay_lease WHERE owner IS NOT NULL AND expires_at > now()
+FROM outbox.relay_lease_state WHERE live
 GROUP BY owner ORDER BY owner
 
 -- cdc_slot --

@@ -46,6 +46,7 @@ class Pipeline:
         batch_size: int,
         batches_in_flight: int,
         owned_count: Callable[[], int],
+        floors: Callable[[], dict[str, object]],
         producer: BatchProducer,
         settler: Settler,
         canceller: Canceller | None = None,
@@ -56,6 +57,7 @@ class Pipeline:
         self._batch_size = batch_size
         self._batches_in_flight = batches_in_flight
         self._owned_count = owned_count
+        self._floors = floors  # the floors the leases keep, as the read takes them
         self._producer = producer
         self._settler = settler
         self._in_flight: deque[Batch] = deque()  # handed to the producer, not yet awaited; oldest first
@@ -160,6 +162,7 @@ class Pipeline:
             unsettled += settling.ids
             held_keys |= settling.blocked  # a failure whose backoff or dead letter is not committed yet
         params = {
+            **self._floors(),
             "owner": self._owner,
             "per_vpart": per_vpart,
             "limit": limit,

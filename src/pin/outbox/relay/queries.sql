@@ -2,14 +2,16 @@
 -- docs/design/relay.md for why they are shaped as they are.
 
 -- outbox_read_owned --
--- Due rows of the vparts whose unexpired lease we hold, behind no waiting row of their key, in id order per vpart,
--- read past each vpart's floor ({past}, {since}, {running}: docs/design/outbox-storage.md), never from its head. Each
--- part filters before its limit, so the read stops after a share of rows whatever the backlog.
+-- Due rows of the vparts whose live lease we hold, behind no waiting row of their key, in id order per vpart, read
+-- past the floors this instance keeps ({given}: {past}, {since}, {running}: docs/design/outbox-storage.md), never
+-- from a vpart's head. Each part filters before its limit, so the read stops after a share of rows whatever the
+-- backlog. The lease is judged here, on the database: ours (owner), at the epoch returned, and live ({live}).
 -- No FOR UPDATE: the lease is the claim (a row lock cannot be held across a broker flush).
-SELECT m.id, m.message_id::text, m.vpart::int, l.epoch, m.topic, m.message_key, m.event_type, m.contract_version,
+SELECT m.id, m.message_id::text, m.vpart::int, o.epoch, m.topic, m.message_key, m.event_type, m.contract_version,
        m.value,
        CASE WHEN m.value IS NULL THEN m.payload::text END, m.headers::text, m.attempts
-FROM outbox.relay_lease l
+FROM {given} AS l
+JOIN outbox.relay_lease o ON o.vpart = l.vpart AND o.owner = %(owner)s
 CROSS JOIN LATERAL (
     SELECT * FROM (
         (SELECT * FROM outbox.message m WHERE {past} AND {sendable} ORDER BY m.id LIMIT %(per_vpart)s)
@@ -21,7 +23,7 @@ CROSS JOIN LATERAL (
     ORDER BY m.id
     LIMIT %(per_vpart)s
 ) m
-WHERE l.owner = %(owner)s AND l.expires_at > now()
+WHERE {live}
 ORDER BY m.id
 LIMIT %(limit)s
 
@@ -60,23 +62,23 @@ WHERE id IN (SELECT id FROM outbox.message WHERE id = ANY(%(ids)s::bigint[]) FOR
 RETURNING topic, EXTRACT(EPOCH FROM clock_timestamp() - created_at)::float8 AS latency
 
 -- outbox_mark_failed --
--- One more attempt and a backoff for a failed row, while its lease (owner and epoch) is still ours.
+-- One more attempt and a backoff for a failed row, while its lease (owner and epoch) is still ours and live.
 UPDATE outbox.message m
 SET attempts = m.attempts + 1,
     next_attempt_at = now() + make_interval(secs => %(delay)s),
     last_error = %(error)s
-FROM outbox.relay_lease l
+FROM outbox.relay_lease o
 WHERE m.id = %(id)s
-  AND l.vpart = m.vpart AND l.owner = %(owner)s AND l.epoch = %(epoch)s AND l.expires_at > now()
+  AND o.vpart = m.vpart AND o.owner = %(owner)s AND o.epoch = %(epoch)s AND {live}
 RETURNING m.attempts
 
 -- outbox_dead_letter --
--- Move a row to outbox.dead_letter with its error in one statement, while its lease is still ours.
+-- Move a row to outbox.dead_letter with its error in one statement, while its lease is still ours and live.
 -- {moved_columns}: the row's columns a dead letter keeps (outbox/writer.py: MOVED_COLUMNS), its value included.
 WITH moved AS (
-    DELETE FROM outbox.message m USING outbox.relay_lease l
+    DELETE FROM outbox.message m USING outbox.relay_lease o
     WHERE m.id = %(id)s
-      AND l.vpart = m.vpart AND l.owner = %(owner)s AND l.epoch = %(epoch)s AND l.expires_at > now()
+      AND o.vpart = m.vpart AND o.owner = %(owner)s AND o.epoch = %(epoch)s AND {live}
     RETURNING m.*
 )
 INSERT INTO outbox.dead_letter ({moved_columns}, attempts, error, permanent)
@@ -84,15 +86,47 @@ SELECT {moved_columns}, attempts + 1, %(error)s, %(permanent)s
 FROM moved
 RETURNING id
 
--- relay_instance_heartbeat --
--- Register this instance, or push its expiry on.
+-- relay_lease_live --
+-- Fragment, a condition: our leases (o.owner = %(owner)s, which the statement also requires) are live, our instance
+-- row unexpired (the heartbeat renews that one row; the view outbox.relay_lease_state applies the same rule for
+-- operators). Not correlated with o, so it is one probe a statement, not one a vpart: under a held horizon that
+-- row keeps a version a heartbeat which every probe steps over.
+EXISTS (SELECT 1 FROM outbox.relay_instance i WHERE i.instance_id = %(owner)s AND i.expires_at > now())
+
+-- relay_floors_given --
+-- Fragment, a row source: the floors this instance keeps in memory (outbox/floors.py: Floors), one row per vpart, in
+-- the shape of an outbox.relay_floor row (floor_xip given as the text of a bigint[] each).
+(SELECT f.vpart, f.floor_id, f.floor_xmax, f.floor_xip::bigint[] AS floor_xip
+ FROM unnest(%(vparts)s::smallint[], %(floor_ids)s::bigint[], %(floor_xmaxs)s::bigint[], %(floor_xips)s::text[])
+      AS f (vpart, floor_id, floor_xmax, floor_xip))
+
+-- relay_instance_renew --
+-- Push this instance's expiry on, and with it every lease it holds; only while it has not expired: an expired
+-- instance's leases may be another's by now, so it gives them all up and registers again (the next two). Judged on
+-- the clock when the row is updated (clock_timestamp, not the transaction's start), also after waiting for a
+-- relay that is taking its leases over (relay_lease_acquire_free locks an expired instance's row).
+UPDATE outbox.relay_instance SET expires_at = clock_timestamp() + make_interval(secs => %(ttl)s)
+WHERE instance_id = %(owner)s AND expires_at > clock_timestamp()
+RETURNING instance_id
+
+-- relay_lease_give_up_expired --
+-- This instance expired (or was never registered): the leases still in its name are given up, so that whoever takes
+-- them, this instance included, does so at a new epoch (a batch read before the expiry can no longer be settled).
+UPDATE outbox.relay_lease SET owner = NULL WHERE owner = %(owner)s RETURNING vpart
+
+-- relay_instance_register --
+-- Register this instance, with no lease yet.
 INSERT INTO outbox.relay_instance (instance_id, expires_at)
-VALUES (%(owner)s, now() + make_interval(secs => %(ttl)s))
-ON CONFLICT (instance_id) DO UPDATE SET expires_at = EXCLUDED.expires_at
+VALUES (%(owner)s, clock_timestamp() + make_interval(secs => %(ttl)s))
+ON CONFLICT (instance_id) DO UPDATE SET expires_at = EXCLUDED.expires_at, started_at = clock_timestamp()
 
 -- relay_instance_purge --
--- Forget the instances that stopped heartbeating a while ago.
-DELETE FROM outbox.relay_instance WHERE expires_at < now() - interval '1 minute'
+-- Forget the instances that stopped heartbeating a while ago (never waiting on a row another transaction holds).
+DELETE FROM outbox.relay_instance
+WHERE instance_id IN (
+    SELECT instance_id FROM outbox.relay_instance WHERE expires_at < now() - interval '1 minute'
+    FOR UPDATE SKIP LOCKED
+)
 
 -- relay_instance_count_live --
 -- The instances alive now: the fair share of each is the vparts divided by this.
@@ -102,49 +136,74 @@ SELECT count(*) AS live FROM outbox.relay_instance WHERE expires_at > now()
 -- Unregister this instance (graceful stop).
 DELETE FROM outbox.relay_instance WHERE instance_id = %(owner)s
 
--- relay_lease_renew --
--- Renew our unexpired leases; one that already expired is not renewed (another instance may hold it by now). Each
--- renewed vpart's floor moves up to just below its oldest waiting row as this statement's snapshot sees it ({past},
--- {since}, {running}), or to the last id taken when none waits; docs/design/outbox-storage.md proves that no row is
--- ever left below it. A floor whose snapshot is ahead of the server's (a restore into another cluster) starts over
--- from id 0.
-UPDATE outbox.relay_lease l
-SET expires_at = now() + make_interval(secs => %(ttl)s),
-    floor_id = CASE WHEN l.floor_xmax > pg_snapshot_xmax(pg_current_snapshot())::text::bigint THEN 0 ELSE coalesce(
-        least(
-            (SELECT m.id FROM outbox.message m WHERE {past} ORDER BY m.id LIMIT 1),
-            (SELECT min(m.id) FROM {since} AS m),
-            (SELECT min(m.id) FROM {running} AS m)
-        ) - 1,
-        greatest(l.floor_id, pg_sequence_last_value(pg_get_serial_sequence('outbox.message', 'id')::regclass))
-    ) END,
-    floor_xmax = pg_snapshot_xmax(pg_current_snapshot())::text::bigint,
-    floor_xip = ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) AS x),
-    floor_at = now()
-WHERE owner = %(owner)s AND expires_at > now()
-RETURNING vpart, epoch
+-- relay_lease_owned --
+-- The vparts this instance holds, and the epoch of each (reads the lease rows, writes nothing).
+SELECT vpart, epoch FROM outbox.relay_lease WHERE owner = %(owner)s
 
 -- relay_lease_acquire_free --
--- Take free or expired leases up to the limit, each with a new epoch (the fencing token). A floor whose snapshot is
--- ahead of the server's (a restore into another cluster: new transaction ids) starts over from id 0 before any read.
-WITH free AS (
-    SELECT vpart FROM outbox.relay_lease
-    WHERE owner IS NULL OR expires_at <= now()
-    ORDER BY vpart
+-- Take free leases, or those of an instance that expired (or is gone), up to the limit, each with a new epoch (the
+-- fencing token). The expired instances' rows are locked (FOR SHARE) until this transaction ends, so that a renewal
+-- of theirs racing with the take-over waits and then finds it expired; one being renewed now (locked: skipped) is
+-- not taken over. A lease whose epoch moved since this statement's snapshot (its owner gave it up and took it
+-- again) is skipped when it is locked. The instance rows are read once a statement (hashed), not once a vpart.
+WITH dead AS (
+    SELECT instance_id FROM outbox.relay_instance WHERE expires_at <= now() FOR SHARE SKIP LOCKED
+), takeable AS (
+    SELECT l.vpart, l.epoch FROM outbox.relay_lease l
+    WHERE l.owner IS NULL
+       OR l.owner IN (SELECT instance_id FROM dead)
+       OR l.owner NOT IN (SELECT instance_id FROM outbox.relay_instance)
+), free AS (
+    SELECT l.vpart FROM outbox.relay_lease l JOIN takeable t ON t.vpart = l.vpart AND t.epoch = l.epoch
+    ORDER BY l.vpart
     LIMIT %(limit)s
-    FOR NO KEY UPDATE SKIP LOCKED
+    FOR NO KEY UPDATE OF l SKIP LOCKED
 )
 UPDATE outbox.relay_lease l
-SET owner = %(owner)s, epoch = l.epoch + 1, expires_at = now() + make_interval(secs => %(ttl)s),
-    acquired_at = now(),
-    floor_id = CASE WHEN l.floor_xmax > pg_snapshot_xmax(pg_current_snapshot())::text::bigint THEN 0
-                    ELSE l.floor_id END,
-    floor_xmax = least(l.floor_xmax, pg_snapshot_xmax(pg_current_snapshot())::text::bigint)
+SET owner = %(owner)s, epoch = l.epoch + 1, acquired_at = now()
 FROM free
 WHERE l.vpart = free.vpart
 RETURNING l.vpart, l.epoch
 
 -- relay_lease_release --
 -- Give back some of our leases, free at once for the other instances.
-UPDATE outbox.relay_lease SET owner = NULL, expires_at = '-infinity'
+UPDATE outbox.relay_lease SET owner = NULL
 WHERE owner = %(owner)s AND vpart = ANY(%(vparts)s)
+
+-- relay_floor_load --
+-- The stored floors of vparts this instance just took (written by their previous owner, or older: any stored floor
+-- is valid). A floor whose snapshot is ahead of the server's (a restore into another cluster: new transaction ids)
+-- starts over from id 0 before any read.
+SELECT f.vpart,
+       CASE WHEN f.floor_xmax > pg_snapshot_xmax(pg_current_snapshot())::text::bigint THEN 0
+            ELSE f.floor_id END AS floor_id,
+       least(f.floor_xmax, pg_snapshot_xmax(pg_current_snapshot())::text::bigint) AS floor_xmax,
+       f.floor_xip
+FROM outbox.relay_floor f
+WHERE f.vpart = ANY(%(vparts)s::smallint[])
+
+-- relay_floor_advance --
+-- The floors this instance keeps ({given}), each moved up to just below its oldest waiting row as this statement's
+-- snapshot sees it ({past}, {since}, {running}), or to the last id taken when none waits; docs/design/outbox-storage.md
+-- proves that no row is ever left below it. Reads only: the floors stay in the relay's memory (relay_floor_write).
+SELECT l.vpart,
+       CASE WHEN l.floor_xmax > pg_snapshot_xmax(pg_current_snapshot())::text::bigint THEN 0 ELSE coalesce(
+           least(
+               (SELECT m.id FROM outbox.message m WHERE {past} ORDER BY m.id LIMIT 1),
+               (SELECT min(m.id) FROM {since} AS m),
+               (SELECT min(m.id) FROM {running} AS m)
+           ) - 1,
+           greatest(l.floor_id, pg_sequence_last_value(pg_get_serial_sequence('outbox.message', 'id')::regclass))
+       ) END AS floor_id,
+       pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS floor_xmax,
+       ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) AS x) AS floor_xip
+FROM {given} AS l
+
+-- relay_floor_write --
+-- Store some of the floors this instance keeps ({given}) for the other readers (outbox.unpublished, the gauges, the
+-- next owner), of the vparts it still holds: a stale owner's floor would be valid too, only older.
+UPDATE outbox.relay_floor f
+SET floor_id = l.floor_id, floor_xmax = l.floor_xmax, floor_xip = l.floor_xip, floor_at = now()
+FROM {given} AS l
+WHERE f.vpart = l.vpart
+  AND EXISTS (SELECT 1 FROM outbox.relay_lease o WHERE o.vpart = l.vpart AND o.owner = %(owner)s)

@@ -74,6 +74,7 @@ class OutboxRelay:
             batch_size=self._config.batch_size,
             batches_in_flight=self._config.batches_in_flight,
             owned_count=lambda: self._leases.count,
+            floors=self._leases.floor_params,
             producer=self._producer,
             settler=settler,
             canceller=self._canceller,
