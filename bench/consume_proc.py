@@ -41,6 +41,7 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from psycopg import sql
 
 from pin.db import Conn, create_pool
+from pin.local.state_folder import load_settings
 from pin.messaging.consumer import ConsumerRuntime, HandlingContext, Route
 from pin.messaging.consumer.inbox import INBOX_INSERT
 from pin.messaging.consumer.received import Received
@@ -51,7 +52,6 @@ from pin.messaging.kafka import consumer_config, producer_config
 from pin.notifications.delivery import DatabaseDelivery, Delivered, Notification
 from pin.notifications.handler import routes as notifications_routes
 from pin.roles import start_role
-from pin.settings import load_settings
 
 
 class WaitingDelivery(DatabaseDelivery):

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 import typer.core
 
-from pin.settings import ConfigurationError, Settings, UnreachableError, load_settings
+from pin.local.state_folder import load_settings
+from pin.settings import ConfigurationError, Settings, UnreachableError
 
 if TYPE_CHECKING:
     from pin.db import Conn
@@ -434,7 +435,7 @@ def status(
 
     settings = load_settings()
     if demo:
-        from pin.settings import running_banner, state_folder_of
+        from pin.local.state_folder import running_banner, state_folder_of
 
         home = state_folder_of(settings.home)
         banner = running_banner(home)

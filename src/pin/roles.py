@@ -15,13 +15,14 @@ from types import FrameType
 import structlog
 
 from pin.backoff import exponential_backoff
+from pin.local.state_folder import load_settings
 from pin.messaging.migrations import publishing, start_migrations
 from pin.observability.liveness import add_readiness_check
 from pin.observability.logging import configure_logging, error_text
 from pin.observability.metrics import serve_metrics
 from pin.observability.tracing import configure_tracing_from_env
 from pin.outbox.writer import OutboxMode, set_contract_migrations, set_outbox_mode
-from pin.settings import Settings, load_settings
+from pin.settings import Settings
 
 # The exit code of a role that did not stop within PIN_STOP_TIMEOUT_SECONDS of SIGTERM (and left anyway).
 STOP_TIMEOUT_EXIT_CODE = 3

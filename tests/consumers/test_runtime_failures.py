@@ -340,7 +340,7 @@ def test_an_incompatible_payload_is_dead_lettered_only_after_the_configured_atte
     """A message its route's contract refuses is held and tried again (a short back-off), then dead-lettered with
     its alert's counter once PIN_CONSUMER_UNREADABLE_ATTEMPTS attempts found it unreadable; its partition goes on."""
     topic = topics.APPOINTMENT_CANCELLED
-    configured = settings.model_copy(update={"consumer_unreadable_attempts": 4})
+    configured = settings.with_values(consumer_unreadable_attempts=4)
     bad, behind = _event(), _event()
     del bad["InvestorUserId"]  # required by the contract
     dead_before = metric("pin_consumer_dead_lettered_total", group="crm", topic=topic)

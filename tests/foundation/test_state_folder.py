@@ -1,5 +1,5 @@
-"""Commands run where `pin up` runs find its endpoints (pin.settings.running_endpoints) when the PIN_* variables
-are unset; `pin up` keeps its state folder (pin.local.state_folder)."""
+"""Commands run where `pin up` runs find its endpoints (pin.local.state_folder.running_endpoints) when the PIN_*
+variables are unset; `pin up` keeps its state folder there too."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from pin import settings as env_settings
 from pin.local import state_folder
-from pin.settings import UP_ENDPOINTS_FILE, ConfigurationError, PinUpEndpoints, load_settings
+from pin.local.state_folder import UP_ENDPOINTS_FILE, PinUpEndpoints, load_settings
+from pin.settings import ConfigurationError
 
 pytestmark = pytest.mark.unit
 
@@ -87,7 +89,7 @@ def test_the_endpoints_of_a_pin_up_that_is_gone_are_ignored(home: Path, capsys: 
 
 
 def test_pin_up_itself_never_reads_another_pin_ups_endpoints(running: Path) -> None:
-    assert load_settings(from_pin_up=False).database_url is None
+    assert env_settings.load_settings().database_url is None
 
 
 def test_a_second_pin_up_on_the_same_folder_is_refused_by_name(running: Path) -> None:

@@ -233,10 +233,10 @@ def test_a_group_moved_from_v1_to_v2_mid_stream_applies_every_event_exactly_once
         kafka_session_timeout_ms=3000,
         contract_migrations={SAMPLE_EVENT_TYPE: _migration()},
     )
-    on_v2 = on_v1.model_copy(
-        update={"contract_migrations": {SAMPLE_EVENT_TYPE: on_v1.contract_migrations[SAMPLE_EVENT_TYPE].model_copy(
+    on_v2 = on_v1.with_values(
+        contract_migrations={SAMPLE_EVENT_TYPE: on_v1.contract_migrations[SAMPLE_EVENT_TYPE].model_copy(
             update={"v2_groups": (GROUP,)}
-        )}}
+        )}
     )  # fmt: skip
     ensure_topics(on_v1, [SAMPLE_V1_TOPIC, SAMPLE_V2_TOPIC])
     # what every role does at start (pin.roles.start_role): dual-publish on

@@ -253,7 +253,7 @@ def test_a_dead_letter_the_topic_never_takes_is_parked_in_the_database_and_the_p
     _burst(kafka.bootstrap_servers, [(_value(failing), failing["MessageId"]), (_value(behind), behind["MessageId"])])
     parked_before = metric("pin_consumer_dead_letters_parked_total", group="crm", topic=TOPIC)
     failures_before = metric("pin_consumer_dead_letter_failures_total", group="crm", topic=TOPIC)
-    nowhere = settings.model_copy(update={"kafka_bootstrap_servers": "127.0.0.1:1"})  # nothing listens on 1
+    nowhere = settings.with_values(kafka_bootstrap_servers="127.0.0.1:1")  # nothing listens on 1
     runtime = ConsumerRuntime(
         group="crm",
         routes=routes,

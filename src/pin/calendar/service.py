@@ -39,7 +39,7 @@ from pin.jobs import bookkeeping
 from pin.lock_waits import transaction_lock_timeout
 from pin.observability.tracing import current_traceparent
 from pin.outbox.writer import MessageContext
-from pin.settings import CANCEL_CUTOFF_MINUTES, PENDING_TTL_SECONDS, Settings
+from pin.settings import CalendarSettings, Settings
 from pin.unit_of_work import UnitOfWork
 
 log = structlog.get_logger(__name__)
@@ -51,9 +51,9 @@ class CalendarPolicy:
     """The configurable rules of the calendar."""
 
     # PendingTtl: how long an agent has to decide on a Pending appointment.
-    pending_ttl: timedelta = timedelta(seconds=PENDING_TTL_SECONDS)
+    pending_ttl: timedelta = timedelta(seconds=CalendarSettings().pending_ttl_seconds)
     # INV-APT-3: an investor may cancel or reschedule until StartAt minus this.
-    cancel_cutoff: timedelta = timedelta(minutes=CANCEL_CUTOFF_MINUTES)
+    cancel_cutoff: timedelta = timedelta(minutes=CalendarSettings().cancel_cutoff_minutes)
     # A per-transaction override of the wait for a row another transaction holds; None keeps the session's rule
     # (the API's sessions: PIN_API_LOCK_TIMEOUT_SECONDS, pin.lock_waits). Either way a held row is a 409.
     lock_timeout: timedelta | None = None

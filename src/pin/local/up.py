@@ -25,10 +25,11 @@ from pin.backoff import exponential_backoff
 from pin.db import ConnectionPolicy, migrate
 from pin.local import state_folder
 from pin.local.demo import DEMO_PENDING_TTL_SECONDS, DemoError, load_demo_data, wait_until_ready
+from pin.local.state_folder import PinUpEndpoints, state_folder_of
 from pin.local.tcp_ports import free_port, port_is_free
 from pin.messaging.kafka import ensure_topics
 from pin.observability.logging import configure_logging, resolve_log_format
-from pin.settings import ConfigurationError, PinUpEndpoints, Settings, load_settings, state_folder_of
+from pin.settings import ConfigurationError, Settings, load_settings
 
 if TYPE_CHECKING:
     # the embedded servers are the optional extra [embedded]; imported only when `pin up` needs them
@@ -89,7 +90,7 @@ def _dev_secret(home: Path) -> str:
 
 def run_up(*, demo: bool, host: str, port: int) -> int:
     """Check, start everything, supervise it, stop it cleanly; returns the exit code."""
-    settings = load_settings(from_pin_up=False)
+    settings = load_settings()
     if settings.outbox_mode == "cdc":  # its relay would refuse to start, and nothing would read the WAL
         raise ConfigurationError("PIN_OUTBOX_MODE=cdc: pin up runs the relay; cdc mode needs Debezium (outbox-cdc.md)")
     configure_logging(settings.log_level, resolve_log_format(settings.log_format), role="up")
@@ -150,9 +151,7 @@ def _run(settings: Settings, home: Path, *, demo: bool, host: str, port: int) ->
             kafka = EmbeddedKafka(home / "broker.log")
             kafka.start()
             bootstrap = kafka.bootstrap_servers
-        effective = Settings(
-            **{**settings.model_dump(), "database_url": database_url, "kafka_bootstrap_servers": bootstrap}
-        )
+        effective = settings.with_values(database_url=database_url, kafka_bootstrap_servers=bootstrap)
         migrate(database_url, ConnectionPolicy.from_settings(effective, "migrate"))
         ensure_topics(effective)
         env = _child_env(effective, home)
