@@ -77,7 +77,7 @@ def runtime(group: str, kafka_group: str, mapping: str, lanes: int = 1, wait_ms:
     pairs = [item.partition("=") for item in mapping.split(",")]
     context = start_role(f"consume-{group}", metrics=False)
     settings = context.settings
-    pool = create_pool(settings.require_database_url(), min_size=1, max_size=pool_size(lanes), name=f"consume-{group}")
+    pool = create_pool(settings.database.require_url(), min_size=1, max_size=pool_size(lanes), name=f"consume-{group}")
     try:
         ConsumerRuntime(
             group=group,
@@ -238,7 +238,7 @@ def same(group: str, kafka_group: str, mapping: str, count: int, out: Path) -> i
     """The same statements for the same batches as the runtime, with no runtime around them."""
     topic, _, real_topic = mapping.partition("=")
     settings = load_settings()
-    pool = create_pool(settings.require_database_url(), min_size=1, max_size=2, name=f"same-{group}")
+    pool = create_pool(settings.database.require_url(), min_size=1, max_size=2, name=f"same-{group}")
     with pool.connection() as conn:
         recorded = _record(group, real_topic, kafka_group=f"{kafka_group}-record", topic=topic, count=count, conn=conn)
     batch_size = inspect.signature(ConsumerRuntime).parameters["batch_size"].default  # the runtime's batch

@@ -48,7 +48,7 @@ def start_role(role: str, *, metrics: bool = True, broker: bool = False) -> Role
     variables), tune the garbage collector, serve /metrics and the probes (readiness: the database, and the broker
     when ``broker``), trap SIGTERM/SIGINT."""
     settings = load_settings()
-    set_outbox_mode(OutboxMode(settings.outbox_mode))  # every producer path of this process writes in this mode
+    set_outbox_mode(OutboxMode(settings.outbox.mode))  # every producer path of this process writes in this mode
     configure_logging(settings.log_level, settings.log_format, role=role)
     # a bad migration is a configuration error, an overdue one a warning; the writer then publishes what they say
     set_contract_migrations(publishing(start_migrations(settings)))
@@ -85,12 +85,12 @@ def _check_dependencies(settings: Settings, *, broker: bool) -> None:
 
     def database() -> None:
         timeout = max(1, round(READINESS_TIMEOUT_SECONDS))  # libpq's connect_timeout is whole seconds
-        with connect(settings.require_database_url(), policy=default_policy(), connect_timeout=timeout) as conn:
+        with connect(settings.database.require_url(), policy=default_policy(), connect_timeout=timeout) as conn:
             conn.execute("SELECT 1")
 
-    if settings.database_url:
+    if settings.database.url:
         add_readiness_check("database", database)
-    if broker and settings.kafka_bootstrap_servers:
+    if broker and settings.kafka.bootstrap_servers:
         from pin.messaging.kafka import missing_topics  # imported by the roles that use the broker only
 
         add_readiness_check("broker", lambda: missing_topics(settings, [], timeout=READINESS_TIMEOUT_SECONDS))

@@ -235,7 +235,7 @@ def test_a_valid_message_that_fails_is_retried_without_limit_never_dead_lettered
     is only for what cannot be read: pin.faults.TREATMENTS.)"""
     breakage, error_type = case
     only_its_key = breakage in {"check-added", "handler-bug"}  # the others fail every message of the table
-    database_url, bootstrap = settings.require_database_url(), settings.kafka_bootstrap_servers
+    database_url, bootstrap = settings.database.require_url(), settings.kafka.bootstrap_servers
     topic = topics.APPOINTMENT_CANCELLED
     warmup, failing, behind = _event(), _event(), _event()
     role = _ConsumerRole(database_url, test_databases) if breakage == "revoked-grant" else None

@@ -267,7 +267,7 @@ def test_every_role_has_a_deployment_with_probes_on_its_own_endpoints() -> None:
             assert "PIN_KAFKA_CLIENT_CONFIG" not in secrets
         else:
             assert secrets["PIN_KAFKA_CLIENT_CONFIG"] == principal, f"{name}: another principal's credentials"
-            Settings().kafka_principal(principal)  # a principal `pin acls` grants to
+            Settings().kafka.principal(principal)  # a principal `pin acls` grants to
         labels = pod["metadata"]["labels"]
         covering = [b for b in budgets if b["spec"]["selector"]["matchLabels"].items() <= labels.items()]
         assert len(covering) == 1, f"{name}: {len(covering)} PodDisruptionBudgets"

@@ -62,8 +62,8 @@ class CalendarPolicy:
     def from_settings(cls, settings: Settings) -> CalendarPolicy:
         """The policy configured by PIN_APPOINTMENT_* variables."""
         return cls(
-            pending_ttl=timedelta(seconds=settings.appointment_pending_ttl_seconds),
-            cancel_cutoff=timedelta(minutes=settings.appointment_cancel_cutoff_minutes),
+            pending_ttl=timedelta(seconds=settings.calendar.pending_ttl_seconds),
+            cancel_cutoff=timedelta(minutes=settings.calendar.cancel_cutoff_minutes),
         )
 
 

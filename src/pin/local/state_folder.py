@@ -158,9 +158,9 @@ def load_settings() -> Settings:
 def _pin_up_values(settings: Settings) -> dict[str, str]:
     """What the running `pin up` serves, for the variables ``settings`` leave unset; one line on stderr says which."""
     unset = {
-        "database_url": not settings.database_url,
-        "kafka_bootstrap_servers": not settings.kafka_bootstrap_servers,
-        "jwt_secret": settings.jwt_secret is None and not settings.jwt_public_key,
+        "database_url": not settings.database.url,
+        "kafka_bootstrap_servers": not settings.kafka.bootstrap_servers,
+        "jwt_secret": settings.api.jwt_secret is None and not settings.api.jwt_public_key,
     }
     missing = {name for name, is_unset in unset.items() if is_unset}
     if not missing:
