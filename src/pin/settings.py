@@ -13,7 +13,7 @@ import difflib
 import os
 import sys
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
@@ -622,97 +622,6 @@ class Settings(BaseSettings):
         holder = Settings.model_fields[place.section].default if place.section else Settings.model_construct()
         return getattr(holder, place.attr)
 
-    # -- For the call sites not renamed yet: the flat names of before the sections (``settings.relay_batch_size``
-    # is ``settings.relay.batch_size``). Removed once every call site reads its section.
-    if TYPE_CHECKING:
-        api_lock_timeout_seconds: float
-        api_pool_timeout_seconds: float
-        api_statement_timeout_ms: int
-        appointment_cancel_cutoff_minutes: int
-        appointment_pending_ttl_seconds: int
-        appointment_timeout_batch_size: int
-        appointment_timeout_cycle_budget_seconds: float
-        appointment_timeout_interval_seconds: float
-        command_statement_timeout_ms: int
-        console_prometheus_url: str | None
-        console_replay_rate: int
-        consumer_inbox_retention_seconds: float
-        consumer_lanes: int
-        consumer_max_ahead: int
-        consumer_membership_heartbeat_seconds: float
-        consumer_statement_timeout_ms: int
-        consumer_test_fault: str
-        consumer_unreadable_attempts: int
-        consumer_wedged_after_seconds: float
-        contract_migrations: dict[str, ContractMigration]
-        database_check_timeout_seconds: float
-        database_client_connection_check_interval_ms: int
-        database_connect_timeout_seconds: int
-        database_health_refresh_seconds: float
-        database_idle_in_transaction_timeout_ms: int
-        database_keepalives_count: int
-        database_keepalives_idle_seconds: int
-        database_keepalives_interval_seconds: int
-        database_tcp_user_timeout_ms: int
-        database_url: str | None
-        expire_promotions_batch_size: int
-        expire_promotions_cycle_budget_seconds: float
-        expire_promotions_interval_seconds: float
-        http_head_timeout_seconds: float
-        http_keep_alive_timeout_seconds: float
-        http_max_body_bytes: int
-        http_max_connections: int
-        http_max_header_bytes: int
-        jwt_max_lifetime_seconds: int
-        jwt_public_key: str | None
-        jwt_secret: SecretStr | None
-        kafka_bootstrap_servers: str | None
-        kafka_client_config: str
-        kafka_consumer_fetch_wait_max_ms: int
-        kafka_max_message_bytes: int
-        kafka_max_poll_interval_ms: int
-        kafka_principal_catalog: str
-        kafka_principal_crm: str
-        kafka_principal_news: str
-        kafka_principal_notifications: str
-        kafka_principal_operator: str
-        kafka_principal_relay: str
-        kafka_request_timeout_ms: int
-        kafka_session_timeout_ms: int
-        kafka_socket_timeout_ms: int
-        kafka_topic_partitions: int
-        outbox_cdc_slot: str
-        outbox_mode: Literal["relay", "cdc"]
-        relay_backlog_count_cap: int
-        relay_backoff_base_seconds: float
-        relay_backoff_max_seconds: float
-        relay_batch_size: int
-        relay_batches_in_flight: int
-        relay_gauge_refresh_seconds: float
-        relay_heartbeat_seconds: float
-        relay_lease_ttl_seconds: float
-        relay_max_attempts: int
-        relay_message_timeout_ms: int
-        relay_poll_interval_seconds: float
-        relay_statement_timeout_ms: int
-        relay_test_fault: str
-        relay_undelivered_give_up_seconds: float
-        worker_statement_timeout_ms: int
-
-        def require_database_url(self) -> str: ...
-        def require_kafka(self) -> str: ...
-        def kafka_extra_config(self) -> dict[str, str]: ...
-        def kafka_principal(self, role: str) -> str: ...
-
-    else:
-
-        def __getattr__(self, name: str) -> Any:
-            path = _FLAT_NAMES.get(name)
-            if path is None:
-                return super().__getattr__(name)
-            section, attr = path.split(".")
-            return getattr(getattr(self, section), attr)
-
 
 class _Place(NamedTuple):
     """Where the setting of one variable is: its section (None: on Settings itself) and its field there."""
@@ -739,87 +648,6 @@ def _places() -> dict[str, _Place]:
 
 _SECTIONS = frozenset(name for name, field in Settings.model_fields.items() if isinstance(field.default, Section))
 _PLACES = _places()
-
-# The flat names of before the sections, for the call sites not renamed yet (``Settings.__getattr__``).
-_FLAT_NAMES = {
-    "api_lock_timeout_seconds": "api.lock_timeout_seconds",
-    "api_pool_timeout_seconds": "api.pool_timeout_seconds",
-    "api_statement_timeout_ms": "database.api_statement_timeout_ms",
-    "appointment_cancel_cutoff_minutes": "calendar.cancel_cutoff_minutes",
-    "appointment_pending_ttl_seconds": "calendar.pending_ttl_seconds",
-    "appointment_timeout_batch_size": "jobs.appointment_timeout_batch_size",
-    "appointment_timeout_cycle_budget_seconds": "jobs.appointment_timeout_cycle_budget_seconds",
-    "appointment_timeout_interval_seconds": "jobs.appointment_timeout_interval_seconds",
-    "command_statement_timeout_ms": "database.command_statement_timeout_ms",
-    "console_prometheus_url": "console.prometheus_url",
-    "console_replay_rate": "console.replay_rate",
-    "consumer_inbox_retention_seconds": "consumers.inbox_retention_seconds",
-    "consumer_lanes": "consumers.lanes",
-    "consumer_max_ahead": "consumers.max_ahead",
-    "consumer_membership_heartbeat_seconds": "consumers.membership_heartbeat_seconds",
-    "consumer_statement_timeout_ms": "database.consumer_statement_timeout_ms",
-    "consumer_test_fault": "fault_injection.consumer",
-    "consumer_unreadable_attempts": "consumers.unreadable_attempts",
-    "consumer_wedged_after_seconds": "consumers.wedged_after_seconds",
-    "contract_migrations": "outbox.contract_migrations",
-    "database_check_timeout_seconds": "database.check_timeout_seconds",
-    "database_client_connection_check_interval_ms": "database.client_connection_check_interval_ms",
-    "database_connect_timeout_seconds": "database.connect_timeout_seconds",
-    "database_health_refresh_seconds": "database.health_refresh_seconds",
-    "database_idle_in_transaction_timeout_ms": "database.idle_in_transaction_timeout_ms",
-    "database_keepalives_count": "database.keepalives_count",
-    "database_keepalives_idle_seconds": "database.keepalives_idle_seconds",
-    "database_keepalives_interval_seconds": "database.keepalives_interval_seconds",
-    "database_tcp_user_timeout_ms": "database.tcp_user_timeout_ms",
-    "database_url": "database.url",
-    "expire_promotions_batch_size": "jobs.expire_promotions_batch_size",
-    "expire_promotions_cycle_budget_seconds": "jobs.expire_promotions_cycle_budget_seconds",
-    "expire_promotions_interval_seconds": "jobs.expire_promotions_interval_seconds",
-    "http_head_timeout_seconds": "http.head_timeout_seconds",
-    "http_keep_alive_timeout_seconds": "http.keep_alive_timeout_seconds",
-    "http_max_body_bytes": "http.max_body_bytes",
-    "http_max_connections": "http.max_connections",
-    "http_max_header_bytes": "http.max_header_bytes",
-    "jwt_max_lifetime_seconds": "api.jwt_max_lifetime_seconds",
-    "jwt_public_key": "api.jwt_public_key",
-    "jwt_secret": "api.jwt_secret",
-    "kafka_bootstrap_servers": "kafka.bootstrap_servers",
-    "kafka_client_config": "kafka.client_config",
-    "kafka_consumer_fetch_wait_max_ms": "kafka.consumer_fetch_wait_max_ms",
-    "kafka_extra_config": "kafka.extra_config",
-    "kafka_max_message_bytes": "kafka.max_message_bytes",
-    "kafka_max_poll_interval_ms": "kafka.max_poll_interval_ms",
-    "kafka_principal": "kafka.principal",
-    "kafka_principal_catalog": "kafka.principal_catalog",
-    "kafka_principal_crm": "kafka.principal_crm",
-    "kafka_principal_news": "kafka.principal_news",
-    "kafka_principal_notifications": "kafka.principal_notifications",
-    "kafka_principal_operator": "kafka.principal_operator",
-    "kafka_principal_relay": "kafka.principal_relay",
-    "kafka_request_timeout_ms": "kafka.request_timeout_ms",
-    "kafka_session_timeout_ms": "kafka.session_timeout_ms",
-    "kafka_socket_timeout_ms": "kafka.socket_timeout_ms",
-    "kafka_topic_partitions": "kafka.topic_partitions",
-    "outbox_cdc_slot": "outbox.cdc_slot",
-    "outbox_mode": "outbox.mode",
-    "relay_backlog_count_cap": "relay.backlog_count_cap",
-    "relay_backoff_base_seconds": "relay.backoff_base_seconds",
-    "relay_backoff_max_seconds": "relay.backoff_max_seconds",
-    "relay_batch_size": "relay.batch_size",
-    "relay_batches_in_flight": "relay.batches_in_flight",
-    "relay_gauge_refresh_seconds": "relay.gauge_refresh_seconds",
-    "relay_heartbeat_seconds": "relay.heartbeat_seconds",
-    "relay_lease_ttl_seconds": "relay.lease_ttl_seconds",
-    "relay_max_attempts": "relay.max_attempts",
-    "relay_message_timeout_ms": "relay.message_timeout_ms",
-    "relay_poll_interval_seconds": "relay.poll_interval_seconds",
-    "relay_statement_timeout_ms": "database.relay_statement_timeout_ms",
-    "relay_test_fault": "fault_injection.relay",
-    "relay_undelivered_give_up_seconds": "relay.undelivered_give_up_seconds",
-    "require_database_url": "database.require_url",
-    "require_kafka": "kafka.require_bootstrap_servers",
-    "worker_statement_timeout_ms": "database.worker_statement_timeout_ms",
-}
 
 
 def _value_at(settings: Settings, place: _Place) -> Any:
