@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pin.settings import OTHER_VARIABLES, Settings, unknown_variables
+from pin.settings import OTHER_VARIABLES, Settings, load_settings, unknown_variables
 
 pytestmark = pytest.mark.unit
 
@@ -75,3 +75,14 @@ def test_every_pin_variable_the_repository_names_is_a_setting_or_declared() -> N
     fragments = {name for name in named - known if any(k.startswith(name + "_") for k in known)}  # PIN_RELAY_<FIELD>
     assert named - known - fragments == set()
     assert not Settings.variables() & set(OTHER_VARIABLES)
+
+
+def test_a_role_pin_up_runs_does_not_repeat_the_warning(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(MISSPELLED, "5")
+    load_settings()
+    assert MISSPELLED in capsys.readouterr().err  # `pin up` itself said it
+    monkeypatch.setenv("PIN_UP_PID", str(os.getpid()))
+    load_settings()
+    assert capsys.readouterr().err == ""  # its roles, which inherit its environment, do not again
