@@ -76,7 +76,7 @@ def _watch(pid: int, minutes: float, every: float) -> None:
 
 
 def _consume(bootstrap: str, group: str, fetch_wait_ms: int, stop: threading.Event) -> None:
-    settings = settings_for(bootstrap).model_copy(update={"kafka_consumer_fetch_wait_max_ms": fetch_wait_ms})
+    settings = settings_for(bootstrap).with_values(kafka_consumer_fetch_wait_max_ms=fetch_wait_ms)
     consumer = Consumer(consumer_config(settings, f"flat-{group}"))
     consumer.subscribe([TOPIC])
     committed = time.monotonic()

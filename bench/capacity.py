@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pin.messaging.consumer.runtime import pool_size
-from pin.settings import Settings
+from pin.settings import ConsumerSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 SUMMARY = ROOT / "bench" / "results" / "summary.json"
@@ -43,7 +43,7 @@ PG_CORE_BUDGET = 24  # cores of one large PostgreSQL server kept for PIN (a 32-c
 PROMOTION_BURST_SECONDS = 300  # a day's purchase expiries may all fall due at once (packages end at midnight)
 # bootstrap.py's pools (+1 LISTEN: relay); a consumer's is its lanes + 1 (PIN_CONSUMER_LANES' default)
 POOL_CONNECTIONS = {
-    "api": 20, "relay": 5, "worker": 2, "consumer": pool_size(Settings.model_fields["consumer_lanes"].default)
+    "api": 20, "relay": 5, "worker": 2, "consumer": pool_size(ConsumerSettings().lanes)
 }  # fmt: skip
 API_INSTANCES_PER_EVENTS = 500  # not measured by the bench: one API instance per 500 events/s at peak, assumed
 MAX_CONNECTIONS = 300  # the embedded server's max_connections; a production server is usually 100-500

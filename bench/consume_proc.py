@@ -42,6 +42,7 @@ from psycopg import sql
 
 from pin.consumer_groups import routes_of
 from pin.db import Conn, create_pool
+from pin.local.state_folder import load_settings
 from pin.messaging.consumer import ConsumerRuntime, HandlingContext, Route
 from pin.messaging.consumer.inbox import INBOX_INSERT
 from pin.messaging.consumer.received import Received
@@ -51,7 +52,6 @@ from pin.messaging.kafka import consumer_config, producer_config
 from pin.notifications.delivery import DatabaseDelivery, Delivered, Notification
 from pin.notifications.handler import routes as notifications_routes
 from pin.roles import start_role
-from pin.settings import load_settings
 
 
 class WaitingDelivery(DatabaseDelivery):
@@ -77,7 +77,7 @@ def runtime(group: str, kafka_group: str, mapping: str, lanes: int = 1, wait_ms:
     pairs = [item.partition("=") for item in mapping.split(",")]
     context = start_role(f"consume-{group}", metrics=False)
     settings = context.settings
-    pool = create_pool(settings.require_database_url(), min_size=1, max_size=pool_size(lanes), name=f"consume-{group}")
+    pool = create_pool(settings.database.require_url(), min_size=1, max_size=pool_size(lanes), name=f"consume-{group}")
     try:
         ConsumerRuntime(
             group=group,
@@ -238,7 +238,7 @@ def same(group: str, kafka_group: str, mapping: str, count: int, out: Path) -> i
     """The same statements for the same batches as the runtime, with no runtime around them."""
     topic, _, real_topic = mapping.partition("=")
     settings = load_settings()
-    pool = create_pool(settings.require_database_url(), min_size=1, max_size=2, name=f"same-{group}")
+    pool = create_pool(settings.database.require_url(), min_size=1, max_size=2, name=f"same-{group}")
     with pool.connection() as conn:
         recorded = _record(group, real_topic, kafka_group=f"{kafka_group}-record", topic=topic, count=count, conn=conn)
     batch_size = inspect.signature(ConsumerRuntime).parameters["batch_size"].default  # the runtime's batch

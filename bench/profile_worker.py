@@ -125,7 +125,7 @@ def consumer(out: Path, group: str, kafka_group: str, mapping: str, count: int) 
     context = start_role(f"consume-{group}", metrics=False)
     settings = context.settings
     bench_topic, _, real_topic = mapping.partition("=")
-    pool = create_pool(settings.require_database_url(), min_size=1, max_size=3, name=f"consume-{group}")
+    pool = create_pool(settings.database.require_url(), min_size=1, max_size=3, name=f"consume-{group}")
     runtime = ConsumerRuntime(
         group=group,
         routes={bench_topic: routes_of(group)[real_topic]},
@@ -166,17 +166,19 @@ def main(argv: list[str]) -> int:
         return consumer(out, argv[2], argv[3], argv[4], int(argv[5]))
     context = start_role(job_name, metrics=False)
     settings = context.settings
-    pool = create_pool(settings.require_database_url(), min_size=1, max_size=2, name=job_name)
+    pool = create_pool(settings.database.require_url(), min_size=1, max_size=2, name=job_name)
     job: Any
     if job_name == "appointment-timeout":
         from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
 
-        job = AppointmentTimeoutJob(pool, AppointmentTimeoutConfig(batch_size=settings.appointment_timeout_batch_size))
+        job = AppointmentTimeoutJob(
+            pool, AppointmentTimeoutConfig(batch_size=settings.jobs.appointment_timeout_batch_size)
+        )
         items = "expired_count"
     else:
         from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
 
-        job = ExpirePromotionsJob(pool, ExpirePromotionsConfig(batch_size=settings.expire_promotions_batch_size))
+        job = ExpirePromotionsJob(pool, ExpirePromotionsConfig(batch_size=settings.jobs.expire_promotions_batch_size))
         items = "expired_count"
     profiler = cProfile.Profile()
     done = 0

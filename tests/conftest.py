@@ -70,8 +70,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # the roles' code that runs in this process logs an exception plainly, as a role does, not as structlog's
     # default rich traceback with every frame's locals: that took 2-4 s per failure under load (the budget tests)
     configure_unstarted()
-    # tests must not find the endpoints of a developer's `pin up` (pin.settings.running_endpoints): roles read only
-    # what tests give them
+    # tests must not find the endpoints of a developer's `pin up` (pin.local.state_folder.running_endpoints): roles
+    # read only what tests give them
     os.environ["PIN_HOME"] = str(Path(config.option.basetemp) / "no-pin-up-here")
     if hasattr(config, "workerinput"):
         # an xdist worker ends with the pytest that started it (SIGKILL from the kernel when it is killed), and

@@ -42,11 +42,11 @@ def run_api(*, host: str, port: int) -> None:
     # A fixed size: psycopg's pool grows one connection at a time, so a burst on a held row (every connection
     # waiting its lock timeout) would also wait for the pool to grow, a connection's start each.
     pool = create_pool(
-        settings.require_database_url(),
+        settings.database.require_url(),
         min_size=API_POOL_SIZE,
         max_size=API_POOL_SIZE,
         name="api",
-        timeout=settings.api_pool_timeout_seconds,
+        timeout=settings.api.pool_timeout_seconds,
         policy=policy,
     )
     try:
@@ -101,7 +101,7 @@ def build_relay(
         pool,
         producer,
         config,
-        database_url=settings.require_database_url(),
+        database_url=settings.database.require_url(),
         policy=ConnectionPolicy.from_settings(settings, "relay"),
         ensure_topic=ensure_topic,
         hooks=hooks,
@@ -114,16 +114,16 @@ def run_relay(*, once: bool) -> dict[str, int] | None:
 
     context = start_role("relay", metrics=not once, broker=True)
     settings = context.settings
-    if settings.outbox_mode == "cdc":
+    if settings.outbox.mode == "cdc":
         raise ConfigurationError("PIN_OUTBOX_MODE=cdc: Debezium reads the outbox from the WAL; do not run pin relay")
-    settings.require_kafka()
+    settings.kafka.require_bootstrap_servers()
     # every PIN_RELAY_* value was checked when the settings were loaded (a bad one exits 2 with one line)
     config = RelayConfig.from_settings(settings)
-    hooks = hooks_for_fault(settings.relay_test_fault)  # chosen once here: never read in the publishing path
+    hooks = hooks_for_fault(settings.fault_injection.relay)  # chosen once here: never read in the publishing path
     policy = ConnectionPolicy.from_settings(settings, "relay")
-    if not wait_until_reachable("database", _database_answers(settings.require_database_url(), policy), context.stop):
+    if not wait_until_reachable("database", _database_answers(settings.database.require_url(), policy), context.stop):
         return None
-    pool = create_pool(settings.require_database_url(), min_size=1, max_size=4, name="relay", policy=policy)
+    pool = create_pool(settings.database.require_url(), min_size=1, max_size=4, name="relay", policy=policy)
     try:
         relay = build_relay(settings, pool, config, hooks)
         if not once:
@@ -147,7 +147,7 @@ def _export_consumer_waits(settings: Settings, pool: ConnectionPool[Conn], stop:
 
     admin = AdminClient(client_config(settings, **{"client.id": "pin-relay-waits"}))
     gauges = ConsumerWaitGauges(group_reads(settings), pool, admin)
-    refresh_in_background(gauges, settings.relay_gauge_refresh_seconds, stop, name="consumer-waits")
+    refresh_in_background(gauges, settings.relay.gauge_refresh_seconds, stop, name="consumer-waits")
 
 
 def _carry_out_replay_jobs(settings: Settings, pool: ConnectionPool[Conn], stop: threading.Event) -> None:
@@ -156,7 +156,7 @@ def _carry_out_replay_jobs(settings: Settings, pool: ConnectionPool[Conn], stop:
     from pin.console.replay_jobs import ReplayJobs
     from pin.outbox.gauges import refresh_in_background
 
-    jobs = ReplayJobs(settings, pool, per_turn=settings.console_replay_rate)
+    jobs = ReplayJobs(settings, pool, per_turn=settings.console.replay_rate)
     refresh_in_background(jobs, 1.0, stop, name="replay-jobs")
 
 
@@ -167,7 +167,7 @@ def run_expire_promotions(*, once: bool) -> dict[str, int] | None:
 
     def build(pool: ConnectionPool[Conn], role: RoleContext) -> PollingJob:
         settings = role.settings
-        interval = settings.expire_promotions_interval_seconds
+        interval = settings.jobs.expire_promotions_interval_seconds
         low, high = EXPIRE_PROMOTIONS_INTERVAL_RANGE_SECONDS
         if interval < low:  # allowed (tests, demos), but not what production runs
             structlog.get_logger(__name__).warning(
@@ -177,13 +177,13 @@ def run_expire_promotions(*, once: bool) -> dict[str, int] | None:
             )
         metrics.INTERVAL.set(interval)  # "no cycle for 2 intervals" alert
         config = ExpirePromotionsConfig(
-            batch_size=settings.expire_promotions_batch_size,
-            cycle_budget_seconds=settings.expire_promotions_cycle_budget_seconds,
+            batch_size=settings.jobs.expire_promotions_batch_size,
+            cycle_budget_seconds=settings.jobs.expire_promotions_cycle_budget_seconds,
         )
         # a stop cancels the batch in flight: rolled back whole
         return ExpirePromotionsJob(pool, config, stop=role.stop, outbox=role.outbox)
 
-    return _run_polling_job("expire-promotions", build, lambda s: s.expire_promotions_interval_seconds, once=once)
+    return _run_polling_job("expire-promotions", build, lambda s: s.jobs.expire_promotions_interval_seconds, once=once)
 
 
 def run_appointment_timeout(*, once: bool) -> dict[str, int] | None:
@@ -192,13 +192,15 @@ def run_appointment_timeout(*, once: bool) -> dict[str, int] | None:
 
     def build(pool: ConnectionPool[Conn], role: RoleContext) -> PollingJob:
         config = AppointmentTimeoutConfig(
-            batch_size=role.settings.appointment_timeout_batch_size,
-            cycle_budget_seconds=role.settings.appointment_timeout_cycle_budget_seconds,
+            batch_size=role.settings.jobs.appointment_timeout_batch_size,
+            cycle_budget_seconds=role.settings.jobs.appointment_timeout_cycle_budget_seconds,
         )
         # a stop cancels the item in flight: rolled back whole
         return AppointmentTimeoutJob(pool, config, stop=role.stop, outbox=role.outbox)
 
-    return _run_polling_job("appointment-timeout", build, lambda s: s.appointment_timeout_interval_seconds, once=once)
+    return _run_polling_job(
+        "appointment-timeout", build, lambda s: s.jobs.appointment_timeout_interval_seconds, once=once
+    )
 
 
 def _run_polling_job(
@@ -217,7 +219,7 @@ def _run_polling_job(
     context = start_role(role, metrics=not once)
     settings = context.settings
     policy = ConnectionPolicy.from_settings(settings, "worker")
-    answers = _database_answers(settings.require_database_url(), policy)
+    answers = _database_answers(settings.database.require_url(), policy)
     if once:
         try:
             answers()
@@ -226,16 +228,16 @@ def _run_polling_job(
     elif not wait_until_reachable("database", answers, context.stop):  # one line per attempt, as every role
         return None
     # one connection more than the job uses, for the gauges (outbox, database health: each refresh holds it briefly)
-    pool = create_pool(settings.require_database_url(), min_size=1, max_size=3, name=role, policy=policy)
+    pool = create_pool(settings.database.require_url(), min_size=1, max_size=3, name=role, policy=policy)
     try:
         job = build(pool, context)
         if once:
             return dict(job.run_once().as_dict())
         # the outbox gauges from the workers too: the backlog and lag alerts must not go silent when no relay runs
-        gauges = OutboxGauges(pool, settings.relay_backlog_count_cap)
-        refresh_in_background(gauges, settings.relay_gauge_refresh_seconds, context.stop)
+        gauges = OutboxGauges(pool, settings.relay.backlog_count_cap)
+        refresh_in_background(gauges, settings.relay.gauge_refresh_seconds, context.stop)
         # the workers run in either outbox mode, so they export the database's health (docs/operations.md)
-        DatabaseHealth(pool).start(context.stop, settings.database_health_refresh_seconds)
+        DatabaseHealth(pool).start(context.stop, settings.database.health_refresh_seconds)
         paused = PauseFlag(pool, kind=JOB, name=role)  # an operator's pause, read every PAUSE_READ_SECONDS
         JobRunner(job, RunnerConfig(interval_seconds=interval_of(settings)), context.stop, paused).run()
         return None
@@ -256,8 +258,8 @@ def run_consumer(group: str) -> None:
     routes = routes_of(group)  # an unknown group is a configuration error (exit 2) before anything starts
     context = start_role(f"consume-{group}", broker=True)
     settings = context.settings
-    settings.require_kafka()
-    database_url = settings.require_database_url()
+    settings.kafka.require_bootstrap_servers()
+    database_url = settings.database.require_url()
     topics = [*routes, dead_letter_topic(group)]
 
     def topics_exist() -> None:
@@ -273,7 +275,7 @@ def run_consumer(group: str) -> None:
     if not wait_until_reachable("database", _database_answers(database_url, policy), context.stop):
         return
     options: dict[str, object] = {}
-    if settings.consumer_test_fault == "hang-after-effect":
+    if settings.fault_injection.consumer == "hang-after-effect":
         # Test only: freeze after the first effect committed and before its offset commit, for a kill -9.
         def hang(message: object) -> None:
             del message
@@ -282,7 +284,7 @@ def run_consumer(group: str) -> None:
                 time.sleep(1)
 
         options["after_effect"] = hang
-    size = pool_size(settings.consumer_lanes)
+    size = pool_size(settings.consumers.lanes)
     pool = create_pool(database_url, min_size=1, max_size=size, name=f"consume-{group}", policy=policy)
     try:
         build_runtime(group, settings, pool, **options).run(context.stop)

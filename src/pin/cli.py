@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 import typer.core
 
-from pin.settings import ConfigurationError, Settings, UnreachableError, load_settings
+from pin.local.state_folder import load_settings
+from pin.settings import ConfigurationError, Settings, UnreachableError
 
 if TYPE_CHECKING:
     from pin.db import Conn
@@ -118,7 +119,7 @@ def migrate() -> None:
     from pin.db import migrate as apply_migrations
 
     settings = load_settings()
-    apply_migrations(settings.require_database_url(), ConnectionPolicy.from_settings(settings, "migrate"))
+    apply_migrations(settings.database.require_url(), ConnectionPolicy.from_settings(settings, "migrate"))
     typer.echo("migrations applied")
 
 
@@ -237,7 +238,7 @@ def dlq_list(
     for letter in letters:
         print_json(letter.summary())
     say_count(len(letters), "pin dlq list")
-    if not settings.database_url:
+    if not settings.database.url:
         typer.echo("pin dlq list: letters parked in the database not shown (PIN_DATABASE_URL is not set)", err=True)
 
 
@@ -298,7 +299,7 @@ def _replay_indexed(
         raise ConfigurationError("pin dlq replay: --reason must say why")
     where = LetterFilter(group=group, key=key, message_id=_uuid_option(message_id, "--message-id"))
     policy = ConnectionPolicy.from_settings(settings, "command")
-    with connect(settings.require_database_url(), policy=policy) as conn:
+    with connect(settings.database.require_url(), policy=policy) as conn:
         try:
             letters = actions.select_group_letters(conn, where)
             if dry_run:
@@ -331,7 +332,7 @@ def dlq_discard(
         raise ConfigurationError("pin dlq discard: --reason must say why")
     settings = load_settings()
     where = LetterFilter(group=check_group(group), key=key, message_id=_uuid_option(message_id, "--message-id"))
-    with connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
+    with connect(settings.database.require_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
         try:
             letters = actions.select_group_letters(conn, where)
             said = actions.Said(actor or default_actor(), reason, {"kind": "group", "filter": where.described()})
@@ -378,7 +379,7 @@ def _pause_or_resume(kind: str, name: str, action: str, reason: str, actor: str 
     if not reason.strip():
         raise ConfigurationError(f"pin {action}: --reason must say why")
     settings = load_settings()
-    with connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
+    with connect(settings.database.require_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
         try:
             changed = actions.pause_or_resume(
                 conn, kind=kind, name=name, action=action, actor=actor or default_actor(), reason=reason
@@ -436,7 +437,7 @@ def status(
 
     settings = load_settings()
     if demo:
-        from pin.settings import running_banner, state_folder_of
+        from pin.local.state_folder import running_banner, state_folder_of
 
         home = state_folder_of(settings.home)
         banner = running_banner(home)
@@ -444,7 +445,7 @@ def status(
             raise ConfigurationError(f"no `pin up` is running in {home}: start one (`pin up --demo`), or set PIN_HOME")
         typer.echo(banner, nl=False)
         return
-    if not settings.database_url:  # every cell would be n/a: say what to do instead
+    if not settings.database.url:  # every cell would be n/a: say what to do instead
         raise ConfigurationError(
             "no database to report on: start `pin up` (pin status then finds it in the state folder), "
             "or set PIN_DATABASE_URL, or PIN_HOME to the state folder of a running `pin up`"
@@ -468,7 +469,7 @@ def dead_letters_list_command(
     from pin.outbox.dead_letters import dead_letters_list
 
     settings = load_settings()
-    with connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
+    with connect(settings.database.require_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
         letters = dead_letters_list(conn, limit)
     for letter in letters:
         print_json(letter)
@@ -540,7 +541,7 @@ def _on_relay_letters(
     settings = load_settings()
     named: dict[str, object] = {"kind": "relay", "message_id": str(message_id) if message_id else "all"}
     said = actions.Said(actor or default_actor(), reason.strip(), named | ({"topic": topic} if topic else {}))
-    with connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
+    with connect(settings.database.require_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
         try:
             return act(conn, settings, said)
         except AmbiguousMessageIdError as exc:
@@ -561,17 +562,19 @@ def token(
     from pin.api.auth import Role, mint_token
 
     settings = load_settings()
-    if settings.jwt_secret is None:
+    if settings.api.jwt_secret is None:
         raise ConfigurationError("PIN_JWT_SECRET is not set")
     unknown = [name for name in role if name not in Role._value2member_map_]
     if unknown:
         raise ConfigurationError(f"--role: unknown role {unknown[0]!r} ({', '.join(Role)})")
-    if not 0 < ttl <= settings.jwt_max_lifetime_seconds:
+    if not 0 < ttl <= settings.api.jwt_max_lifetime_seconds:
         # the API refuses a token that lives longer: say so now rather than mint one that never works
-        limit = settings.jwt_max_lifetime_seconds
+        limit = settings.api.jwt_max_lifetime_seconds
         raise ConfigurationError(f"--ttl: between 1 and PIN_JWT_MAX_LIFETIME_SECONDS ({limit})")
     typer.echo(
-        mint_token(settings.jwt_secret.get_secret_value(), user_id=user, tenant_id=tenant, roles=role, ttl_seconds=ttl)
+        mint_token(
+            settings.api.jwt_secret.get_secret_value(), user_id=user, tenant_id=tenant, roles=role, ttl_seconds=ttl
+        )
     )
 
 

@@ -68,7 +68,7 @@ def routes_of(group: str, settings: Settings | None = None) -> Routes:
     if group not in _HANDLERS:
         raise ConfigurationError(f"unknown consumer group {group!r} (one of {', '.join(CONSUMER_GROUPS)})")
     routes = _HANDLERS[group]()
-    return routes if settings is None else select_routes(group, routes, settings.contract_migrations)
+    return routes if settings is None else select_routes(group, routes, settings.outbox.contract_migrations)
 
 
 def topics_of(group: str) -> tuple[str, ...]:
@@ -108,12 +108,12 @@ def build_runtime(group: str, settings: Settings, pool: ConnectionPool[Conn], **
         consumer_config=consumer_config(settings, group, **{"client.id": f"pin-consume-{group}"}),
         producer_config=producer_config(settings, **{"client.id": f"pin-consume-{group}-dlq", "linger.ms": 0}),
         **{
-            "max_message_bytes": settings.kafka_max_message_bytes,
-            "membership_interval": settings.consumer_membership_heartbeat_seconds,
-            "lanes": settings.consumer_lanes,
-            "max_ahead": settings.consumer_max_ahead,
-            "inbox_retention_seconds": settings.consumer_inbox_retention_seconds,
-            "unreadable_attempts": settings.consumer_unreadable_attempts,
+            "max_message_bytes": settings.kafka.max_message_bytes,
+            "membership_interval": settings.consumers.membership_heartbeat_seconds,
+            "lanes": settings.consumers.lanes,
+            "max_ahead": settings.consumers.max_ahead,
+            "inbox_retention_seconds": settings.consumers.inbox_retention_seconds,
+            "unreadable_attempts": settings.consumers.unreadable_attempts,
             "paused": PauseFlag(pool, kind=GROUP, name=group),
             **options,
         },

@@ -56,23 +56,23 @@ class ConnectionPolicy:
     def from_settings(cls, settings: Settings, role: Role) -> ConnectionPolicy:
         """The policy of ``role`` from the PIN_DATABASE_* settings and the role's statement timeout."""
         client = {
-            "connect_timeout": str(settings.database_connect_timeout_seconds),
+            "connect_timeout": str(settings.database.connect_timeout_seconds),
             "keepalives": "1",
-            "keepalives_idle": str(settings.database_keepalives_idle_seconds),
-            "keepalives_interval": str(settings.database_keepalives_interval_seconds),
-            "keepalives_count": str(settings.database_keepalives_count),
-            "tcp_user_timeout": str(settings.database_tcp_user_timeout_ms),
+            "keepalives_idle": str(settings.database.keepalives_idle_seconds),
+            "keepalives_interval": str(settings.database.keepalives_interval_seconds),
+            "keepalives_count": str(settings.database.keepalives_count),
+            "tcp_user_timeout": str(settings.database.tcp_user_timeout_ms),
         }
         session = {
             "statement_timeout": str(_statement_timeout_ms(settings, role)),
-            "idle_in_transaction_session_timeout": str(settings.database_idle_in_transaction_timeout_ms),
+            "idle_in_transaction_session_timeout": str(settings.database.idle_in_transaction_timeout_ms),
             # the server's side of the same socket: a backend sending to (or idle with) a dead client gives up
-            "tcp_keepalives_idle": str(settings.database_keepalives_idle_seconds),
-            "tcp_keepalives_interval": str(settings.database_keepalives_interval_seconds),
-            "tcp_keepalives_count": str(settings.database_keepalives_count),
-            "tcp_user_timeout": str(settings.database_tcp_user_timeout_ms),
+            "tcp_keepalives_idle": str(settings.database.keepalives_idle_seconds),
+            "tcp_keepalives_interval": str(settings.database.keepalives_interval_seconds),
+            "tcp_keepalives_count": str(settings.database.keepalives_count),
+            "tcp_user_timeout": str(settings.database.tcp_user_timeout_ms),
             # a backend running a long query for a client that is gone notices it (needs the keepalives above)
-            "client_connection_check_interval": str(settings.database_client_connection_check_interval_ms),
+            "client_connection_check_interval": str(settings.database.client_connection_check_interval_ms),
             # every execution planned on its parameters and the tables as they are now, never a generic plan cached
             # while a table was empty or tiny (docs/design/claims.md: "Plans that do not rot")
             "plan_cache_mode": "force_custom_plan",
@@ -84,8 +84,8 @@ class ConnectionPolicy:
         if role == "api":
             # the one rule for row-lock waits of every API route: a bounded wait, then a 409 (LockNotAvailable, 55P03,
             # which the API's one error mapping answers: pin.api.problems)
-            session["lock_timeout"] = lock_timeout_value(settings.api_lock_timeout_seconds)
-        return cls(client=client, session=session, check_timeout_seconds=settings.database_check_timeout_seconds)
+            session["lock_timeout"] = lock_timeout_value(settings.api.lock_timeout_seconds)
+        return cls(client=client, session=session, check_timeout_seconds=settings.database.check_timeout_seconds)
 
 
 def lock_timeout_value(seconds: float) -> str:
@@ -96,11 +96,11 @@ def lock_timeout_value(seconds: float) -> str:
 def _statement_timeout_ms(settings: Settings, role: Role) -> int:
     """The role's statement_timeout in milliseconds (0: none, for migrations)."""
     timeouts = {
-        "api": settings.api_statement_timeout_ms,
-        "worker": settings.worker_statement_timeout_ms,
-        "relay": settings.relay_statement_timeout_ms,
-        "consumer": settings.consumer_statement_timeout_ms,
-        "command": settings.command_statement_timeout_ms,
+        "api": settings.database.api_statement_timeout_ms,
+        "worker": settings.database.worker_statement_timeout_ms,
+        "relay": settings.database.relay_statement_timeout_ms,
+        "consumer": settings.database.consumer_statement_timeout_ms,
+        "command": settings.database.command_statement_timeout_ms,
         "migrate": 0,
     }
     return timeouts[role]
@@ -114,7 +114,7 @@ def server_release_bound_seconds(settings: Settings, role: Role) -> float:
     client that is gone (ended after the server's tcp_user_timeout), whichever applies.
     """
     statement = _statement_timeout_ms(settings, role)
-    idle = max(settings.database_idle_in_transaction_timeout_ms, settings.database_tcp_user_timeout_ms)
+    idle = max(settings.database.idle_in_transaction_timeout_ms, settings.database.tcp_user_timeout_ms)
     return (statement + idle) / 1000
 
 
@@ -125,17 +125,17 @@ def dead_peer_bound_seconds(settings: Settings) -> float:
     keepalives_idle of silence and the kernel ends it at the first probe past tcp_user_timeout (or after
     keepalives_count unanswered probes); one more interval covers the probe timer's step.
     """
-    probes = settings.database_keepalives_idle_seconds + (
-        settings.database_keepalives_interval_seconds * settings.database_keepalives_count
+    probes = settings.database.keepalives_idle_seconds + (
+        settings.database.keepalives_interval_seconds * settings.database.keepalives_count
     )
-    return max(settings.database_tcp_user_timeout_ms / 1000, probes) + settings.database_keepalives_interval_seconds
+    return max(settings.database.tcp_user_timeout_ms / 1000, probes) + settings.database.keepalives_interval_seconds
 
 
 def pool_answer_bound_seconds(settings: Settings, pool_timeout: float) -> float:
     """The longest a caller of a pool waits when the database is unreachable: a statement in flight fails
     within :func:`dead_peer_bound_seconds`; a new caller waits at most ``pool_timeout`` for a connection, plus
     one bounded check of an idle one."""
-    return max(dead_peer_bound_seconds(settings), pool_timeout + settings.database_check_timeout_seconds)
+    return max(dead_peer_bound_seconds(settings), pool_timeout + settings.database.check_timeout_seconds)
 
 
 def default_policy(role: Role = "command") -> ConnectionPolicy:

@@ -19,7 +19,7 @@ import psycopg
 from psycopg_pool import PoolTimeout
 
 from pin.domain_errors import Contended
-from pin.settings import Settings
+from pin.settings import ConsumerSettings
 
 
 class Fault(Enum):
@@ -128,7 +128,7 @@ def classify(exc: BaseException, conn: psycopg.Connection[Any] | None = None) ->
 
 # -- What each role does with each fault: the one table (docs/design/poison-items.md shows it) --------------------
 
-UNREADABLE_ATTEMPTS_DEFAULT: Final[int] = Settings.model_fields["consumer_unreadable_attempts"].default
+UNREADABLE_ATTEMPTS_DEFAULT: Final[int] = ConsumerSettings().unreadable_attempts
 
 
 def _sqlstates(classes: frozenset[str], codes: frozenset[str]) -> str:

@@ -17,13 +17,14 @@ import structlog
 
 from pin.backoff import exponential_backoff
 from pin.consumer_groups import migration_readers
+from pin.local.state_folder import load_settings
 from pin.messaging.migrations import publishing, start_migrations
 from pin.observability.liveness import add_readiness_check
 from pin.observability.logging import configure_logging, error_text
 from pin.observability.metrics import serve_metrics
 from pin.observability.tracing import configure_tracing_from_env
 from pin.outbox.writer import OutboxPolicy
-from pin.settings import Settings, load_settings
+from pin.settings import Settings
 
 # The exit code of a role that did not stop within PIN_STOP_TIMEOUT_SECONDS of SIGTERM (and left anyway).
 STOP_TIMEOUT_EXIT_CODE = 3
@@ -53,7 +54,7 @@ def start_role(role: str, *, metrics: bool = True, broker: bool = False) -> Role
     settings = load_settings()
     configure_logging(settings.log_level, settings.log_format, role=role)
     # a bad migration is a configuration error, an overdue one a warning; the writer then publishes what they say
-    outbox = OutboxPolicy.of(settings.outbox_mode, publishing(start_migrations(settings, migration_readers())))
+    outbox = OutboxPolicy.of(settings.outbox.mode, publishing(start_migrations(settings, migration_readers())))
     configure_tracing_from_env(role)
     _tune_collector()
     if metrics:
@@ -87,12 +88,12 @@ def _check_dependencies(settings: Settings, *, broker: bool) -> None:
 
     def database() -> None:
         timeout = max(1, round(READINESS_TIMEOUT_SECONDS))  # libpq's connect_timeout is whole seconds
-        with connect(settings.require_database_url(), policy=default_policy(), connect_timeout=timeout) as conn:
+        with connect(settings.database.require_url(), policy=default_policy(), connect_timeout=timeout) as conn:
             conn.execute("SELECT 1")
 
-    if settings.database_url:
+    if settings.database.url:
         add_readiness_check("database", database)
-    if broker and settings.kafka_bootstrap_servers:
+    if broker and settings.kafka.bootstrap_servers:
         from pin.messaging.kafka import missing_topics  # imported by the roles that use the broker only
 
         add_readiness_check("broker", lambda: missing_topics(settings, [], timeout=READINESS_TIMEOUT_SECONDS))

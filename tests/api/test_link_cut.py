@@ -34,7 +34,7 @@ CUT_OFF_ENV = {
 }
 SETTINGS = settings_of(CUT_OFF_ENV)
 # what docs/operations.md states: with the database unreachable, every request is answered within this
-ANSWER_BOUND = pool_answer_bound_seconds(SETTINGS, SETTINGS.api_pool_timeout_seconds)
+ANSWER_BOUND = pool_answer_bound_seconds(SETTINGS, SETTINGS.api.pool_timeout_seconds)
 IN_FLIGHT = 4
 
 

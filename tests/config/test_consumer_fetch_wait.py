@@ -38,7 +38,7 @@ def test_the_consumer_has_a_fetch_wait_by_default(monkeypatch: pytest.MonkeyPatc
 
     consumer, producer = runtime_configs(settings)
 
-    assert consumer["fetch.wait.max.ms"] == settings.kafka_consumer_fetch_wait_max_ms
+    assert consumer["fetch.wait.max.ms"] == settings.kafka.consumer_fetch_wait_max_ms
     assert "fetch.wait.max.ms" not in producer
 
 

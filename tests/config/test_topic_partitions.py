@@ -35,4 +35,4 @@ def test_created_topics_have_the_configured_partitions_and_an_existing_topic_kee
 
 @pytest.mark.unit
 def test_the_default_is_the_seeds_three_partitions() -> None:
-    assert Settings().kafka_topic_partitions == topics.PARTITIONS == 3
+    assert Settings().kafka.topic_partitions == topics.PARTITIONS == 3

@@ -64,7 +64,7 @@ def browser_page() -> Iterator[Any]:
 @pytest.fixture
 def api(settings: Settings, spawn_role: Callable[..., RoleProcess]) -> ApiServer:  # noqa: F811
     """A real `pin api` on the test's database and broker."""
-    return start_api(spawn_role, env={"PIN_KAFKA_BOOTSTRAP_SERVERS": settings.require_kafka()})
+    return start_api(spawn_role, env={"PIN_KAFKA_BOOTSTRAP_SERVERS": settings.kafka.require_bootstrap_servers()})
 
 
 def _refuse(pool: ConnectionPool[Conn], appointment: str) -> None:

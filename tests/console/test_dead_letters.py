@@ -43,7 +43,7 @@ def test_a_hostile_message_dead_lettered_by_a_real_consumer_is_indexed_listed_an
 ) -> None:
     event = cancelled(tenant=uuid.uuid4(), agent=uuid.uuid4(), investor=uuid.uuid4(), reason="Expired")
     event["StartAt"] = HOSTILE  # the contract refuses it: unreadable, dead-lettered after its attempts
-    producing = Producing(settings.require_kafka())
+    producing = Producing(settings.kafka.require_bootstrap_servers())
     try:
         producing.send(topics.APPOINTMENT_CANCELLED, event, key=HOSTILE_KEY, headers={"x-note": HOSTILE})
     finally:
@@ -127,7 +127,7 @@ def test_a_letter_the_index_does_not_take_is_held_and_never_in_the_topic_alone(
         )
     event = cancelled(tenant=uuid.uuid4(), agent=uuid.uuid4(), investor=uuid.uuid4(), reason="Expired")
     event["StartAt"] = "not a time"
-    producing = Producing(settings.require_kafka())
+    producing = Producing(settings.kafka.require_bootstrap_servers())
     try:
         producing.send(topics.APPOINTMENT_CANCELLED, event)
     finally:

@@ -49,7 +49,7 @@ pytestmark = pytest.mark.integration
 def producer(module_settings: Settings, module_pool: ConnectionPool[Conn]) -> Iterator[Producing]:
     """crm and notifications consumers running for the whole module; yields a producer to their topics."""
     with running_groups(["crm", "notifications"], module_settings, module_pool):
-        producer = Producing(module_settings.require_kafka())
+        producer = Producing(module_settings.kafka.require_bootstrap_servers())
         yield producer
         producer.close()
 

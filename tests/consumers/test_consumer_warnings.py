@@ -33,7 +33,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def producer(module_settings) -> Any:
     """A producer to the module's broker."""
-    producing = Producing(module_settings.require_kafka())
+    producing = Producing(module_settings.kafka.require_bootstrap_servers())
     yield producing
     producing.close()
 

@@ -108,7 +108,7 @@ def test_a_consumer_cut_off_mid_batch_holds_nobody_back_and_applies_every_effect
           f"{assigned_after:.1f} s; every effect applied {applied_after:.1f} s after the return")  # fmt: skip
     assert released_after <= RELEASE_BOUND + 1.0
     # a member stuck on the database holds a rebalance at most max.poll.interval.ms (+ the new process's start)
-    assert assigned_after <= SETTINGS.kafka_max_poll_interval_ms / 1000 + 10
+    assert assigned_after <= SETTINGS.kafka.max_poll_interval_ms / 1000 + 10
     assert counts == [1] * EVENTS  # every effect once
     print(f"consumer: stopped {stopped_after:.1f} s after SIGTERM while cut off")
     assert stopped_after <= SETTINGS.stop_timeout_seconds + 1.0

@@ -73,7 +73,7 @@ class World:
 def running_boost(module_settings: Settings, module_pool: ConnectionPool[Conn]) -> Iterator[Producing]:
     """catalog and news consumers for the whole module."""
     with running_groups(["catalog", "news"], module_settings, module_pool):
-        producer = Producing(module_settings.require_kafka())
+        producer = Producing(module_settings.kafka.require_bootstrap_servers())
         yield producer
         producer.close()
 

@@ -235,7 +235,7 @@ def test_a_valid_message_that_fails_is_retried_without_limit_never_dead_lettered
     is only for what cannot be read: pin.faults.TREATMENTS.)"""
     breakage, error_type = case
     only_its_key = breakage in {"check-added", "handler-bug"}  # the others fail every message of the table
-    database_url, bootstrap = settings.require_database_url(), settings.kafka_bootstrap_servers
+    database_url, bootstrap = settings.database.require_url(), settings.kafka.bootstrap_servers
     topic = topics.APPOINTMENT_CANCELLED
     warmup, failing, behind = _event(), _event(), _event()
     role = _ConsumerRole(database_url, test_databases) if breakage == "revoked-grant" else None
@@ -340,7 +340,7 @@ def test_an_incompatible_payload_is_dead_lettered_only_after_the_configured_atte
     """A message its route's contract refuses is held and tried again (a short back-off), then dead-lettered with
     its alert's counter once PIN_CONSUMER_UNREADABLE_ATTEMPTS attempts found it unreadable; its partition goes on."""
     topic = topics.APPOINTMENT_CANCELLED
-    configured = settings.model_copy(update={"consumer_unreadable_attempts": 4})
+    configured = settings.with_values(consumer_unreadable_attempts=4)
     bad, behind = _event(), _event()
     del bad["InvestorUserId"]  # required by the contract
     dead_before = metric("pin_consumer_dead_lettered_total", group="crm", topic=topic)

@@ -24,8 +24,9 @@ import pin
 import pin.cli
 from pin.local import state_folder
 from pin.local.embedded.kafka import EmbeddedKafka
+from pin.local.state_folder import PinUpEndpoints
 from pin.local.tcp_ports import free_port
-from pin.settings import JWT_SECRET_MIN_BYTES, ConfigurationError, PinUpEndpoints, Settings
+from pin.settings import JWT_SECRET_MIN_BYTES, ConfigurationError, Settings
 from tests.conftest import JWT_SECRET
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,12 +18,12 @@ def test_defaults_follow_the_spec(monkeypatch: pytest.MonkeyPatch) -> None:
         if name.startswith("PIN_"):
             monkeypatch.delenv(name)
     settings = load_settings()
-    assert settings.appointment_pending_ttl_seconds == 86_400
-    assert settings.appointment_cancel_cutoff_minutes == 60
-    assert settings.appointment_timeout_interval_seconds == 60
-    assert settings.appointment_timeout_batch_size == 200
-    assert settings.expire_promotions_interval_seconds == 60
-    assert settings.expire_promotions_batch_size == 200
+    assert settings.calendar.pending_ttl_seconds == 86_400
+    assert settings.calendar.cancel_cutoff_minutes == 60
+    assert settings.jobs.appointment_timeout_interval_seconds == 60
+    assert settings.jobs.appointment_timeout_batch_size == 200
+    assert settings.jobs.expire_promotions_interval_seconds == 60
+    assert settings.jobs.expire_promotions_batch_size == 200
 
 
 @pytest.mark.parametrize(
@@ -57,7 +57,7 @@ def test_a_short_jwt_secret_is_refused_without_echoing_it(monkeypatch: pytest.Mo
 
 def test_kafka_client_config_passes_through() -> None:
     settings = Settings(kafka_client_config="security.protocol=SASL_PLAINTEXT; sasl.mechanism=PLAIN")
-    assert settings.kafka_extra_config() == {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}
+    assert settings.kafka.extra_config() == {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}
 
 
 def test_the_cli_exits_2_with_one_line() -> None:

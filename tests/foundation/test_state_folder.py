@@ -1,5 +1,5 @@
-"""Commands run where `pin up` runs find its endpoints (pin.settings.running_endpoints) when the PIN_* variables
-are unset; `pin up` keeps its state folder (pin.local.state_folder)."""
+"""Commands run where `pin up` runs find its endpoints (pin.local.state_folder.running_endpoints) when the PIN_*
+variables are unset; `pin up` keeps its state folder there too."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from pin import settings as env_settings
 from pin.local import state_folder
-from pin.settings import UP_ENDPOINTS_FILE, ConfigurationError, PinUpEndpoints, load_settings
+from pin.local.state_folder import UP_ENDPOINTS_FILE, PinUpEndpoints, load_settings
+from pin.settings import ConfigurationError
 
 pytestmark = pytest.mark.unit
 
@@ -49,10 +51,10 @@ def test_a_running_pin_up_supplies_what_the_environment_leaves_unset(
     running: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     settings = load_settings()
-    assert settings.database_url == ENDPOINTS.database_url
-    assert settings.kafka_bootstrap_servers == ENDPOINTS.kafka_bootstrap_servers
-    assert settings.jwt_secret is not None
-    assert settings.jwt_secret.get_secret_value() == "a-development-secret-of-32-chars"
+    assert settings.database.url == ENDPOINTS.database_url
+    assert settings.kafka.bootstrap_servers == ENDPOINTS.kafka_bootstrap_servers
+    assert settings.api.jwt_secret is not None
+    assert settings.api.jwt_secret.get_secret_value() == "a-development-secret-of-32-chars"
     said = capsys.readouterr().err.splitlines()
     assert len(said) == 1
     assert "PIN_DATABASE_URL, PIN_KAFKA_BOOTSTRAP_SERVERS, PIN_JWT_SECRET" in said[0]
@@ -65,8 +67,8 @@ def test_the_environment_wins_over_the_running_pin_up(
 ) -> None:
     monkeypatch.setenv("PIN_DATABASE_URL", "postgresql://elsewhere/pin")
     settings = load_settings()
-    assert settings.database_url == "postgresql://elsewhere/pin"
-    assert settings.kafka_bootstrap_servers == ENDPOINTS.kafka_bootstrap_servers
+    assert settings.database.url == "postgresql://elsewhere/pin"
+    assert settings.kafka.bootstrap_servers == ENDPOINTS.kafka_bootstrap_servers
     assert "PIN_KAFKA_BOOTSTRAP_SERVERS, PIN_JWT_SECRET from" in capsys.readouterr().err
 
 
@@ -74,20 +76,20 @@ def test_pin_home_points_at_a_pin_up_elsewhere(running: Path, tmp_path: Path, mo
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    assert load_settings().database_url is None
+    assert load_settings().database.url is None
     monkeypatch.setenv("PIN_HOME", str(running))
-    assert load_settings().database_url == ENDPOINTS.database_url
+    assert load_settings().database.url == ENDPOINTS.database_url
 
 
 def test_the_endpoints_of_a_pin_up_that_is_gone_are_ignored(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     settings = load_settings()
-    assert settings.database_url is None
-    assert settings.kafka_bootstrap_servers is None
+    assert settings.database.url is None
+    assert settings.kafka.bootstrap_servers is None
     assert capsys.readouterr().err == ""
 
 
 def test_pin_up_itself_never_reads_another_pin_ups_endpoints(running: Path) -> None:
-    assert load_settings(from_pin_up=False).database_url is None
+    assert env_settings.load_settings().database.url is None
 
 
 def test_a_second_pin_up_on_the_same_folder_is_refused_by_name(running: Path) -> None:
@@ -105,4 +107,4 @@ def test_a_state_folder_that_cannot_be_created_is_one_line_naming_pin_home(tmp_p
 def test_the_configuration_error_of_a_missing_url_is_unchanged_without_a_pin_up(home: Path) -> None:
     (home / UP_ENDPOINTS_FILE).unlink()
     with pytest.raises(ConfigurationError, match="PIN_DATABASE_URL is not set"):
-        load_settings().require_database_url()
+        load_settings().database.require_url()

@@ -22,9 +22,9 @@ import pytest
 from pin.local import state_folder
 from pin.local.embedded.lifetime import die_with_parent
 from pin.local.embedded.postgres import EmbeddedPostgres
+from pin.local.state_folder import UP_ENDPOINTS_FILE, UP_LOCK_FILE
 from pin.local.tcp_ports import free_port
 from pin.local.up import EMBEDDED_BROKER_FETCH_WAIT_MS
-from pin.settings import UP_ENDPOINTS_FILE, UP_LOCK_FILE
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

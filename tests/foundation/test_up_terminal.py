@@ -20,8 +20,8 @@ import pytest
 
 from pin.local.embedded.kafka import EmbeddedKafka
 from pin.local.embedded.lifetime import die_with_parent
+from pin.local.state_folder import UP_BANNER_FILE
 from pin.local.tcp_ports import free_port
-from pin.settings import UP_BANNER_FILE
 from tests.conftest import JWT_SECRET
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

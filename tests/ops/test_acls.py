@@ -222,7 +222,7 @@ def test_apply_probes_with_the_first_missing_binding_and_stops_when_the_probe_re
     probed: list[AclEntry] = []
     monkeypatch.setattr(acl_admin, "KafkaAclAdmin", lambda settings, timeout: admin)
 
-    def refuse(entry: AclEntry, timeout: float) -> None:
+    def refuse(settings: Settings, entry: AclEntry, timeout: float) -> None:
         probed.append(entry)
         raise acl_admin.AclError("the broker does not implement the ACL APIs")
 
@@ -232,7 +232,7 @@ def test_apply_probes_with_the_first_missing_binding_and_stops_when_the_probe_re
     assert probed == [wanted[0]]
     assert admin.calls == [("describe", ())]  # nothing sent by this process
 
-    monkeypatch.setattr(acl_admin, "_probe_create", lambda entry, timeout: admin.create([entry]))
+    monkeypatch.setattr(acl_admin, "_probe_create", lambda settings, entry, timeout: admin.create([entry]))
     changes = acl_admin.apply_acls(settings, wanted)
     assert changes.created == wanted  # the probe's binding is reported with the others
     assert admin.bindings == set(wanted)

@@ -82,12 +82,12 @@ def check_pin_command(argv: list[str]) -> None:
 
 def settings_variables() -> set[str]:
     """Every PIN_ variable the settings read."""
-    return {f"PIN_{name.upper()}" for name in Settings.model_fields}
+    return set(Settings.variables())
 
 
 def metrics_port_default() -> None:
     """PIN_METRICS_HOST's default serves the local machine only: the deployment files must set it."""
-    assert Settings.model_fields["metrics_host"].default == "127.0.0.1"
+    assert Settings.variable_default("PIN_METRICS_HOST") == "127.0.0.1"
 
 
 def example_jobs() -> dict[str, list[int]]:
@@ -225,7 +225,7 @@ def test_every_role_has_a_deployment_with_probes_on_its_own_endpoints() -> None:
     metrics_port_default()
     deployments = {r["metadata"]["name"]: r for r in resources if r["kind"] == "Deployment"}
     budgets = [r for r in resources if r["kind"] == "PodDisruptionBudget"]
-    stop_timeout = Settings.model_fields["stop_timeout_seconds"].default
+    stop_timeout = Settings.variable_default("PIN_STOP_TIMEOUT_SECONDS")
     found: dict[str, str] = {}
     for name, deployment in deployments.items():
         [container] = deployment["spec"]["template"]["spec"]["containers"]
@@ -267,7 +267,7 @@ def test_every_role_has_a_deployment_with_probes_on_its_own_endpoints() -> None:
             assert "PIN_KAFKA_CLIENT_CONFIG" not in secrets
         else:
             assert secrets["PIN_KAFKA_CLIENT_CONFIG"] == principal, f"{name}: another principal's credentials"
-            Settings().kafka_principal(principal)  # a principal `pin acls` grants to
+            Settings().kafka.principal(principal)  # a principal `pin acls` grants to
         labels = pod["metadata"]["labels"]
         covering = [b for b in budgets if b["spec"]["selector"]["matchLabels"].items() <= labels.items()]
         assert len(covering) == 1, f"{name}: {len(covering)} PodDisruptionBudgets"

@@ -152,7 +152,7 @@ def make_relay(
         pool,  # type: ignore[arg-type]
         producer,
         relay_config,
-        database_url=settings.database_url,
+        database_url=settings.database.url,
         ensure_topic=ensure_topic or (lambda topic: ensure_topics(settings, [topic], timeout=5.0)),
         hooks=hooks,
         instance_id=f"test-{uuid.uuid4().hex[:8]}",

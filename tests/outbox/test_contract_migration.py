@@ -186,7 +186,7 @@ _ROUTES: Mapping[str, Route[Any]] = {
 
 
 def _runtime(settings: Settings, pool: ConnectionPool[Conn]) -> ConsumerRuntime:
-    routes = select_routes(GROUP, _ROUTES, settings.contract_migrations)
+    routes = select_routes(GROUP, _ROUTES, settings.outbox.contract_migrations)
     return ConsumerRuntime(
         group=GROUP,
         routes=routes,
@@ -196,7 +196,7 @@ def _runtime(settings: Settings, pool: ConnectionPool[Conn]) -> ConsumerRuntime:
         backoff_base=0.05,
         backoff_cap=0.5,
         statistics_interval_ms=500,
-        inbox_retention_seconds=settings.consumer_inbox_retention_seconds,
+        inbox_retention_seconds=settings.consumers.inbox_retention_seconds,
     )
 
 
@@ -231,10 +231,10 @@ def test_a_group_moved_from_v1_to_v2_mid_stream_applies_every_event_exactly_once
         kafka_session_timeout_ms=3000,
         contract_migrations={SAMPLE_EVENT_TYPE: _migration()},
     )
-    on_v2 = on_v1.model_copy(
-        update={"contract_migrations": {SAMPLE_EVENT_TYPE: on_v1.contract_migrations[SAMPLE_EVENT_TYPE].model_copy(
+    on_v2 = on_v1.with_values(
+        contract_migrations={SAMPLE_EVENT_TYPE: on_v1.outbox.contract_migrations[SAMPLE_EVENT_TYPE].model_copy(
             update={"v2_groups": (GROUP,)}
-        )}}
+        )}
     )  # fmt: skip
     ensure_topics(on_v1, [SAMPLE_V1_TOPIC, SAMPLE_V2_TOPIC])
     # what every role does at start (pin.roles.start_role): dual-publish on
@@ -312,8 +312,8 @@ def test_the_window_may_not_exceed_the_inbox_dedup_window() -> None:
 @pytest.mark.unit
 def test_a_group_reads_the_version_the_setting_gives_it() -> None:
     assert set(select_routes(GROUP, _ROUTES, {})) == {SAMPLE_V1_TOPIC}
-    assert set(select_routes(GROUP, _ROUTES, _settings().contract_migrations)) == {SAMPLE_V1_TOPIC}
-    moved = _settings(v2_groups=[GROUP]).contract_migrations
+    assert set(select_routes(GROUP, _ROUTES, _settings().outbox.contract_migrations)) == {SAMPLE_V1_TOPIC}
+    moved = _settings(v2_groups=[GROUP]).outbox.contract_migrations
     assert set(select_routes(GROUP, _ROUTES, moved)) == {SAMPLE_V2_TOPIC}
     with pytest.raises(ConfigurationError, match="handles no such topic"):
         select_routes(GROUP, {SAMPLE_V1_TOPIC: _ROUTES[SAMPLE_V1_TOPIC]}, moved)

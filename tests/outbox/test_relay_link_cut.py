@@ -44,10 +44,10 @@ SETTINGS = settings_of(RELAY_ENV)
 # the give-up bound (its first unacknowledged send counts from the cut) plus the settling of what it has out
 # (message.timeout.ms), and the other relays take them at their next heartbeat
 MOVE_BOUND = (
-    SETTINGS.relay_undelivered_give_up_seconds
-    + SETTINGS.relay_message_timeout_ms / 1000
-    + SETTINGS.relay_heartbeat_seconds
-    + SETTINGS.relay_poll_interval_seconds
+    SETTINGS.relay.undelivered_give_up_seconds
+    + SETTINGS.relay.message_timeout_ms / 1000
+    + SETTINGS.relay.heartbeat_seconds
+    + SETTINGS.relay.poll_interval_seconds
 )
 OWNED_BY = "SELECT count(*) FROM outbox.relay_lease_state WHERE owner = %s AND live"
 OWNERS = "SELECT array_agg(DISTINCT owner) FROM outbox.relay_lease_state WHERE live"
@@ -102,5 +102,5 @@ def test_a_relay_cut_off_from_the_broker_gives_its_keys_up_within_the_bound_and_
     assert {r.headers["message-id"] for r in records} == {str(row.message_id) for row in written}  # none lost
     assert first_seqs_by_key(records) == {key: [1, 2, 3, 4] for key in keys}  # per-key order kept
     print(f"relay: {duplicates(records)} records sent twice")
-    assert duplicates(records) <= 2 * SETTINGS.relay_batch_size * (SETTINGS.relay_batches_in_flight + 1)
+    assert duplicates(records) <= 2 * SETTINGS.relay.batch_size * (SETTINGS.relay.batches_in_flight + 1)
     assert "giving its leases up" in cut_off.output()

@@ -85,9 +85,9 @@ def test_send_errors_are_classified(code: int, retriable: bool, permanent: bool,
 
 def _relay_config(monkeypatch: pytest.MonkeyPatch, **variables: str) -> RelayConfig:
     """RelayConfig from Settings read from an environment holding exactly ``variables`` among PIN_RELAY_*."""
-    for name in Settings.model_fields:
-        if name.startswith("relay_"):
-            monkeypatch.delenv(f"PIN_{name.upper()}", raising=False)
+    for name in Settings.variables():
+        if name.startswith("PIN_RELAY_"):
+            monkeypatch.delenv(name, raising=False)
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
     return RelayConfig.from_settings(Settings())

@@ -95,8 +95,8 @@ def _letter(config: Settings, group: str, message_id: str) -> DeadLetter:
 
 def _cli(config: Settings, *args: str) -> Any:
     env = {
-        "PIN_KAFKA_BOOTSTRAP_SERVERS": config.require_kafka(),
-        "PIN_DATABASE_URL": config.require_database_url(),
+        "PIN_KAFKA_BOOTSTRAP_SERVERS": config.kafka.require_bootstrap_servers(),
+        "PIN_DATABASE_URL": config.database.require_url(),
     }
     result = CliRunner().invoke(app, list(args), env=env)
     assert result.exit_code == 0, result.output
@@ -159,7 +159,7 @@ def test_an_oversized_message_in_a_burst_is_dead_lettered_cut_with_its_full_byte
     huge = _event(Padding="x" * 1_200_000)
     del huge["InvestorUserId"]  # unreadable whatever its size (as the message of the report was)
     huge_value = _value(huge)
-    assert len(huge_value) > settings.kafka_max_message_bytes
+    assert len(huge_value) > settings.kafka.max_message_bytes
     _burst(kafka.bootstrap_servers, [(_value(before), before["MessageId"]), (huge_value, huge["MessageId"]),
                                      (_value(after), after["MessageId"])])  # fmt: skip
     truncated_before = metric("pin_consumer_dead_letters_truncated_total", group="crm", topic=TOPIC)
@@ -253,7 +253,7 @@ def test_a_dead_letter_the_topic_never_takes_is_parked_in_the_database_and_the_p
     _burst(kafka.bootstrap_servers, [(_value(failing), failing["MessageId"]), (_value(behind), behind["MessageId"])])
     parked_before = metric("pin_consumer_dead_letters_parked_total", group="crm", topic=TOPIC)
     failures_before = metric("pin_consumer_dead_letter_failures_total", group="crm", topic=TOPIC)
-    nowhere = settings.model_copy(update={"kafka_bootstrap_servers": "127.0.0.1:1"})  # nothing listens on 1
+    nowhere = settings.with_values(kafka_bootstrap_servers="127.0.0.1:1")  # nothing listens on 1
     runtime = ConsumerRuntime(
         group="crm",
         routes=routes,

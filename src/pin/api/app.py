@@ -61,7 +61,7 @@ def create_app(
     app.state.outbox = outbox
     app.state.token_verifier = TokenVerifier(settings)
     install_problem_handlers(app, combined(context.problems for context in contexts))
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.http_max_body_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.http.max_body_bytes)
     app.add_middleware(RequestMetricsMiddleware)  # added last: the outermost, it counts every answer
     for context in contexts:
         app.include_router(context.router)

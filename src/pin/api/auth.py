@@ -70,15 +70,15 @@ class TokenVerifier:
     """Checks signature, algorithm, expiry, lifetime and claims; anything wrong is a 401 problem."""
 
     def __init__(self, settings: Settings) -> None:
-        if settings.jwt_public_key:
-            self._key: str = settings.jwt_public_key
+        if settings.api.jwt_public_key:
+            self._key: str = settings.api.jwt_public_key
             self._algorithm = "RS256"
-        elif settings.jwt_secret is not None:
-            self._key = settings.jwt_secret.get_secret_value()
+        elif settings.api.jwt_secret is not None:
+            self._key = settings.api.jwt_secret.get_secret_value()
             self._algorithm = "HS256"
         else:
             raise ConfigurationError("PIN_JWT_SECRET or PIN_JWT_PUBLIC_KEY must be set for the HTTP API")
-        self._max_lifetime = settings.jwt_max_lifetime_seconds
+        self._max_lifetime = settings.api.jwt_max_lifetime_seconds
 
     def verify(self, token: str) -> Principal:
         """The principal of a valid token; a token holding none of the API's roles is a 403."""

@@ -82,15 +82,15 @@ def server_config(app: FastAPI, settings: Settings, *, host: str, port: int) -> 
     """The uvicorn configuration of the API."""
     return ApiConfig(
         app,
-        head_timeout=settings.http_head_timeout_seconds,
-        max_connections=settings.http_max_connections,
+        head_timeout=settings.http.head_timeout_seconds,
+        max_connections=settings.http.max_connections,
         host=host,
         port=port,
         # h11 explicitly (httptools would ignore the head limit), with the problem-document answers below
         http=ProblemH11Protocol,
-        h11_max_incomplete_event_size=settings.http_max_header_bytes,
+        h11_max_incomplete_event_size=settings.http.max_header_bytes,
         # typed int by uvicorn; asyncio's timers take the float
-        timeout_keep_alive=cast(int, settings.http_keep_alive_timeout_seconds),
+        timeout_keep_alive=cast(int, settings.http.keep_alive_timeout_seconds),
         log_config=None,
         access_log=False,
     )
@@ -98,7 +98,7 @@ def server_config(app: FastAPI, settings: Settings, *, host: str, port: int) -> 
 
 def serve(app: FastAPI, settings: Settings, *, host: str, port: int) -> None:
     """Run the API's server until SIGTERM/SIGINT (uvicorn handles the signals)."""
-    raise_open_files_limit(settings.http_max_connections + OPEN_FILES_HEADROOM)
+    raise_open_files_limit(settings.http.max_connections + OPEN_FILES_HEADROOM)
     ApiServer(server_config(app, settings, host=host, port=port)).run()
 
 

@@ -38,7 +38,7 @@ from pin.faults import Fault
 from pin.jobs import bookkeeping
 from pin.observability.tracing import current_traceparent
 from pin.outbox.writer import MessageContext, OutboxPolicy
-from pin.settings import CANCEL_CUTOFF_MINUTES, PENDING_TTL_SECONDS, Settings
+from pin.settings import CalendarSettings, Settings
 from pin.unit_of_work import UnitOfWork
 
 log = structlog.get_logger(__name__)
@@ -50,16 +50,16 @@ class CalendarPolicy:
     """The configurable rules of the calendar."""
 
     # PendingTtl: how long an agent has to decide on a Pending appointment.
-    pending_ttl: timedelta = timedelta(seconds=PENDING_TTL_SECONDS)
+    pending_ttl: timedelta = timedelta(seconds=CalendarSettings().pending_ttl_seconds)
     # INV-APT-3: an investor may cancel or reschedule until StartAt minus this.
-    cancel_cutoff: timedelta = timedelta(minutes=CANCEL_CUTOFF_MINUTES)
+    cancel_cutoff: timedelta = timedelta(minutes=CalendarSettings().cancel_cutoff_minutes)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> CalendarPolicy:
         """The policy configured by PIN_APPOINTMENT_* variables."""
         return cls(
-            pending_ttl=timedelta(seconds=settings.appointment_pending_ttl_seconds),
-            cancel_cutoff=timedelta(minutes=settings.appointment_cancel_cutoff_minutes),
+            pending_ttl=timedelta(seconds=settings.calendar.pending_ttl_seconds),
+            cancel_cutoff=timedelta(minutes=settings.calendar.cancel_cutoff_minutes),
         )
 
 

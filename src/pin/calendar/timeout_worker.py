@@ -33,7 +33,7 @@ from pin.jobs import bookkeeping
 from pin.jobs.cycle import Cycle, CycleCounts, CycleHarness, JobDefinition, infrastructure_error
 from pin.observability.tracing import current_traceparent, tracer
 from pin.outbox.writer import RELAY_POLICY, MessageContext, OutboxPolicy
-from pin.settings import JOB_BATCH_SIZE
+from pin.settings import CYCLE_BUDGET_MAX_SECONDS, JOB_BATCH_SIZE
 from pin.unit_of_work import UnitOfWork
 
 log = structlog.get_logger(__name__)
@@ -56,7 +56,7 @@ class AppointmentTimeoutConfig:
     connection_wait_seconds: float = 2.0
     # Seed 000 "Max duration" (< 30 s per cycle): past this the cycle claims nothing more and the rest waits for
     # the next tick; no statement of the cycle runs longer either (docs/design/claims.md, "The cycle's budget").
-    cycle_budget_seconds: float = 30.0
+    cycle_budget_seconds: float = CYCLE_BUDGET_MAX_SECONDS
     # This instance's name in jobs.cycle.
     instance: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     # The claim floor (docs/design/claims.md, "The claim floor"): a cycle's fresh pass, its count and the next

@@ -65,7 +65,9 @@ class Viewer:
 
 def csrf_key(settings: Settings) -> bytes:
     """The key CSRF tokens are made with: derived from the token key, so every API instance agrees."""
-    secret = settings.jwt_public_key or (settings.jwt_secret.get_secret_value() if settings.jwt_secret else "")
+    secret = settings.api.jwt_public_key or (
+        settings.api.jwt_secret.get_secret_value() if settings.api.jwt_secret else ""
+    )
     return hashlib.sha256(b"pin-console-csrf\x00" + secret.encode()).digest()
 
 

@@ -172,7 +172,7 @@ def replay_group(
 
 def publish(settings: Settings, letters: Sequence[dict[str, Any]]) -> None:
     """Produce every letter to its original topic and wait for the broker's acknowledgements."""
-    if not settings.kafka_bootstrap_servers:
+    if not settings.kafka.bootstrap_servers:
         raise ActionError("PIN_KAFKA_BOOTSTRAP_SERVERS is not set: this instance cannot replay to the broker")
     largest = max(len(letter["message_value"] or b"") + len(letter["message_key"] or b"") for letter in letters)
     config = producer_config(settings, **{"client.id": "pin-console-replay", "linger.ms": 0,
@@ -210,7 +210,7 @@ def replay_relay(conn: Conn, settings: Settings, letters: Sequence[dict[str, Any
     """Put the relay's ``letters`` back into the outbox (each at the head of its key), recorded."""
     if not letters:
         raise ActionError("no dead letter matches")
-    mode = OutboxMode(settings.outbox_mode)  # in cdc mode the replayed rows are captured too
+    mode = OutboxMode(settings.outbox.mode)  # in cdc mode the replayed rows are captured too
     done = record(conn, said, "outbox.replay", {"letters": len(letters)})
     for letter in letters:  # dead_letter_replay commits: the record and the first letter together, then each
         relay_letters.dead_letter_replay(conn, letter["message_id"], str(letter["topic"]), mode=mode)
@@ -234,7 +234,7 @@ def replay_relay_named(
     into the outbox, recorded with its count in the same transaction; (None, []) when none matched (nothing done).
     Raises :class:`~pin.outbox.dead_letters.AmbiguousMessageIdError` as the outbox does."""
     # in cdc mode the replayed rows are captured too
-    replayed = relay_letters.put_back(conn, message_id, topic, mode=OutboxMode(settings.outbox_mode))
+    replayed = relay_letters.put_back(conn, message_id, topic, mode=OutboxMode(settings.outbox.mode))
     if not replayed:
         conn.rollback()
         return None, []

@@ -55,7 +55,7 @@ def render(request: Request, template: str, who: Viewer | None, status: int = 20
         with request.app.state.pool.connection() as conn:
             paused = pages.paused(conn)
     html = page_html(
-        template, who=who, paused=paused, path=request.url.path, prometheus=_settings(request).console_prometheus_url,
+        template, who=who, paused=paused, path=request.url.path, prometheus=_settings(request).console.prometheus_url,
         **context,
     )  # fmt: skip
     return HTMLResponse(html, status_code=status)
@@ -158,7 +158,7 @@ def overview(request: Request, who: Who) -> HTMLResponse:
     from pin.status.collect import collect_status
 
     settings = _settings(request)
-    kafka = bool(settings.kafka_bootstrap_servers)
+    kafka = bool(settings.kafka.bootstrap_servers)
     snapshot = collect_status(settings, kafka=kafka, kafka_timeout=2.0, outbox=False)  # the outbox: below, bounded
     with request.app.state.pool.connection() as conn:
         outbox = pages.outbox_view(conn)
@@ -193,7 +193,7 @@ def outbox(request: Request, who: Who, pool: Pool, topic: str | None = None, aft
     with pool.connection() as conn:
         outbox = pages.outbox_view(conn)
         waiting = pages.outbox_waiting(conn, topic=_text(topic), after=_int(after, "after"))
-        leases = pages.lease_map(conn, heartbeat_seconds=_settings(request).relay_heartbeat_seconds)
+        leases = pages.lease_map(conn, heartbeat_seconds=_settings(request).relay.heartbeat_seconds)
         letters = pages.relay_dead_letters(conn, pages.RelayFilter(), before=None, limit=10)
     return render(
         request, "outbox.html", who, outbox=outbox, waiting=waiting, leases=leases, letters=letters, topic=_text(topic)
@@ -206,7 +206,7 @@ def groups(request: Request, who: Who, pool: Pool) -> HTMLResponse:
     from pin.status.collect import collect_status
 
     settings = _settings(request)
-    snapshot = collect_status(settings, kafka=bool(settings.kafka_bootstrap_servers), kafka_timeout=2.0, outbox=False)
+    snapshot = collect_status(settings, kafka=bool(settings.kafka.bootstrap_servers), kafka_timeout=2.0, outbox=False)
     with pool.connection() as conn:
         letters = pages.open_group_letters(conn)
         held = pages.held(conn)
@@ -221,7 +221,7 @@ def group(request: Request, who: Who, pool: Pool, group: str) -> HTMLResponse:
     if group not in CONSUMER_GROUPS:
         raise ConsoleRefusal(404, f"no consumer group {group!r}")
     settings = _settings(request)
-    snapshot = collect_status(settings, kafka=bool(settings.kafka_bootstrap_servers), kafka_timeout=2.0, outbox=False)
+    snapshot = collect_status(settings, kafka=bool(settings.kafka.bootstrap_servers), kafka_timeout=2.0, outbox=False)
     view = next(c for c in snapshot.consumers if c.group == group)
     with pool.connection() as conn:
         members = pages.members(conn, group)

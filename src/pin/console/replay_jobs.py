@@ -119,7 +119,7 @@ class ReplayJobs:
     def _relay_turn(self, conn: Conn, job_id: int, where: index.LetterFilter) -> dict[str, int]:
         """The relay's next letters of the job (newest first) back into the outbox, each at the head of its key, in
         the turn's transaction; a letter never reached a consumer, so each counts as applied."""
-        mode = OutboxMode(self._settings.outbox_mode)  # in cdc mode the replayed rows are captured too
+        mode = OutboxMode(self._settings.outbox.mode)  # in cdc mode the replayed rows are captured too
         letters = pages.relay_dead_letters(conn, pages.RelayFilter.of(where), before=None, limit=self._per_turn).rows
         for letter in letters:
             relay_letters.put_back(conn, letter["message_id"], str(letter["topic"]), mode=mode)

@@ -25,10 +25,11 @@ from pin.backoff import exponential_backoff
 from pin.db import ConnectionPolicy, migrate
 from pin.local import state_folder
 from pin.local.demo import DEMO_PENDING_TTL_SECONDS, DemoError, load_demo_data, wait_until_ready
+from pin.local.state_folder import PinUpEndpoints, state_folder_of
 from pin.local.tcp_ports import free_port, port_is_free
 from pin.messaging.kafka import ensure_topics
 from pin.observability.logging import configure_logging, resolve_log_format
-from pin.settings import ConfigurationError, PinUpEndpoints, Settings, load_settings, state_folder_of
+from pin.settings import ConfigurationError, Settings, load_settings
 
 if TYPE_CHECKING:
     # the embedded servers are the optional extra [embedded]; imported only when `pin up` needs them
@@ -89,8 +90,8 @@ def _dev_secret(home: Path) -> str:
 
 def run_up(*, demo: bool, host: str, port: int) -> int:
     """Check, start everything, supervise it, stop it cleanly; returns the exit code."""
-    settings = load_settings(from_pin_up=False)
-    if settings.outbox_mode == "cdc":  # its relay would refuse to start, and nothing would read the WAL
+    settings = load_settings()
+    if settings.outbox.mode == "cdc":  # its relay would refuse to start, and nothing would read the WAL
         raise ConfigurationError("PIN_OUTBOX_MODE=cdc: pin up runs the relay; cdc mode needs Debezium (outbox-cdc.md)")
     configure_logging(settings.log_level, resolve_log_format(settings.log_format), role="up")
     home = state_folder_of(settings.home)
@@ -109,7 +110,7 @@ def _check_embedded(settings: Settings) -> None:
     """The embedded servers `pin up` will start must be installed (the extra [embedded])."""
     needed = [
         module
-        for module, configured in (("postgres", settings.database_url), ("kafka", settings.kafka_bootstrap_servers))
+        for module, configured in (("postgres", settings.database.url), ("kafka", settings.kafka.bootstrap_servers))
         if not configured
     ]
     try:
@@ -133,7 +134,7 @@ def _run(settings: Settings, home: Path, *, demo: bool, host: str, port: int) ->
     postgres = kafka = None
     children: list[_Child] = []
     try:
-        database_url = settings.database_url
+        database_url = settings.database.url
         if not database_url:
             from pin.local.embedded.postgres import EmbeddedPostgres
 
@@ -143,16 +144,14 @@ def _run(settings: Settings, home: Path, *, demo: bool, host: str, port: int) ->
                 postgres.stop("fast")
             postgres.start()
             database_url = postgres.url
-        bootstrap = settings.kafka_bootstrap_servers
+        bootstrap = settings.kafka.bootstrap_servers
         if not bootstrap:
             from pin.local.embedded.kafka import EmbeddedKafka
 
             kafka = EmbeddedKafka(home / "broker.log")
             kafka.start()
             bootstrap = kafka.bootstrap_servers
-        effective = Settings(
-            **{**settings.model_dump(), "database_url": database_url, "kafka_bootstrap_servers": bootstrap}
-        )
+        effective = settings.with_values(database_url=database_url, kafka_bootstrap_servers=bootstrap)
         migrate(database_url, ConnectionPolicy.from_settings(effective, "migrate"))
         ensure_topics(effective)
         env = _child_env(effective, home)
@@ -182,13 +181,13 @@ def _run(settings: Settings, home: Path, *, demo: bool, host: str, port: int) ->
 
 def _endpoints(settings: Settings, api_url: str) -> PinUpEndpoints:
     """What other commands in the state folder need to reach this `pin up`."""
-    generated = settings.jwt_secret is None and not settings.jwt_public_key
+    generated = settings.api.jwt_secret is None and not settings.api.jwt_public_key
     return PinUpEndpoints(
         pid=os.getpid(),
         started_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         api_url=api_url,
-        database_url=settings.database_url or "",
-        kafka_bootstrap_servers=settings.kafka_bootstrap_servers or "",
+        database_url=settings.database.url or "",
+        kafka_bootstrap_servers=settings.kafka.bootstrap_servers or "",
         jwt_secret_file=state_folder.DEV_SECRET_FILE if generated else None,
     )
 
@@ -253,9 +252,9 @@ def _enter_pressed(timeout: float) -> bool:
 
 def _child_env(settings: Settings, home: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env["PIN_DATABASE_URL"] = settings.database_url or ""
-    env["PIN_KAFKA_BOOTSTRAP_SERVERS"] = settings.kafka_bootstrap_servers or ""
-    if settings.jwt_secret is None and not settings.jwt_public_key:
+    env["PIN_DATABASE_URL"] = settings.database.url or ""
+    env["PIN_KAFKA_BOOTSTRAP_SERVERS"] = settings.kafka.bootstrap_servers or ""
+    if settings.api.jwt_secret is None and not settings.api.jwt_public_key:
         env["PIN_JWT_SECRET"] = _dev_secret(home)
     # every role writes to pin up's stderr: `auto` is decided once, here, by what that is (a person's terminal:
     # lines for people; a pipe, a file, a service manager: JSON), and every role gets the decided format

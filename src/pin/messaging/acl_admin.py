@@ -11,6 +11,7 @@ stdin, exit 0 when the broker keeps it, else one line on stderr and exit 1.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -130,17 +131,21 @@ def apply_acls(settings: Settings, wanted: Sequence[AclEntry], *, timeout: float
     if not first.created:
         return converge(admin, wanted, managed)
     probed = first.created[0]
-    _probe_create(probed, timeout)
+    _probe_create(settings, probed, timeout)
     changes = converge(admin, wanted, managed)
     return replace(changes, created=tuple(sorted({probed, *changes.created})))
 
 
-def _probe_create(entry: AclEntry, timeout: float) -> None:
+def _probe_create(settings: Settings, entry: AclEntry, timeout: float) -> None:
     """CreateAcls of ``entry`` in a child process (see the module's docstring); AclError when it did not stick."""
     try:
         child = subprocess.run(  # noqa: S603 - our own interpreter and module
             [sys.executable, "-m", __name__],
             input=json.dumps(asdict(entry)),
+            env={
+                **os.environ,
+                "PIN_KAFKA_BOOTSTRAP_SERVERS": settings.kafka.require_bootstrap_servers(),
+            },  # even `pin up`'s
             capture_output=True,
             text=True,
             timeout=2 * timeout + _PROBE_MARGIN_SECONDS,

@@ -70,7 +70,7 @@ def _reads(access: TopicAccess, principal: str, role: str) -> AclEntry:
 def required_acls(settings: Settings, table: Sequence[TopicAccess]) -> tuple[AclEntry, ...]:
     """Every binding the roles need, sorted, for ``table`` (:func:`pin.messaging.groups.topic_table` of the groups'
     route tables)."""
-    principal = settings.kafka_principal
+    principal = settings.kafka.principal
     wanted = [_writes(a, principal(role), role) for a in table for role in a.writers]
     wanted += [_reads(a, principal(role), role) for a in table for role in a.readers]
     producers = dict.fromkeys(role for a in table for role in a.writers)
@@ -88,7 +88,7 @@ def _operator(settings: Settings, table: Sequence[TopicAccess]) -> list[AclEntry
     """The operator's bindings besides its reads and writes: `pin topics`, `pin status`, `pin dlq`'s readers."""
     from pin.messaging.consumer.dead_letters.command import DLQ_READER_GROUP_PREFIX
 
-    operator = settings.kafka_principal(OPERATOR)
+    operator = settings.kafka.principal(OPERATOR)
     entries = [_topic(operator, "CREATE", a.topic, "`pin topics` creates it") for a in table]
     entries += [_topic(operator, "DESCRIBE", a.topic, "`pin status`: partitions, end offsets") for a in table]
     entries += [_group(operator, "DESCRIBE", g, "`pin status`: the group's committed offsets") for g in CONSUMER_GROUPS]
@@ -114,7 +114,7 @@ def _without_implied(entries: Iterable[AclEntry]) -> list[AclEntry]:
 
 def managed_principals(settings: Settings) -> frozenset[str]:
     """The principals `pin acls --apply` owns the bindings of: one per role."""
-    return frozenset(settings.kafka_principal(role) for role in KAFKA_ROLES)
+    return frozenset(settings.kafka.principal(role) for role in KAFKA_ROLES)
 
 
 # -- converging a cluster -----------------------------------------------------------------------------------------

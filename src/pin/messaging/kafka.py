@@ -22,13 +22,13 @@ CLIENT_LOGGER.addFilter(RepeatFilter())
 def client_config(settings: Settings, **overrides: Any) -> dict[str, Any]:
     """Base librdkafka settings: bootstrap servers, our logger, PIN_KAFKA_CLIENT_CONFIG (SASL, TLS) passed through."""
     config: dict[str, Any] = {
-        "bootstrap.servers": settings.require_kafka(),
+        "bootstrap.servers": settings.kafka.require_bootstrap_servers(),
         "logger": CLIENT_LOGGER,
         # a broker behind a link that drops packets: every wait on it is bounded, the dead socket noticed
-        "socket.timeout.ms": settings.kafka_socket_timeout_ms,
+        "socket.timeout.ms": settings.kafka.socket_timeout_ms,
         "socket.keepalive.enable": True,
     }
-    config.update(settings.kafka_extra_config())
+    config.update(settings.kafka.extra_config())
     config.update(overrides)
     return config
 
@@ -56,7 +56,7 @@ def producer_config(settings: Settings, **overrides: Any) -> dict[str, Any]:
             "partitioner": "murmur2_random",
             "linger.ms": 5,
             "compression.type": "none",
-            "request.timeout.ms": settings.kafka_request_timeout_ms,
+            "request.timeout.ms": settings.kafka.request_timeout_ms,
             **overrides,
         },
     )
@@ -71,14 +71,14 @@ def consumer_config(settings: Settings, group: str, **overrides: Any) -> dict[st
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",
-            "session.timeout.ms": settings.kafka_session_timeout_ms,
-            "heartbeat.interval.ms": max(500, settings.kafka_session_timeout_ms // 5),
+            "session.timeout.ms": settings.kafka.session_timeout_ms,
+            "heartbeat.interval.ms": max(500, settings.kafka.session_timeout_ms // 5),
             # a member stuck (on a dead database, say) leaves the group after this instead of holding its rebalance
-            "max.poll.interval.ms": max(settings.kafka_max_poll_interval_ms, settings.kafka_session_timeout_ms),
+            "max.poll.interval.ms": max(settings.kafka.max_poll_interval_ms, settings.kafka.session_timeout_ms),
             # a rebalance moves only the partitions that change owner; the others keep being consumed meanwhile
             "partition.assignment.strategy": "cooperative-sticky",
             # the consumer-only fetch wait: set here, not in client_config, so producers and admin clients never see it
-            "fetch.wait.max.ms": settings.kafka_consumer_fetch_wait_max_ms,
+            "fetch.wait.max.ms": settings.kafka.consumer_fetch_wait_max_ms,
             **overrides,
         },
     )
@@ -91,7 +91,7 @@ def ensure_topics(settings: Settings, topics: Iterable[str] | None = None, timeo
     admin = AdminClient(client_config(settings))
     wanted = list(topics) if topics is not None else list(all_topics())
     futures = admin.create_topics(
-        [NewTopic(name, settings.kafka_topic_partitions, 1) for name in wanted], request_timeout=timeout
+        [NewTopic(name, settings.kafka.topic_partitions, 1) for name in wanted], request_timeout=timeout
     )
     created: list[str] = []
     try:

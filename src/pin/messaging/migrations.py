@@ -94,9 +94,9 @@ def migration_states(
 
 def check_migrations(settings: Settings, readers: Mapping[str, tuple[str, ...]]) -> tuple[MigrationState, ...]:
     """The states of PIN_CONTRACT_MIGRATIONS; a sunset while a group still reads v1 is refused unless forced."""
-    states = migration_states(settings.contract_migrations, readers)
+    states = migration_states(settings.outbox.contract_migrations, readers)
     for state in states:
-        forced = settings.contract_migrations[state.event_type].force_sunset
+        forced = settings.outbox.contract_migrations[state.event_type].force_sunset
         if state.publish == "v2" and state.v1_groups and not forced:
             raise ConfigurationError(
                 f"PIN_CONTRACT_MIGRATIONS: sunset of {state.event_type} refused: {', '.join(state.v1_groups)} still"

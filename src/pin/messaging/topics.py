@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pin.settings import CONSUMER_GROUPS as CONSUMER_GROUPS  # noqa: PLC0414 - re-exported: written once, in settings
-from pin.settings import Settings
+from pin.settings import KafkaSettings
 
 APPOINTMENT_CANCELLED = "pin.calendar.appointment-cancelled.v1"
 EVENT_STATUS_CHANGED = "pin.calendar.event-status-changed.v1"
@@ -19,7 +19,7 @@ INTEGRATION_TOPICS = (
     PURCHASE_CHANGED,
 )
 # The partitions of each topic `pin topics` creates unless told otherwise (seeds): PIN_KAFKA_TOPIC_PARTITIONS's default.
-PARTITIONS: int = Settings.model_fields["kafka_topic_partitions"].default
+PARTITIONS: int = KafkaSettings().topic_partitions
 
 # The group id of `pin status`'s client that lists the topics: it never joins or commits (the operator's ACLs name it).
 STATUS_PROBE_GROUP = "pin-status"

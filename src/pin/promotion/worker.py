@@ -26,7 +26,7 @@ from pin.outbox.writer import RELAY_POLICY, MessageContext, OutboxPolicy
 from pin.promotion import metrics, repository
 from pin.promotion.contracts import PromotionPurchaseChangedKafkaEvent
 from pin.promotion.domain import PromotionPurchase, PurchaseStatus, VersionConflictError
-from pin.settings import JOB_BATCH_SIZE
+from pin.settings import CYCLE_BUDGET_MAX_SECONDS, JOB_BATCH_SIZE
 from pin.unit_of_work import UnitOfWork
 
 JOB_NAME = "expire-promotions"
@@ -43,7 +43,7 @@ class ExpirePromotionsConfig:
     transaction_timeout_seconds: int = 60
     # Seed 002 "Max duration" (< 30 s per cycle): past this the cycle writes nothing more, commits what it wrote,
     # and the rest waits for the next tick; no statement runs longer either (docs/design/claims.md).
-    cycle_budget_seconds: float = 30.0
+    cycle_budget_seconds: float = CYCLE_BUDGET_MAX_SECONDS
     # This instance's name in jobs.cycle.
     instance: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
 

@@ -20,7 +20,7 @@ Partitions = dict[str, int]
 
 def consumer_offsets(settings: Settings, timeout: float) -> dict[str, GroupOffsets | Unavailable] | BrokerUnavailable:
     """Every consumer group's offsets, or why the broker could not be asked at all."""
-    if not settings.kafka_bootstrap_servers:
+    if not settings.kafka.bootstrap_servers:
         return BrokerUnavailable("PIN_KAFKA_BOOTSTRAP_SERVERS is not set")
     probe = _consumer_of(settings, topics.STATUS_PROBE_GROUP, timeout)
     try:

@@ -47,8 +47,8 @@ def collect_status(
                 backlog=database.read(conn, database.outbox_backlog),
                 dead_letters=database.read(conn, database.dead_letters),
                 leases=database.read(conn, database.leases),
-                cdc=database.read(conn, database.cdc_slot(settings.outbox_cdc_slot))
-                if settings.outbox_mode == "cdc"
+                cdc=database.read(conn, database.cdc_slot(settings.outbox.cdc_slot))
+                if settings.outbox.mode == "cdc"
                 else None,
             )
             if outbox
@@ -97,7 +97,7 @@ def _migrations(settings: Settings, clock: datetime | Unavailable) -> tuple[snap
     """The event types in migration, with the groups still reading v1 (the routing table) and the deadline."""
     now = datetime.now(UTC) if isinstance(clock, Unavailable) else clock
     try:
-        states = migration_states(settings.contract_migrations, migration_readers())
+        states = migration_states(settings.outbox.contract_migrations, migration_readers())
     except ConfigurationError as exc:
         return Unavailable(str(exc))
     shown = [f.name for f in fields(snapshot.MigrationView) if f.name != "overdue"]  # the state's, by name

@@ -103,14 +103,14 @@ JOBS = (
 @contextmanager
 def connection(settings: Settings) -> Iterator[Conn | Unavailable]:
     """A short-lived connection for one snapshot, or why there is none."""
-    if not settings.database_url:
+    if not settings.database.url:
         yield Unavailable("PIN_DATABASE_URL is not set")
         return
     try:
         # a status view never waits on a busy database for long: its own 5 s statement_timeout
         policy = ConnectionPolicy.from_settings(settings, "command")
         policy = replace(policy, session={**policy.session, "statement_timeout": "5000"})
-        conn = connect(settings.database_url, autocommit=True, policy=policy, application_name="pin-status")
+        conn = connect(settings.database.url, autocommit=True, policy=policy, application_name="pin-status")
     except psycopg.Error as exc:
         yield Unavailable(f"database unreachable ({type(exc).__name__})")
         return

@@ -35,16 +35,16 @@ from pin.messaging.consumer.retry import Failure, Held, backoff_delay, classify
 from pin.messaging.consumer.routes import HandlingContext, Route
 from pin.messaging.topics import topic_version
 from pin.observability.tracing import spans_exported
-from pin.settings import INBOX_RETENTION_SECONDS, Settings
+from pin.settings import ConsumerSettings, KafkaSettings
 
 log = structlog.get_logger(__name__)
 
 # The dead-letter producer's message.max.bytes, and the largest value a consumer reads, unless told otherwise.
-DEFAULT_MAX_MESSAGE_BYTES: int = Settings.model_fields["kafka_max_message_bytes"].default
+DEFAULT_MAX_MESSAGE_BYTES: int = KafkaSettings().max_message_bytes
 # How many messages of a partition may be in hand past its committed offset before it is paused.
-DEFAULT_MAX_AHEAD: int = Settings.model_fields["consumer_max_ahead"].default
+DEFAULT_MAX_AHEAD: int = ConsumerSettings().max_ahead
 # Attempts at an unreadable message before it is dead-lettered (the only failure that is: pin.faults.TREATMENTS).
-DEFAULT_UNREADABLE_ATTEMPTS: int = Settings.model_fields["consumer_unreadable_attempts"].default
+DEFAULT_UNREADABLE_ATTEMPTS: int = ConsumerSettings().unreadable_attempts
 
 
 def pool_size(lanes: int) -> int:
@@ -90,7 +90,7 @@ class ConsumerRuntime:
         dlq_timeout: float = 15.0,
         dead_letter_attempts: int = 3,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-        inbox_retention_seconds: float = INBOX_RETENTION_SECONDS,
+        inbox_retention_seconds: float = ConsumerSettings().inbox_retention_seconds,
         inbox_prune_interval: float = 600.0,
         statistics_interval_ms: int = 10_000,
         membership_interval: float = 5.0,

@@ -1,21 +1,21 @@
-"""The relay's settings: each field is Settings' ``relay_<field>`` (a `PIN_RELAY_<FIELD>` variable)."""
+"""The relay's settings: each field is one of Settings' ``relay`` section (a `PIN_RELAY_<FIELD>` variable)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from typing import Any
 
-from pin.settings import Settings
+from pin.settings import RelaySettings, Settings
 
 
 def _default(name: str) -> Any:
-    """The default of Settings' ``relay_<name>``: the defaults (and their meaning) are written there only."""
-    return Settings.model_fields[f"relay_{name}"].default
+    """The default of the relay section's ``name``: the defaults (and their meaning) are written there only."""
+    return getattr(RelaySettings(), name)
 
 
 @dataclass(frozen=True)
 class RelayConfig:
-    """How a relay instance paces, batches, leases and retries (meaning of each field: pin.settings.Settings)."""
+    """How a relay instance paces, batches, leases and retries (meaning of each field: pin.settings.RelaySettings)."""
 
     batch_size: int = _default("batch_size")
     batches_in_flight: int = _default("batches_in_flight")
@@ -33,4 +33,4 @@ class RelayConfig:
     @classmethod
     def from_settings(cls, settings: Settings) -> RelayConfig:
         """The relay's part of ``settings`` (validated when they were loaded: every value positive, TTL >= 2 beats)."""
-        return cls(**{item.name: getattr(settings, f"relay_{item.name}") for item in fields(cls)})
+        return cls(**{item.name: getattr(settings.relay, item.name) for item in fields(cls)})

@@ -131,7 +131,7 @@ def read_dead_letters(
     letters: list[DeadLetter] = []
     for group in groups:
         letters.extend(_read_topic(settings, group, idle_seconds=idle_seconds, timeout=timeout))
-    if settings.database_url:
+    if settings.database.url:
         letters.extend(read_parked(settings, list(groups)))
     return letters
 
@@ -148,7 +148,7 @@ def read_parked(settings: Settings, groups: Sequence[str]) -> list[DeadLetter]:
 def _database(settings: Settings) -> psycopg.Connection[dict[str, object]]:
     """A connection for the stored dead letters; a failure is a one-line :class:`DeadLetterError`."""
     try:
-        url = settings.require_database_url()
+        url = settings.database.require_url()
         return connect(url, policy=ConnectionPolicy.from_settings(settings, "command"))
     except (psycopg.Error, ConfigurationError) as exc:
         raise DeadLetterError(f"reading {store.STORED_TABLE}: {error_text(exc)}") from exc

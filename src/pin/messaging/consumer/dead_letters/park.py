@@ -124,6 +124,6 @@ def _summary(row: dict[str, object]) -> dict[str, Any]:
 
 def _connect(settings: Settings) -> psycopg.Connection[dict[str, object]]:
     try:
-        return connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command"))
+        return connect(settings.database.require_url(), policy=ConnectionPolicy.from_settings(settings, "command"))
     except psycopg.Error as exc:
         raise ParkError(f"pin dlq park: cannot reach the database: {error_text(exc)}") from exc
