@@ -1,6 +1,7 @@
 """The console's overview over HTTP on a real PostgreSQL: the xmin horizon's holder as `pin status` reads it, red
 where LongRunningTransaction's threshold is crossed, and the consumer instances as they record themselves (partitions
-held, messages held in retry, heartbeat) on the overview and a group's page."""
+held, lanes, messages held in retry, heartbeat) on the overview and a group's page (a real group of two members:
+test_members.py)."""
 
 from __future__ import annotations
 
@@ -70,9 +71,11 @@ def test_consumer_instances_with_their_partitions_and_held_messages_on_the_overv
 ) -> None:
     with pool.connection() as conn:
         conn.execute(
-            "INSERT INTO messaging.consumer_member (consumer_group, member, partitions, stale_after_seconds,"
-            " heartbeat_at) VALUES ('crm', 'host-a:101', 3, 15, now()), ('crm', 'host-b:202', 0, 15,"
-            " now() - interval '1 minute'), ('news', 'host-c:303', 2, 15, now())"
+            "INSERT INTO messaging.consumer_member (consumer_group, member, partitions, assignment,"
+            " stale_after_seconds, heartbeat_at) VALUES"
+            " ('crm', 'host-a:101', 3, '{\"t.a\": [0, 2], \"t.b\": [1]}', 15, now()),"
+            " ('crm', 'host-b:202', 0, '{}', 15, now() - interval '1 minute'), ('news', 'host-c:303', 2,"
+            " '{\"t.c\": [0, 1]}', 15, now())"
         )
         conn.execute(
             'INSERT INTO messaging.held_message (consumer_group, topic, "partition", "offset", member, fault,'
@@ -89,7 +92,9 @@ def test_consumer_instances_with_their_partitions_and_held_messages_on_the_overv
 
     overview = rows("/console")
     assert set(overview) == {"host-a:101", "host-b:202", "host-c:303"}
-    assert '<td class="">3</td>' in overview["host-a:101"]
+    assert '<span class="topic">t.a</span> [<span class="partitions">0, 2</span>]' in overview["host-a:101"]
+    assert '<span class="topic">t.b</span> [<span class="partitions">1</span>]' in overview["host-a:101"]
+    assert '<span class="lane-count">1</span> lane<' in overview["host-a:101"]
     assert '<td class="amber">2</td>' in overview["host-a:101"]  # two messages held in retry
     assert ">yes</td>" in overview["host-a:101"]
     assert 'class="red">no (no heartbeat for 15 s)</td>' in overview["host-b:202"]

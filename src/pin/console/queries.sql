@@ -97,9 +97,10 @@ LIMIT %(limit)s
 
 -- console_members --
 -- The consumer instances of one group or all, live or not (a heartbeat within its bound), as each records itself:
--- how many partitions it holds (not which: the row keeps the count), since when, and how many messages it holds in
--- retry now (messaging.held_message, a handful per group). Lanes are not recorded per instance.
-SELECT m.consumer_group, m.member, m.partitions, m.assignment_changed_at, m.heartbeat_at, m.stale_after_seconds,
+-- which partitions it holds and since when, its lanes and what they held in retry at its last heartbeat, and how
+-- many messages it holds in retry now (messaging.held_message, a handful per group).
+SELECT m.consumer_group, m.member, m.partitions, m.assignment, m.assignment_changed_at, m.lanes, m.lanes_held,
+       m.lanes_held_total, m.heartbeat_at, m.stale_after_seconds,
        m.heartbeat_at > now() - make_interval(secs => m.stale_after_seconds) AS live,
        (SELECT count(*) FROM messaging.held_message h
         WHERE h.consumer_group = m.consumer_group AND h.member = m.member) AS held

@@ -84,3 +84,14 @@ CREATE INDEX replay_job_running ON operations.replay_job (id) WHERE state = 'run
 -- 0007_replay_job_downgrade --
 -- No replay jobs (development only).
 DROP TABLE IF EXISTS operations.replay_job;
+
+-- 0008_h_console3_upgrade --
+-- A job of operations.replay_job replays its letters or discards them (pin/console/replay_jobs.py): "discard every
+-- letter matching this filter" beyond a page is a job too. A discard job's "replayed" counts the letters discarded.
+ALTER TABLE operations.replay_job
+    ADD COLUMN action text NOT NULL DEFAULT 'replay',
+    ADD CONSTRAINT replay_job_action CHECK (action IN ('replay', 'discard'));
+
+-- 0008_h_console3_downgrade --
+-- Jobs replay only (development only).
+ALTER TABLE operations.replay_job DROP COLUMN IF EXISTS action;

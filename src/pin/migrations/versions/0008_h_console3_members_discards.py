@@ -1,0 +1,31 @@
+"""The console's last gaps: each consumer instance's row names its partitions and its lanes
+(``messaging.consumer_member``), and a job of ``operations.replay_job`` replays or discards
+(``operations.replay_job.action``). The statements are ``messaging/migrations.sql`` and ``operations/migrations.sql``.
+
+Revision ID: 0008
+Revises: 0007
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+from pin.db import load_queries
+
+revision = "0008"
+down_revision = "0007"
+
+_MESSAGING = load_queries("pin.messaging", "migrations.sql")
+_OPERATIONS = load_queries("pin.operations", "migrations.sql")
+
+
+def upgrade() -> None:
+    """The members' partitions and lanes; the jobs' action."""
+    op.execute(_MESSAGING["0008_h_console3_upgrade"])
+    op.execute(_OPERATIONS["0008_h_console3_upgrade"])
+
+
+def downgrade() -> None:
+    """Both gone (development only)."""
+    op.execute(_OPERATIONS["0008_h_console3_downgrade"])
+    op.execute(_MESSAGING["0008_h_console3_downgrade"])
