@@ -16,6 +16,7 @@ from pin.settings import ConfigurationError, Settings, UnreachableError, load_se
 
 if TYPE_CHECKING:
     from pin.db import Conn
+    from pin.messaging.consumer.dead_letters.index import LetterFilter
 
 T = TypeVar("T")
 
@@ -286,7 +287,8 @@ def _replay_indexed(
     actor: str | None,
     dry_run: bool,
 ) -> None:
-    """`pin dlq replay --dry-run | --reason`: the console's replay of the indexed letters (pin.console.actions)."""
+    """`pin dlq replay --dry-run | --reason`: the console's replay of the indexed letters (pin.console.actions); more
+    than a page of them is a replay job, as in the console."""
     from pin.console import actions
     from pin.db import ConnectionPolicy, connect
     from pin.messaging.consumer.dead_letters.index import LetterFilter
@@ -298,7 +300,11 @@ def _replay_indexed(
     policy = ConnectionPolicy.from_settings(settings, "command")
     with connect(settings.require_database_url(), policy=policy) as conn:
         try:
-            letters = actions.select_group_letters(conn, where)
+            try:
+                letters = actions.select_group_letters(conn, where)
+            except actions.TooManyLettersError:
+                _group_letters_job(conn, where, "replay", reason=reason, actor=actor, dry_run=dry_run)
+                return
             if dry_run:
                 print_json({"group": group, "dryRun": True, **actions.preview_group(conn, letters).counts()})
                 return
@@ -310,29 +316,62 @@ def _replay_indexed(
     print_json({"group": group, "auditId": record.id, **preview.counts()})
 
 
+def _group_letters_job(
+    conn: Conn, where: LetterFilter, action: str, *, reason: str | None, actor: str | None, dry_run: bool
+) -> None:
+    """More of a group's letters match than a page: the dry run says how many (a replay's, with the counts of the
+    newest page); else a job replays or discards them at the relays' bounded rate (pin.console.replay_jobs), as the
+    console starts one. Prints what it did."""
+    from pin.console import actions, replay_jobs
+    from pin.messaging.consumer.dead_letters import index
+    from pin.operations.audit import default_actor
+
+    letters = replay_jobs.matching(conn, where)
+    if dry_run:
+        answer: dict[str, object] = {"group": where.group, "dryRun": True, "job": True, "letters": letters}
+        if action == replay_jobs.REPLAY:
+            rows = index.page(conn, where, before=None, limit=actions.ACTION_LIMIT)
+            newest = [letter for row in rows if (letter := index.one(conn, int(row["id"]))) is not None]
+            answer["newest"] = actions.preview_group(conn, newest).counts()
+        print_json(answer)
+        return
+    said = actions.Said(actor or default_actor(), str(reason), {"kind": "group", "filter": where.described()})
+    job = replay_jobs.start(conn, where, said, action=action)
+    print_json({"group": where.group, "job": job, "action": action, "letters": letters})
+
+
 @dlq_app.command("discard")
-def dlq_discard(
+def dlq_discard(  # noqa: PLR0917 - typer passes each option by keyword
     group: Annotated[str, typer.Option(help="The consumer group whose dead letters to discard.")],
-    reason: Annotated[str, typer.Option(help="Why (recorded in operations.audit).")],
+    reason: Annotated[str | None, typer.Option(help="Why (recorded in operations.audit).")] = None,
     message_id: Annotated[str | None, typer.Option(help="Only the dead letter with this MessageId.")] = None,
     key: Annotated[str | None, typer.Option(help="Only the open letters of this key.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say how many would be discarded; do nothing.")] = False,
     actor: Annotated[str | None, typer.Option(help="Who discards (default: the OS user).")] = None,
 ) -> None:
-    """Mark open dead letters of a group discarded (kept in the index, hidden by default), on the audit trail."""
+    """Mark open dead letters of a group discarded (kept in the index, hidden by default), on the audit trail; more
+    than a page of them is a discard job the running relays carry out, as in the console."""
     from pin.console import actions
     from pin.db import ConnectionPolicy, connect
     from pin.messaging.consumer.dead_letters.command import check_group
     from pin.messaging.consumer.dead_letters.index import LetterFilter
     from pin.operations.audit import default_actor
 
-    if not reason.strip():
+    if not dry_run and not (reason or "").strip():
         raise ConfigurationError("pin dlq discard: --reason must say why")
     settings = load_settings()
     where = LetterFilter(group=check_group(group), key=key, message_id=_uuid_option(message_id, "--message-id"))
     with connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
         try:
-            letters = actions.select_group_letters(conn, where)
-            said = actions.Said(actor or default_actor(), reason, {"kind": "group", "filter": where.described()})
+            try:
+                letters = actions.select_group_letters(conn, where)
+            except actions.TooManyLettersError:
+                _group_letters_job(conn, where, "discard", reason=reason, actor=actor, dry_run=dry_run)
+                return
+            if dry_run:
+                print_json({"group": group, "dryRun": True, "job": False, "letters": len(letters)})
+                return
+            said = actions.Said(actor or default_actor(), str(reason), {"kind": "group", "filter": where.described()})
             record = actions.discard_group(conn, letters, said)
         except actions.ActionError as exc:
             typer.echo(f"pin dlq discard: {exc}", err=True)

@@ -124,8 +124,10 @@ SELECT message_id FROM messaging.inbox WHERE consumer_group = %(group)s AND mess
 SELECT purchase_id, version FROM {schema}.purchase WHERE purchase_id = ANY(%(ids)s::uuid[])
 
 -- replay_job_start --
--- A replay job, running from now on; returns its id.
-INSERT INTO operations.replay_job (audit_id, filter, total) VALUES (%(audit_id)s, %(filter)s, %(total)s) RETURNING id
+-- A job (a replay or a discard), running from now on; returns its id.
+INSERT INTO operations.replay_job (audit_id, filter, total, action)
+VALUES (%(audit_id)s, %(filter)s, %(total)s, %(action)s)
+RETURNING id
 
 -- replay_job_count --
 -- How many open letters a job's filter matches when it starts (stops counting at 1 000 001).
@@ -144,8 +146,9 @@ SELECT count(*) AS letters FROM (SELECT 1 FROM messaging.dead_letter_index
 SELECT count(*) AS letters FROM ({letters}) AS matched
 
 -- replay_job_claim --
--- The oldest running job no other relay is working on now, locked for this turn.
-SELECT id, filter, audit_id FROM operations.replay_job WHERE state = 'running' ORDER BY id LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED
+-- The oldest running job (a replay or a discard) no other relay is working on now, locked for this turn.
+SELECT id, filter, audit_id, action FROM operations.replay_job WHERE state = 'running'
+ORDER BY id LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED
 
 -- replay_job_progress --
 -- A turn's progress; the job ends (done) when the turn found nothing left.
@@ -165,6 +168,6 @@ WHERE id = %(id)s AND state = 'running'
 RETURNING true AS cancelled
 
 -- replay_job_recent --
--- The latest replay jobs, newest first.
-SELECT id, created_at, updated_at, audit_id, filter, state, total, replayed, apply, skip, refuse, error
+-- The latest jobs (replays and discards), newest first.
+SELECT id, created_at, updated_at, audit_id, filter, action, state, total, replayed, apply, skip, refuse, error
 FROM operations.replay_job ORDER BY id DESC LIMIT %(limit)s
