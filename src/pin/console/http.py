@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from pin.api.deps import Pool
 from pin.console import access, actions, pages
 from pin.console.access import ConsoleRefusal, Viewer
-from pin.console.thresholds import crossed
+from pin.console.thresholds import crossed, horizon_crossed
 from pin.messaging.consumer.dead_letters import index
 from pin.messaging.consumer.dead_letters.index import LetterFilter
 from pin.messaging.topics import CONSUMER_GROUPS
@@ -38,6 +38,7 @@ _TEMPLATES = Environment(
     loader=PackageLoader("pin.console", "templates"), autoescape=True, undefined=StrictUndefined, trim_blocks=True
 )
 _TEMPLATES.tests["crossed"] = lambda value, name: crossed(name, value)
+_TEMPLATES.globals["horizon_crossed"] = horizon_crossed
 _TEMPLATES.tests["unavailable"] = lambda value: isinstance(value, Unavailable)
 # a value in a path segment: every character but the unreserved ones escaped ("/" too)
 _TEMPLATES.filters["pathpart"] = lambda value: quote(str(value), safe="")

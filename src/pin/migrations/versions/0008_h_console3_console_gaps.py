@@ -1,6 +1,7 @@
 """The console's last gaps: each consumer instance's row names its partitions and its lanes
-(``messaging.consumer_member``), and a job of ``operations.replay_job`` replays or discards
-(``operations.replay_job.action``). The statements are ``messaging/migrations.sql`` and ``operations/migrations.sql``.
+(``messaging.consumer_member``), a job of ``operations.replay_job`` replays or discards
+(``operations.replay_job.action``), and since when each replication slot or standby has held the xmin horizon
+(``operations.xmin_horizon_hold``). The statements are ``messaging/migrations.sql`` and ``operations/migrations.sql``.
 
 Revision ID: 0008
 Revises: 0007
@@ -20,7 +21,7 @@ _OPERATIONS = load_queries("pin.operations", "migrations.sql")
 
 
 def upgrade() -> None:
-    """The members' partitions and lanes; the jobs' action."""
+    """The members' partitions and lanes; the jobs' action; the slots' and standbys' holds."""
     op.execute(_MESSAGING["0008_h_console3_upgrade"])
     op.execute(_OPERATIONS["0008_h_console3_upgrade"])
 
