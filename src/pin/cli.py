@@ -15,6 +15,7 @@ import typer.core
 from pin.settings import ConfigurationError, Settings, UnreachableError, load_settings
 
 if TYPE_CHECKING:
+    from pin.console.actions import Said
     from pin.db import Conn
     from pin.messaging.consumer.dead_letters.index import LetterFilter
 
@@ -290,30 +291,55 @@ def _replay_indexed(
     """`pin dlq replay --dry-run | --reason`: the console's replay of the indexed letters (pin.console.actions); more
     than a page of them is a replay job, as in the console."""
     from pin.console import actions
-    from pin.db import ConnectionPolicy, connect
     from pin.messaging.consumer.dead_letters.index import LetterFilter
+
+    def replay(conn: Conn, letters: list[dict[str, Any]], said: actions.Said) -> dict[str, object]:
+        record, preview = actions.replay_group(conn, settings, letters, said)
+        return {"auditId": record.id, **preview.counts()}
+
+    where = LetterFilter(group=group, key=key, message_id=_uuid_option(message_id, "--message-id"))
+    _on_indexed_letters(
+        "pin dlq replay", settings, where, "replay", reason=reason, actor=actor, dry_run=dry_run,
+        dry=lambda conn, letters: actions.preview_group(conn, letters).counts(), act=replay,
+    )  # fmt: skip
+
+
+def _on_indexed_letters(
+    command: str,
+    settings: Settings,
+    where: LetterFilter,
+    action: str,
+    *,
+    reason: str | None,
+    actor: str | None,
+    dry_run: bool,
+    dry: Callable[[Conn, list[dict[str, Any]]], dict[str, object]],
+    act: Callable[[Conn, list[dict[str, Any]], Said], dict[str, object]],
+) -> None:
+    """`pin dlq replay|discard` on the open letters of the index, as the console acts: their dry run (``dry``), or
+    ``act`` on them with its audit record (a reason required); more than a page of them, a job. Prints the answer."""
+    from pin.console import actions
+    from pin.db import ConnectionPolicy, connect
     from pin.operations.audit import default_actor
 
     if not dry_run and not (reason or "").strip():
-        raise ConfigurationError("pin dlq replay: --reason must say why")
-    where = LetterFilter(group=group, key=key, message_id=_uuid_option(message_id, "--message-id"))
-    policy = ConnectionPolicy.from_settings(settings, "command")
-    with connect(settings.require_database_url(), policy=policy) as conn:
+        raise ConfigurationError(f"{command}: --reason must say why")
+    with connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
         try:
             try:
                 letters = actions.select_group_letters(conn, where)
             except actions.TooManyLettersError:
-                _group_letters_job(conn, where, "replay", reason=reason, actor=actor, dry_run=dry_run)
+                _group_letters_job(conn, where, action, reason=reason, actor=actor, dry_run=dry_run)
                 return
             if dry_run:
-                print_json({"group": group, "dryRun": True, **actions.preview_group(conn, letters).counts()})
+                print_json({"group": where.group, "dryRun": True, **dry(conn, letters)})
                 return
             said = actions.Said(actor or default_actor(), str(reason), {"kind": "group", "filter": where.described()})
-            record, preview = actions.replay_group(conn, settings, letters, said)
+            done = act(conn, letters, said)
         except actions.ActionError as exc:
-            typer.echo(f"pin dlq replay: {exc}", err=True)
+            typer.echo(f"{command}: {exc}", err=True)
             raise typer.Exit(1) from None
-    print_json({"group": group, "auditId": record.id, **preview.counts()})
+    print_json({"group": where.group, **done})
 
 
 def _group_letters_job(
@@ -352,31 +378,18 @@ def dlq_discard(  # noqa: PLR0917 - typer passes each option by keyword
     """Mark open dead letters of a group discarded (kept in the index, hidden by default), on the audit trail; more
     than a page of them is a discard job the running relays carry out, as in the console."""
     from pin.console import actions
-    from pin.db import ConnectionPolicy, connect
     from pin.messaging.consumer.dead_letters.command import check_group
     from pin.messaging.consumer.dead_letters.index import LetterFilter
-    from pin.operations.audit import default_actor
 
-    if not dry_run and not (reason or "").strip():
-        raise ConfigurationError("pin dlq discard: --reason must say why")
+    def discard(conn: Conn, letters: list[dict[str, Any]], said: actions.Said) -> dict[str, object]:
+        return {"auditId": actions.discard_group(conn, letters, said).id, "discarded": len(letters)}
+
     settings = load_settings()
     where = LetterFilter(group=check_group(group), key=key, message_id=_uuid_option(message_id, "--message-id"))
-    with connect(settings.require_database_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
-        try:
-            try:
-                letters = actions.select_group_letters(conn, where)
-            except actions.TooManyLettersError:
-                _group_letters_job(conn, where, "discard", reason=reason, actor=actor, dry_run=dry_run)
-                return
-            if dry_run:
-                print_json({"group": group, "dryRun": True, "job": False, "letters": len(letters)})
-                return
-            said = actions.Said(actor or default_actor(), str(reason), {"kind": "group", "filter": where.described()})
-            record = actions.discard_group(conn, letters, said)
-        except actions.ActionError as exc:
-            typer.echo(f"pin dlq discard: {exc}", err=True)
-            raise typer.Exit(1) from None
-    print_json({"group": group, "auditId": record.id, "discarded": len(letters)})
+    _on_indexed_letters(
+        "pin dlq discard", settings, where, "discard", reason=reason, actor=actor, dry_run=dry_run,
+        dry=lambda _conn, letters: {"job": False, "letters": len(letters)}, act=discard,
+    )  # fmt: skip
 
 
 def _uuid_option(value: str | None, option: str) -> uuid.UUID | None:
