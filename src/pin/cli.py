@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -313,8 +313,8 @@ def _on_indexed_letters(
     reason: str | None,
     actor: str | None,
     dry_run: bool,
-    dry: Callable[[Conn, list[dict[str, Any]]], dict[str, object]],
-    act: Callable[[Conn, list[dict[str, Any]], Said], dict[str, object]],
+    dry: Callable[[Conn, list[dict[str, Any]]], Mapping[str, object]],
+    act: Callable[[Conn, list[dict[str, Any]], Said], Mapping[str, object]],
 ) -> None:
     """`pin dlq replay|discard` on the open letters of the index, as the console acts: their dry run (``dry``), or
     ``act`` on them with its audit record (a reason required); more than a page of them, a job. Prints the answer."""
