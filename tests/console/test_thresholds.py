@@ -1,4 +1,4 @@
-"""The console paints red exactly where the alert rules fire: its thresholds (pin.console.thresholds) are the
+"""The console paints red exactly where the alert rules fire: its thresholds (pin.observability.thresholds) are the
 comparisons of the rules in deploy/prometheus/*.rules.yml, read from the rule files; each kind of holder of the xmin
 horizon is judged by the rule whose holder matcher names it."""
 
@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from pin.console.thresholds import HORIZON_THRESHOLDS, THRESHOLDS, horizon_crossed
 from pin.observability.database_health import HORIZON_HOLDERS
+from pin.observability.thresholds import HORIZON_THRESHOLDS, THRESHOLDS, horizon_crossed
 from tests.ops.rulefiles import all_rules
 
 pytestmark = pytest.mark.unit

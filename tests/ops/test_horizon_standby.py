@@ -16,10 +16,10 @@ import psycopg
 import pytest
 from prometheus_client import REGISTRY
 
-from pin.console.thresholds import THRESHOLDS
 from pin.db import connect, create_pool, migrate
 from pin.local.embedded.postgres import SYSTEM_USER, EmbeddedPostgres
 from pin.observability.database_health import DatabaseHealth, horizon_holders
+from pin.observability.thresholds import THRESHOLDS
 from pin.settings import Settings
 from pin.status.collect import collect_status
 from tests.console.test_overview import render_overview

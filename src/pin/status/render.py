@@ -8,7 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pin.console.thresholds import horizon_crossed
+from pin.observability.thresholds import horizon_crossed
 from pin.outbox.writer import VPARTS
 from pin.status.snapshot import (
     Backlog,
