@@ -14,11 +14,11 @@ from contextlib import contextmanager
 import pytest
 from psycopg_pool import ConnectionPool
 
+from pin.consumer_groups import build_runtime
 from pin.db import Conn
 from pin.local.embedded.kafka import EmbeddedKafka
 from pin.messaging import topics
 from pin.messaging.consumer.runtime import ConsumerRuntime
-from pin.messaging.groups import build_runtime
 from pin.settings import Settings
 from tests.console.conftest import TestClient
 from tests.consumers.conftest import settings  # noqa: F401 - the fixture
