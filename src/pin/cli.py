@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -16,7 +16,9 @@ from pin.local.state_folder import load_settings
 from pin.settings import ConfigurationError, Settings, UnreachableError
 
 if TYPE_CHECKING:
+    from pin.console.actions import Said
     from pin.db import Conn
+    from pin.messaging.consumer.dead_letters.index import LetterFilter
 
 T = TypeVar("T")
 
@@ -289,58 +291,108 @@ def _replay_indexed(
     actor: str | None,
     dry_run: bool,
 ) -> None:
-    """`pin dlq replay --dry-run | --reason`: the console's replay of the indexed letters (pin.console.actions)."""
+    """`pin dlq replay --dry-run | --reason`: the console's replay of the indexed letters (pin.console.actions); more
+    than a page of them is a replay job, as in the console."""
+    from pin.console import actions
+    from pin.messaging.consumer.dead_letters.index import LetterFilter
+
+    def replay(conn: Conn, letters: list[dict[str, Any]], said: actions.Said) -> dict[str, object]:
+        record, preview = actions.replay_group(conn, settings, letters, said)
+        return {"auditId": record.id, **preview.counts()}
+
+    where = LetterFilter(group=group, key=key, message_id=_uuid_option(message_id, "--message-id"))
+    _on_indexed_letters(
+        "pin dlq replay", settings, where, "replay", reason=reason, actor=actor, dry_run=dry_run,
+        dry=lambda conn, letters: actions.preview_group(conn, letters).counts(), act=replay,
+    )  # fmt: skip
+
+
+def _on_indexed_letters(
+    command: str,
+    settings: Settings,
+    where: LetterFilter,
+    action: str,
+    *,
+    reason: str | None,
+    actor: str | None,
+    dry_run: bool,
+    dry: Callable[[Conn, list[dict[str, Any]]], Mapping[str, object]],
+    act: Callable[[Conn, list[dict[str, Any]], Said], Mapping[str, object]],
+) -> None:
+    """`pin dlq replay|discard` on the open letters of the index, as the console acts: their dry run (``dry``), or
+    ``act`` on them with its audit record (a reason required); more than a page of them, a job. Prints the answer."""
     from pin.console import actions
     from pin.db import ConnectionPolicy, connect
-    from pin.messaging.consumer.dead_letters.index import LetterFilter
     from pin.operations.audit import default_actor
 
     if not dry_run and not (reason or "").strip():
-        raise ConfigurationError("pin dlq replay: --reason must say why")
-    where = LetterFilter(group=group, key=key, message_id=_uuid_option(message_id, "--message-id"))
-    policy = ConnectionPolicy.from_settings(settings, "command")
-    with connect(settings.database.require_url(), policy=policy) as conn:
+        raise ConfigurationError(f"{command}: --reason must say why")
+    with connect(settings.database.require_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
         try:
-            letters = actions.select_group_letters(conn, where)
+            try:
+                letters = actions.select_group_letters(conn, where)
+            except actions.TooManyLettersError:
+                _group_letters_job(conn, where, action, reason=reason, actor=actor, dry_run=dry_run)
+                return
             if dry_run:
-                print_json({"group": group, "dryRun": True, **actions.preview_group(conn, letters).counts()})
+                print_json({"group": where.group, "dryRun": True, **dry(conn, letters)})
                 return
             said = actions.Said(actor or default_actor(), str(reason), {"kind": "group", "filter": where.described()})
-            record, preview = actions.replay_group(conn, settings, letters, said)
+            done = act(conn, letters, said)
         except actions.ActionError as exc:
-            typer.echo(f"pin dlq replay: {exc}", err=True)
+            typer.echo(f"{command}: {exc}", err=True)
             raise typer.Exit(1) from None
-    print_json({"group": group, "auditId": record.id, **preview.counts()})
+    print_json({"group": where.group, **done})
+
+
+def _group_letters_job(
+    conn: Conn, where: LetterFilter, action: str, *, reason: str | None, actor: str | None, dry_run: bool
+) -> None:
+    """More of a group's letters match than a page: the dry run says how many (a replay's, with the counts of the
+    newest page); else a job replays or discards them at the relays' bounded rate (pin.console.replay_jobs), as the
+    console starts one. Prints what it did."""
+    from pin.console import actions, replay_jobs
+    from pin.messaging.consumer.dead_letters import index
+    from pin.operations.audit import default_actor
+
+    letters = replay_jobs.matching(conn, where)
+    if dry_run:
+        answer: dict[str, object] = {"group": where.group, "dryRun": True, "job": True, "letters": letters}
+        if action == replay_jobs.REPLAY:
+            rows = index.page(conn, where, before=None, limit=actions.ACTION_LIMIT)
+            newest = [letter for row in rows if (letter := index.one(conn, int(row["id"]))) is not None]
+            answer["newest"] = actions.preview_group(conn, newest).counts()
+        print_json(answer)
+        return
+    said = actions.Said(actor or default_actor(), str(reason), {"kind": "group", "filter": where.described()})
+    job = replay_jobs.start(conn, where, said, action=action)
+    print_json({"group": where.group, "job": job, "action": action, "letters": letters})
 
 
 @dlq_app.command("discard")
-def dlq_discard(
+def dlq_discard(  # noqa: PLR0917 - typer passes each option by keyword
     group: Annotated[str, typer.Option(help="The consumer group whose dead letters to discard.")],
-    reason: Annotated[str, typer.Option(help="Why (recorded in operations.audit).")],
+    reason: Annotated[str | None, typer.Option(help="Why (recorded in operations.audit).")] = None,
     message_id: Annotated[str | None, typer.Option(help="Only the dead letter with this MessageId.")] = None,
     key: Annotated[str | None, typer.Option(help="Only the open letters of this key.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say how many would be discarded; do nothing.")] = False,
     actor: Annotated[str | None, typer.Option(help="Who discards (default: the OS user).")] = None,
 ) -> None:
-    """Mark open dead letters of a group discarded (kept in the index, hidden by default), on the audit trail."""
+    """Mark open dead letters of a group discarded (kept in the index, hidden by default), on the audit trail; more
+    than a page of them is a discard job the running relays carry out, as in the console."""
     from pin.console import actions
-    from pin.db import ConnectionPolicy, connect
     from pin.messaging.consumer.dead_letters.command import check_group
     from pin.messaging.consumer.dead_letters.index import LetterFilter
-    from pin.operations.audit import default_actor
 
-    if not reason.strip():
-        raise ConfigurationError("pin dlq discard: --reason must say why")
+    def discard(conn: Conn, letters: list[dict[str, Any]], said: actions.Said) -> dict[str, object]:
+        return {"auditId": actions.discard_group(conn, letters, said).id, "discarded": len(letters)}
+
     settings = load_settings()
     where = LetterFilter(group=check_group(group), key=key, message_id=_uuid_option(message_id, "--message-id"))
-    with connect(settings.database.require_url(), policy=ConnectionPolicy.from_settings(settings, "command")) as conn:
-        try:
-            letters = actions.select_group_letters(conn, where)
-            said = actions.Said(actor or default_actor(), reason, {"kind": "group", "filter": where.described()})
-            record = actions.discard_group(conn, letters, said)
-        except actions.ActionError as exc:
-            typer.echo(f"pin dlq discard: {exc}", err=True)
-            raise typer.Exit(1) from None
-    print_json({"group": group, "auditId": record.id, "discarded": len(letters)})
+    _on_indexed_letters(
+        "pin dlq discard", settings, where, "discard", reason=reason, actor=actor, dry_run=dry_run,
+        dry=lambda _conn, letters: {"job": False, "letters": len(letters)}, act=discard,
+    )  # fmt: skip
 
 
 def _uuid_option(value: str | None, option: str) -> uuid.UUID | None:

@@ -11,8 +11,11 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
+from pin.console import replay_jobs
+from pin.console.actions import Said
 from pin.db import Conn
 from pin.messaging import topics
 from pin.messaging.consumer.dead_letters import index
@@ -27,7 +30,8 @@ KEY = "6f1c2a9e-0b8a-4a51-9f57-1d3c2b7a0042"
 
 
 def _seed(pool: ConnectionPool[Conn]) -> None:
-    """One of everything: letters of both kinds, a held message, a poison item, a waiting row, a pause, a cycle."""
+    """One of everything: letters of both kinds, a held message, a consumer instance with its partitions and lanes, a
+    discard job, a poison item, a waiting row, a pause, a cycle."""
     with pool.connection() as conn:
         for offset, error in enumerate(("UnreadableMessageError: not JSON", "ParkedByOperator: parked (audit 1)")):
             message_id = uuid.uuid4()
@@ -57,6 +61,15 @@ def _seed(pool: ConnectionPool[Conn]) -> None:
             " ('appointment-timeout', 'host:7', %s, now(), 41, '{\"expired\": 3, \"budget_exhausted\": 0}', true)",
             (uuid.uuid4(),),
         )
+        conn.execute(
+            "INSERT INTO messaging.consumer_member (consumer_group, member, partitions, assignment, lanes, lanes_held,"
+            " lanes_held_total, stale_after_seconds) VALUES ('notifications', 'host:42', 2, %s, 4, %s, 1, 600)",
+            (Jsonb({topics.APPOINTMENT_CANCELLED: [0, 1]}),
+             Jsonb([{"lane": 2, "topic": topics.APPOINTMENT_CANCELLED, "partition": 1, "offset": 17, "whole": False,
+                     "key": KEY, "behind": 3}])),
+        )  # fmt: skip
+        said = Said("oncall-1", "letters of the load test", {"kind": "group", "filter": {"group": "crm"}})
+        replay_jobs.start(conn, index.LetterFilter(group="crm"), said, action=replay_jobs.DISCARD)
         pauses.pause(conn, kind=pauses.GROUP, name="news", actor="oncall-1", reason="reindexing the news replica")
 
 

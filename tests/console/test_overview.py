@@ -1,18 +1,21 @@
 """The console's overview over HTTP on a real PostgreSQL: the xmin horizon's holder as `pin status` reads it, red
 where LongRunningTransaction's threshold is crossed, and the consumer instances as they record themselves (partitions
-held, messages held in retry, heartbeat) on the overview and a group's page."""
+held, lanes, messages held in retry, heartbeat) on the overview and a group's page (a real group of two members:
+test_members.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
 from pin.console.http import page_html
-from pin.db import Conn
+from pin.db import Conn, migrate
+from pin.local.embedded.postgres import EmbeddedPostgres
 from pin.observability.thresholds import THRESHOLDS
 from pin.settings import Settings
 from pin.status.collect import collect_status
@@ -37,24 +40,67 @@ def test_the_overview_names_the_xmin_horizons_holder_as_pin_status_does(
     assert "held-by-the-test" not in after
 
 
-def test_a_holder_past_long_running_transactions_threshold_is_red_and_a_slot_carries_no_age(
+def test_each_holder_is_red_past_its_kinds_rule_a_slot_or_standby_past_xmin_horizon_held(
     client: TestClient, database_url: str
 ) -> None:
     settings = Settings.model_validate({"database_url": database_url, "jwt_secret": "x" * 32})
     snapshot = collect_status(settings, kafka=False)
-    limit = THRESHOLDS["database.transaction-age"].value
+    transaction = THRESHOLDS["database.transaction-age"].value
+    held = THRESHOLDS["database.xmin-horizon-held"].value
     holders = (
-        HorizonHolderView("transaction", 4242, "psql", None, limit + 1, 10.0),
-        HorizonHolderView("slot", None, None, "cdc_slot", None, 20.0),
-        HorizonHolderView("transaction", 4343, "young", None, limit - 1, 5.0),
+        HorizonHolderView("transaction", 4242, "psql", None, transaction + 1, 10.0),
+        HorizonHolderView("slot", None, None, "stuck_slot", held + 1, 20.0),
+        HorizonHolderView("standby", 77, "replica-a", None, held - 1, 20.0),
+        HorizonHolderView("slot", None, None, "new_slot", None, 20.0),
+        HorizonHolderView("transaction", 4343, "young", None, transaction - 1, 5.0),
     )
     html = render_overview(replace(snapshot, horizon=Horizon(holders)))
     table = html.split('<table id="horizon">', 1)[1].split("</table>", 1)[0]
-    psql, slot, young = (next(r for r in table.split("<tr>") if word in r) for word in ("psql", "cdc_slot", "young"))
-    assert 'class="red"' in psql
-    assert 'class="red"' not in slot
-    assert "carries no time" in slot
-    assert 'class="red"' not in young
+    shown = {word: next(r for r in table.split("<tr>") if word in r)
+             for word in ("psql", "stuck_slot", "replica-a", "new_slot", "young")}  # fmt: skip
+    assert 'class="red"' in shown["psql"]
+    assert 'class="red"' in shown["stuck_slot"]  # XminHorizonHeld's threshold, not LongRunningTransaction's
+    assert 'class="red"' not in shown["replica-a"]
+    assert 'class="red"' not in shown["new_slot"]
+    assert "no worker has timed this slot" in shown["new_slot"]
+    assert 'class="red"' not in shown["young"]
+
+
+@pytest.mark.slow
+def test_a_real_logical_slot_holds_only_the_catalogs_so_the_overview_does_not_paint_it(tmp_path: Path) -> None:
+    """A logical replication slot (Debezium's in cdc mode) keeps a catalog_xmin, never an xmin: vacuum still removes
+    a table's dead rows past it, so it holds no horizon of the hot tables and is neither named nor painted (a slot
+    that does hold one, a physical slot fed by a standby, is test_horizon_standby.py's, red past XminHorizonHeld)."""
+    server = EmbeddedPostgres(tmp_path / "logical", logical_replication=True)
+    server.start()
+    try:
+        migrate(server.url)
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            conn.execute("SELECT pg_create_logical_replication_slot('console_slot', 'pgoutput')")
+            try:
+                conn.execute("CREATE TABLE console_churn (n integer)")
+                conn.execute("INSERT INTO console_churn SELECT generate_series(1, 100)")
+                conn.execute("DELETE FROM console_churn")
+                [slot] = conn.execute(
+                    "SELECT xmin, catalog_xmin FROM pg_replication_slots WHERE slot_name = 'console_slot'"
+                ).fetchall()
+                assert slot[0] is None
+                assert slot[1] is not None  # it holds the catalogs' horizon only
+                notices: list[str] = []
+                conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
+                conn.execute("VACUUM (VERBOSE) console_churn")
+                assert any("100 removed" in n and "0 are dead but not yet removable" in n for n in notices), notices
+                settings = Settings.model_validate({"database_url": server.url, "jwt_secret": "x" * 32})
+                snapshot = collect_status(settings, kafka=False)
+                assert isinstance(snapshot.horizon, Horizon)
+                assert [h for h in snapshot.horizon.holders if h.holder == "slot"] == []
+                table = render_overview(snapshot).split('<table id="horizon">', 1)[1].split("</table>", 1)[0]
+                assert "console_slot" not in table
+                assert 'class="red"' not in table
+            finally:
+                conn.execute("SELECT pg_drop_replication_slot('console_slot')")
+    finally:
+        server.destroy()
 
 
 def render_overview(snapshot: Snapshot) -> str:
@@ -70,9 +116,11 @@ def test_consumer_instances_with_their_partitions_and_held_messages_on_the_overv
 ) -> None:
     with pool.connection() as conn:
         conn.execute(
-            "INSERT INTO messaging.consumer_member (consumer_group, member, partitions, stale_after_seconds,"
-            " heartbeat_at) VALUES ('crm', 'host-a:101', 3, 15, now()), ('crm', 'host-b:202', 0, 15,"
-            " now() - interval '1 minute'), ('news', 'host-c:303', 2, 15, now())"
+            "INSERT INTO messaging.consumer_member (consumer_group, member, partitions, assignment,"
+            " stale_after_seconds, heartbeat_at) VALUES"
+            " ('crm', 'host-a:101', 3, '{\"t.a\": [0, 2], \"t.b\": [1]}', 15, now()),"
+            " ('crm', 'host-b:202', 0, '{}', 15, now() - interval '1 minute'), ('news', 'host-c:303', 2,"
+            " '{\"t.c\": [0, 1]}', 15, now())"
         )
         conn.execute(
             'INSERT INTO messaging.held_message (consumer_group, topic, "partition", "offset", member, fault,'
@@ -89,7 +137,9 @@ def test_consumer_instances_with_their_partitions_and_held_messages_on_the_overv
 
     overview = rows("/console")
     assert set(overview) == {"host-a:101", "host-b:202", "host-c:303"}
-    assert '<td class="">3</td>' in overview["host-a:101"]
+    assert '<span class="topic">t.a</span> [<span class="partitions">0, 2</span>]' in overview["host-a:101"]
+    assert '<span class="topic">t.b</span> [<span class="partitions">1</span>]' in overview["host-a:101"]
+    assert '<span class="lane-count">1</span> lane<' in overview["host-a:101"]
     assert '<td class="amber">2</td>' in overview["host-a:101"]  # two messages held in retry
     assert ">yes</td>" in overview["host-a:101"]
     assert 'class="red">no (no heartbeat for 15 s)</td>' in overview["host-b:202"]

@@ -64,3 +64,14 @@ def test_every_queue_like_table_carries_its_own_autovacuum_settings(database_url
         assert any(o.startswith("autovacuum_vacuum_threshold=") for o in reloptions), table
     assert "fillfactor=50" in options["jobs.cycle"]
     assert "fillfactor=50" in options["messaging.consumer_member"]
+
+
+def test_the_record_of_the_xmin_horizons_holds_carries_its_own_autovacuum_settings(database_url: str) -> None:
+    """operations.xmin_horizon_hold (migration 0009): a handful of rows every worker's refresh rewrites when an xmin
+    moves; vacuumed by a fixed number of dead rows, like the hot tables of 0005."""
+    with psycopg.connect(database_url) as conn:
+        [(reloptions,)] = conn.execute(
+            "SELECT reloptions FROM pg_class WHERE oid = 'operations.xmin_horizon_hold'::regclass"
+        ).fetchall()
+    assert "autovacuum_vacuum_scale_factor=0" in reloptions
+    assert "autovacuum_vacuum_threshold=50" in reloptions

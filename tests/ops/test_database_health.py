@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 import psycopg
 import pytest
@@ -16,7 +17,9 @@ from pin.observability.database_health import (
     HOT_TABLES,
     DatabaseHealth,
     HorizonHolder,
+    held_for,
     horizon_holders,
+    record_holds,
 )
 from tests.calendar.worker.factory import seed_appointments
 
@@ -183,21 +186,42 @@ def test_the_horizon_is_reported_by_kind_of_holder_and_a_held_transaction_by_its
 
 
 def test_a_slot_or_standby_xmin_ages_from_when_it_was_first_seen_at_that_value(pool: ConnectionPool[Conn]) -> None:
-    """A slot's xmin carries no time: its age is how long this instance has seen it unchanged, reset when it moves."""
-    clock = [1000.0]
-    health = DatabaseHealth(pool, clock=lambda: clock[0])
+    """A slot's xmin carries no time: its age is how long it has been recorded unchanged (operations.
+    xmin_horizon_hold, on the database clock, whichever instance saw it first), reset when it moves, forgotten when
+    it goes. The holders are given (a real slot holding an xmin needs a standby: test_horizon_standby.py)."""
 
-    def held(xmin: str) -> HorizonHolder:
-        return HorizonHolder("slot", None, None, "standby_a", 500.0, None, xmin)
+    def held(xmin: str) -> list[HorizonHolder]:
+        return [HorizonHolder("slot", None, None, "standby_a", 500.0, None, xmin),
+                HorizonHolder("standby", 4242, "walreceiver", None, 400.0, None, "650")]  # fmt: skip
 
-    health._set_horizon([held("700")])
-    assert _value("pin_db_xmin_horizon_age_seconds", holder="slot") == 0
-    clock[0] += 120
-    health._set_horizon([held("700")])
-    assert _value("pin_db_xmin_horizon_age_seconds", holder="slot") == 120
+    def ages(holders: list[HorizonHolder]) -> dict[str, float | None]:
+        with pool.connection() as conn:
+            record_holds(conn, holders)
+            return {h.holder: h.seconds for h in held_for(conn, holders)}
+
+    def backdate(seconds: float) -> None:
+        with pool.connection() as conn:
+            conn.execute(
+                "UPDATE operations.xmin_horizon_hold SET since = since - make_interval(secs => %s)", (seconds,)
+            )
+
+    first = ages(held("700"))
+    assert 0 <= first["slot"] < 5  # type: ignore[operator]
+    assert 0 <= first["standby"] < 5  # type: ignore[operator]
+    backdate(120)
+    again = ages(held("700"))  # another refresh (or instance) sees the same xmin: the record's time holds
+    assert 120 <= again["slot"] < 125  # type: ignore[operator]
+    with pool.connection() as conn:  # what `pin status` and the console read, without recording
+        assert 120 <= held_for(conn, held("700"))[0].seconds < 125  # type: ignore[operator]
+        assert held_for(conn, held("800"))[0].seconds is None  # not recorded at that xmin: not timed
+    moved = ages(held("900"))  # the slot's xmin moved on: held for 0 s at the new value; the standby's did not
+    assert moved["slot"] < 5  # type: ignore[operator]
+    assert 120 <= moved["standby"] < 125  # type: ignore[operator]
+    # the gauges take the recorded ages as they are
+    DatabaseHealth(pool)._set_horizon([replace(h, seconds=s) for h, s in zip(held("900"), (7.0, 130.0), strict=True)])
+    assert _value("pin_db_xmin_horizon_age_seconds", holder="slot") == 7
+    assert _value("pin_db_xmin_horizon_age_seconds", holder="standby") == 130
     assert _value("pin_db_xmin_horizon_age_transactions", holder="slot") == 500
-    clock[0] += 60
-    health._set_horizon([held("900")])  # the standby's feedback moved on: held for 0 s at the new value
-    assert _value("pin_db_xmin_horizon_age_seconds", holder="slot") == 0
-    health._set_horizon([])
-    assert _value("pin_db_xmin_horizon_age_transactions", holder="slot") == 0
+    ages([])  # both gone: forgotten
+    with pool.connection() as conn:
+        assert conn.execute("SELECT * FROM operations.xmin_horizon_hold").fetchall() == []

@@ -1,6 +1,8 @@
 """The xmin horizon held by replication: a standby streaming through a physical slot and one without, each with
 hot_standby_feedback and a REPEATABLE READ snapshot open on it, hold the primary's horizon; the gauges report them by
-kind (slot, standby) and `pin status`'s statement names them (the slot's name, the standby's walsender)."""
+kind (slot, standby), timed from the record of when each was first seen at its xmin, `pin status`'s statement names
+them (the slot's name, the standby's walsender), and the console's overview paints them red once held past
+XminHorizonHeld's threshold."""
 
 from __future__ import annotations
 
@@ -14,9 +16,13 @@ import psycopg
 import pytest
 from prometheus_client import REGISTRY
 
-from pin.db import connect, create_pool
+from pin.db import connect, create_pool, migrate
 from pin.local.embedded.postgres import SYSTEM_USER, EmbeddedPostgres
 from pin.observability.database_health import DatabaseHealth, horizon_holders
+from pin.observability.thresholds import THRESHOLDS
+from pin.settings import Settings
+from pin.status.collect import collect_status
+from tests.console.test_overview import render_overview
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.deep]
 
@@ -53,6 +59,7 @@ def _standby(primary: EmbeddedPostgres, folder: Path, slot: str | None) -> Embed
 def replicated(tmp_path: Path) -> Iterator[tuple[EmbeddedPostgres, EmbeddedPostgres, EmbeddedPostgres]]:
     primary = EmbeddedPostgres(tmp_path / "primary")
     primary.start()
+    migrate(primary.url)  # the record of the holds is a table of the schema
     with psycopg.connect(primary.url, autocommit=True) as conn:
         conn.execute("SELECT pg_create_physical_replication_slot(%s, true)", (SLOT,))
     servers = [primary]
@@ -89,17 +96,37 @@ def test_a_slot_and_a_standby_holding_the_horizon_are_reported_by_kind_and_named
             assert standby.application  # its application_name (the standby's cluster name or walreceiver)
         pool = create_pool(primary.url, min_size=1, max_size=1, name="horizon")
         try:
-            clock = [0.0]
-            health = DatabaseHealth(pool, clock=lambda: clock[0])
+            health = DatabaseHealth(pool)
+            health.refresh()  # records since when each has held its xmin (operations.xmin_horizon_hold)
+            with pool.connection() as conn:  # as if the first refresh had been 100 s ago
+                conn.execute("UPDATE operations.xmin_horizon_hold SET since = since - interval '100 seconds'")
             health.refresh()
-            clock[0] = 100.0
-            health.refresh()
+            slot_age = _value("pin_db_xmin_horizon_age_seconds", holder="slot")
+            standby_age = _value("pin_db_xmin_horizon_age_seconds", holder="standby")
+            # the console's overview reads the same record: each row red once held past XminHorizonHeld's threshold
+            young = _horizon_rows(primary.url)
+            with pool.connection() as conn:
+                conn.execute(
+                    "UPDATE operations.xmin_horizon_hold SET since = since - make_interval(secs => %s)",
+                    (THRESHOLDS["database.xmin-horizon-held"].value,),
+                )
+            old = _horizon_rows(primary.url)
         finally:
             pool.close()
-        assert _value("pin_db_xmin_horizon_age_seconds", holder="slot") == 100.0
-        assert _value("pin_db_xmin_horizon_age_seconds", holder="standby") == 100.0
+        assert 100 <= slot_age < 160
+        assert 100 <= standby_age < 160
         assert _value("pin_db_xmin_horizon_age_transactions", holder="slot") >= 20
         assert _value("pin_db_xmin_horizon_age_transactions", holder="standby") >= 20
+        assert set(young) == set(old) == {"slot", "standby"}
+        assert not any('class="red"' in row for row in young.values())
+        assert all('class="red"' in row for row in old.values())
     finally:
         for reader in readers:
             reader.close()
+
+
+def _horizon_rows(url: str) -> dict[str, str]:
+    """The console overview's rows of the xmin horizon's slot and standby holders (the snapshot `pin status` reads)."""
+    snapshot = collect_status(Settings.model_validate({"database_url": url, "jwt_secret": "x" * 32}), kafka=False)
+    table = render_overview(snapshot).split('<table id="horizon">', 1)[1].split("</table>", 1)[0]
+    return {kind: row for row in table.split("<tr>") for kind in ("slot", "standby") if f"<td>{kind}</td>" in row}

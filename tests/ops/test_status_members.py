@@ -173,21 +173,28 @@ def test_the_heartbeat_writes_once_per_interval_and_at_once_when_the_assignment_
         (only,) = _member_rows(pool, "crm")
         return only
 
-    membership.beat(0)
+    membership.beat(frozenset())
     joined = row()
     now[0] = 1.0
     for _ in range(100):  # a hundred polls within the interval: no statement
-        membership.beat(0)
+        membership.beat(frozenset())
     assert row() == joined
-    membership.beat(3)  # the rebalance callback changed the count: written at once
+    assigned_set = frozenset({("t", 0), ("t", 2), ("u", 1)})
+    membership.beat(assigned_set)  # the rebalance callback changed the assignment: written at once
     assigned = row()
     assert assigned["partitions"] == 3
+    assert assigned["assignment"] == {"t": [0, 2], "u": [1]}
     assert assigned["assignment_changed_at"] > joined["assignment_changed_at"]
-    now[0] = 6.5
-    membership.beat(3)  # the interval passed: a heartbeat, the assignment's time unchanged
+    now[0] = 2.0
+    membership.beat(frozenset({("t", 0), ("t", 1), ("u", 1)}))  # as many partitions, others: written at once
+    moved = row()
+    assert moved["assignment"] == {"t": [0, 1], "u": [1]}
+    assert moved["assignment_changed_at"] > assigned["assignment_changed_at"]
+    now[0] = 7.5
+    membership.beat(frozenset({("t", 0), ("t", 1), ("u", 1)}))  # the interval passed: a heartbeat, same assignment
     beat = row()
-    assert beat["heartbeat_at"] > assigned["heartbeat_at"]
-    assert beat["assignment_changed_at"] == assigned["assignment_changed_at"]
+    assert beat["heartbeat_at"] > moved["heartbeat_at"]
+    assert beat["assignment_changed_at"] == moved["assignment_changed_at"]
     membership.leave()
     assert _member_rows(pool, "crm") == []
 

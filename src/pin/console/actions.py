@@ -42,7 +42,7 @@ VERSION_GUARDS = {
 
 # What can be paused: the polling workers' jobs and the consumer groups.
 PAUSABLE = {pauses.JOB: tuple(items.job for items in JOBS), pauses.GROUP: CONSUMER_GROUPS}
-# The most letters one request acts on (a page); "every letter matching the filter" beyond it is refused.
+# The most letters one request acts on (a page); "every letter matching the filter" beyond it is a job.
 ACTION_LIMIT = 50
 GROUP, RELAY = "group", "relay"
 
@@ -61,7 +61,8 @@ class ActionError(ValueError):
 
 
 class TooManyLettersError(ActionError):
-    """More letters match than one request acts on: a replay of them is a job (:mod:`pin.console.replay_jobs`)."""
+    """More letters match than one request acts on: a replay or discard of them is a job
+    (:mod:`pin.console.replay_jobs`)."""
 
 
 def record(conn: Conn, said: Said, action: str, counts: dict[str, int]) -> audit.AuditRecord:
@@ -103,7 +104,7 @@ def select_group_letters(conn: Conn, where: index.LetterFilter) -> list[dict[str
     """The open letters ``where`` selects (at most :data:`ACTION_LIMIT`; more is an :class:`ActionError`)."""
     rows = index.page(conn, where, before=None, limit=ACTION_LIMIT + 1)
     if len(rows) > ACTION_LIMIT:
-        raise TooManyLettersError(f"more than {ACTION_LIMIT} letters match: narrow the filter, or replay them as a job")
+        raise TooManyLettersError(f"more than {ACTION_LIMIT} letters match: narrow the filter, or act on all as a job")
     return [full for row in rows if (full := index.one(conn, int(row["id"]))) is not None]
 
 

@@ -23,7 +23,7 @@ from pin.console.access import ConsoleRefusal, Viewer
 from pin.messaging.consumer.dead_letters import index
 from pin.messaging.consumer.dead_letters.index import LetterFilter
 from pin.messaging.topics import CONSUMER_GROUPS
-from pin.observability.thresholds import crossed
+from pin.observability.thresholds import crossed, horizon_crossed
 from pin.rfc3339 import is_rfc3339
 from pin.settings import Settings
 from pin.status.snapshot import Unavailable
@@ -38,6 +38,7 @@ _TEMPLATES = Environment(
     loader=PackageLoader("pin.console", "templates"), autoescape=True, undefined=StrictUndefined, trim_blocks=True
 )
 _TEMPLATES.tests["crossed"] = lambda value, name: crossed(name, value)
+_TEMPLATES.globals["horizon_crossed"] = horizon_crossed
 _TEMPLATES.tests["unavailable"] = lambda value: isinstance(value, Unavailable)
 # a value in a path segment: every character but the unreserved ones escaped ("/" too)
 _TEMPLATES.filters["pathpart"] = lambda value: quote(str(value), safe="")
@@ -386,16 +387,21 @@ def pause_or_resume(
     return RedirectResponse(back, status_code=303)
 
 
+# What the dead letters' form asks for: each action, and its dry run first.
+_ACTIONS = ("replay-dry-run", "replay", "discard-dry-run", "discard")
+
+
 @router.post("/dead-letters/act")
 async def dead_letters_act(request: Request, who: Who, pool: Pool) -> Response:
-    """Replay (a dry run first) or discard the selected letters, or every letter matching the filter."""
+    """Replay or discard (each a dry run first) the selected letters, or every letter matching the filter: more than
+    a page of them is a job."""
     form = await request.form()
     fields = {name: str(value) for name, value in form.items() if isinstance(value, str)}
     access.acting(request, who, fields.get("csrf"))
     reason = _reason(fields.get("reason", ""))
     kind, action = fields.get("kind", "group"), fields.get("action", "")
-    if kind not in ("group", "relay") or action not in ("replay-dry-run", "replay", "discard"):
-        raise ConsoleRefusal(400, "kind is group or relay; action is replay-dry-run, replay or discard")
+    if kind not in ("group", "relay") or action not in _ACTIONS:
+        raise ConsoleRefusal(400, f"kind is group or relay; action is {', '.join(_ACTIONS)}")
     ids = [int(value) for value in form.getlist("id") if isinstance(value, str) and value.isdecimal()]
     if fields.get("scope") == "filter":
         where = _letter_filter({name[2:]: value for name, value in fields.items() if name.startswith("f_")})
@@ -415,7 +421,7 @@ class _Act:
 
     who: Viewer
     kind: str  # group or relay
-    action: str  # replay-dry-run, replay or discard
+    action: str  # replay-dry-run, replay, discard-dry-run or discard
     where: LetterFilter
     target: dict[str, Any]  # what the audit record names
     reason: str
@@ -428,11 +434,13 @@ def _act(request: Request, pool: Any, act: _Act) -> Response:
             try:
                 letters, preview = _selected(conn, act)
             except actions.TooManyLettersError:
-                if act.action == "discard":
-                    raise
                 return _as_job(request, conn, act)
             if act.action == "replay-dry-run":
                 return render(request, "dry_run.html", act.who, preview=preview, reason=act.reason, job=None)
+            if act.action == "discard-dry-run":
+                ids = [int(letter["id"]) for letter in letters]
+                return render(request, "discard_dry_run.html", act.who, kind=act.kind, letters=len(ids), ids=ids,
+                              reason=act.reason, job=None)  # fmt: skip
             record = _do(conn, _settings(request), act, letters)
     except actions.ActionError as exc:
         raise ConsoleRefusal(400, str(exc)) from None
@@ -440,21 +448,26 @@ def _act(request: Request, pool: Any, act: _Act) -> Response:
 
 
 def _as_job(request: Request, conn: Any, act: _Act) -> Response:
-    """More letters than a page (a group's or the relay's): the dry run of the first page and how many match; the
-    replay, a job."""
+    """More letters than a page (a group's or the relay's): the dry run says how many match (a replay's, with the
+    counts of the first page); the replay or the discard, a job."""
     from pin.console import replay_jobs
 
-    if act.action == "replay":
+    if act.where.ids is not None:  # a job is of a filter, never of a list of ids (a page holds fewer)
+        raise actions.TooManyLettersError(f"more than {actions.ACTION_LIMIT} letters selected")
+    if act.action in ("replay", "discard"):
         said = actions.Said(act.who.actor, act.reason, act.target)
-        job_id = replay_jobs.start(conn, act.where, said, kind=act.kind)
+        job_id = replay_jobs.start(conn, act.where, said, kind=act.kind, action=act.action)
         return RedirectResponse(f"{access.PREFIX}/dead-letters?job={job_id}", status_code=303)
+    job = {"filter": act.where.described(), "letters": replay_jobs.matching(conn, act.where, kind=act.kind)}
+    if act.action == "discard-dry-run":
+        return render(request, "discard_dry_run.html", act.who, kind=act.kind, letters=job["letters"], ids=[],
+                      reason=act.reason, job=job)  # fmt: skip
     if act.kind == actions.RELAY:
         first = pages.relay_dead_letters(conn, pages.RelayFilter.of(act.where), before=None, limit=actions.ACTION_LIMIT)
         preview = actions.preview_relay(first.rows)
     else:
         rows = index.page(conn, act.where, before=None, limit=actions.ACTION_LIMIT)
         preview = actions.preview_group(conn, [letter for row in rows if (letter := index.one(conn, int(row["id"])))])
-    job = {"filter": act.where.described(), "letters": replay_jobs.matching(conn, act.where, kind=act.kind)}
     return render(request, "dry_run.html", act.who, preview=preview, reason=act.reason, job=job)
 
 
@@ -467,7 +480,7 @@ def _selected(conn: Any, act: _Act) -> tuple[list[dict[str, Any]], actions.Previ
     letters = pages.relay_dead_letters(conn, relay, before=None, limit=actions.ACTION_LIMIT + 1).rows
     if len(letters) > actions.ACTION_LIMIT:
         raise actions.TooManyLettersError(
-            f"more than {actions.ACTION_LIMIT} letters match: narrow the filter, or replay them as a job"
+            f"more than {actions.ACTION_LIMIT} letters match: narrow the filter, or act on all as a job"
         )
     return letters, actions.preview_relay(letters)
 

@@ -100,9 +100,10 @@ LIMIT %(limit)s
 
 -- console_members --
 -- The consumer instances of one group or all, live or not (a heartbeat within its bound), as each records itself:
--- how many partitions it holds (not which: the row keeps the count), since when, and how many messages it holds in
--- retry now (messaging.held_message, a handful per group). Lanes are not recorded per instance.
-SELECT m.consumer_group, m.member, m.partitions, m.assignment_changed_at, m.heartbeat_at, m.stale_after_seconds,
+-- which partitions it holds and since when, its lanes and what they held in retry at its last heartbeat, and how
+-- many messages it holds in retry now (messaging.held_message, a handful per group).
+SELECT m.consumer_group, m.member, m.partitions, m.assignment, m.assignment_changed_at, m.lanes, m.lanes_held,
+       m.lanes_held_total, m.heartbeat_at, m.stale_after_seconds,
        m.heartbeat_at > now() - make_interval(secs => m.stale_after_seconds) AS live,
        (SELECT count(*) FROM messaging.held_message h
         WHERE h.consumer_group = m.consumer_group AND h.member = m.member) AS held
@@ -126,8 +127,10 @@ SELECT message_id FROM messaging.inbox WHERE consumer_group = %(group)s AND mess
 SELECT purchase_id, version FROM {schema}.purchase WHERE purchase_id = ANY(%(ids)s::uuid[])
 
 -- replay_job_start --
--- A replay job, running from now on; returns its id.
-INSERT INTO operations.replay_job (audit_id, filter, total) VALUES (%(audit_id)s, %(filter)s, %(total)s) RETURNING id
+-- A job (a replay or a discard), running from now on; returns its id.
+INSERT INTO operations.replay_job (audit_id, filter, total, action)
+VALUES (%(audit_id)s, %(filter)s, %(total)s, %(action)s)
+RETURNING id
 
 -- replay_job_count --
 -- How many open letters a job's filter matches when it starts (stops counting at 1 000 001).
@@ -146,8 +149,9 @@ SELECT count(*) AS letters FROM (SELECT 1 FROM messaging.dead_letter_index
 SELECT count(*) AS letters FROM ({letters}) AS matched
 
 -- replay_job_claim --
--- The oldest running job no other relay is working on now, locked for this turn.
-SELECT id, filter, audit_id FROM operations.replay_job WHERE state = 'running' ORDER BY id LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED
+-- The oldest running job (a replay or a discard) no other relay is working on now, locked for this turn.
+SELECT id, filter, audit_id, action FROM operations.replay_job WHERE state = 'running'
+ORDER BY id LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED
 
 -- replay_job_progress --
 -- A turn's progress; the job ends (done) when the turn found nothing left.
@@ -167,6 +171,6 @@ WHERE id = %(id)s AND state = 'running'
 RETURNING true AS cancelled
 
 -- replay_job_recent --
--- The latest replay jobs, newest first.
-SELECT id, created_at, updated_at, audit_id, filter, state, total, replayed, apply, skip, refuse, error
+-- The latest jobs (replays and discards), newest first.
+SELECT id, created_at, updated_at, audit_id, filter, action, state, total, replayed, apply, skip, refuse, error
 FROM operations.replay_job ORDER BY id DESC LIMIT %(limit)s

@@ -1,8 +1,10 @@
-"""Replays larger than a page (a consumer group's dead letters, or the relay's): recorded in
-``operations.replay_job`` when an operator starts one, carried out by
+"""Replays and discards larger than a page (a consumer group's dead letters, or the relay's): recorded in
+``operations.replay_job`` (its ``action``, replay or discard) when an operator starts one, carried out by
 every running relay (:class:`ReplayJobs`, one turn a second) at most ``PIN_CONSOLE_REPLAY_RATE`` letters a second
 in all, newest letters first, with their progress and a cancel. 100,000 letters never hold an HTTP request, and
-never starve live traffic: a turn takes one job (``SKIP LOCKED``), so the rate is per job and relay instance."""
+never starve live traffic: a turn takes one job (``SKIP LOCKED``), so the rate is per job and relay instance. A
+discard job's turn marks its letters discarded (a group's, in the index) or sets them aside (the relay's, into
+``outbox.dead_letter_discarded``), under the job's audit record; its ``replayed`` counts the letters discarded."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ from pin.outbox.writer import OutboxMode
 from pin.settings import Settings
 
 _QUERIES = load_queries(__package__)
+# What a job does with the letters its filter selects.
+REPLAY, DISCARD = "replay", "discard"
 _RELAY_COUNT = _QUERIES["replay_job_count_relay"].format(letters=_QUERIES["console_relay_dead_letters"])
 
 
@@ -48,16 +52,20 @@ def matching(conn: Conn, where: index.LetterFilter, *, kind: str = actions.GROUP
     return int(str(row["letters"])) if row else 0
 
 
-def start(conn: Conn, where: index.LetterFilter, said: actions.Said, *, kind: str = actions.GROUP) -> int:
-    """Record a replay job of the open letters ``where`` selects, a group's or (``kind`` relay) the relay's, and its
-    audit record; its id."""
+def start(
+    conn: Conn, where: index.LetterFilter, said: actions.Said, *, kind: str = actions.GROUP, action: str = REPLAY
+) -> int:
+    """Record a job replaying (or, ``action`` discard, discarding) the open letters ``where`` selects, a group's or
+    (``kind`` relay) the relay's, and its audit record with the filter, the count and the reason; its id."""
+    if action not in (REPLAY, DISCARD):
+        raise actions.ActionError("a job replays or discards")
     total = matching(conn, where, kind=kind)
     if total == 0:
         raise actions.ActionError("no open dead letter matches")
-    action = "outbox.replay-job" if kind == actions.RELAY else "dlq.replay-job"
-    record = actions.record(conn, said, action, {"letters": total})
+    prefix = "outbox" if kind == actions.RELAY else "dlq"
+    record = actions.record(conn, said, f"{prefix}.{action}-job", {"letters": total})
     described = where.described() | ({"kind": actions.RELAY} if kind == actions.RELAY else {})
-    params = {"audit_id": record.id, "filter": Jsonb(described), "total": total}
+    params = {"audit_id": record.id, "filter": Jsonb(described), "total": total, "action": action}
     row = conn.execute(_QUERIES["replay_job_start"], params).fetchone()
     conn.commit()
     assert row is not None
@@ -98,6 +106,9 @@ class ReplayJobs:
             recorded = job["filter"]
             assert isinstance(recorded, dict)
             where = filter_of(recorded)
+            if job["action"] == DISCARD:
+                relay = recorded.get("kind") == actions.RELAY
+                return self._discard_turn(conn, int(str(job["id"])), int(str(job["audit_id"])), where, relay=relay)
             if recorded.get("kind") == actions.RELAY:
                 return self._relay_turn(conn, int(str(job["id"])), where)
             rows = index.page(conn, where, before=None, limit=self._per_turn)
@@ -126,3 +137,21 @@ class ReplayJobs:
         progress = {"id": job_id, "finished": not letters, "apply": len(letters), "skip": 0, "refuse": 0}
         conn.execute(_QUERIES["replay_job_progress"], {**progress, "replayed": len(letters)})
         return {"letters": len(letters), "apply": len(letters), "skip": 0, "refuse": 0, "replayed": len(letters)}
+
+    def _discard_turn(
+        self, conn: Conn, job_id: int, audit_id: int, where: index.LetterFilter, *, relay: bool
+    ) -> dict[str, int]:
+        """The job's next letters (newest first) discarded in the turn's transaction: a group's marked discarded
+        under the job's audit record, the relay's set aside (their keys' later rows flow)."""
+        if relay:
+            letters = pages.relay_dead_letters(conn, pages.RelayFilter.of(where), before=None, limit=self._per_turn)
+            for letter in letters.rows:
+                relay_letters.set_aside(conn, letter["message_id"], str(letter["topic"]))
+            done = len(letters.rows)
+        else:
+            rows = index.page(conn, where, before=None, limit=self._per_turn)
+            done = len(index.resolve(conn, [int(row["id"]) for row in rows], resolution=index.DISCARDED,
+                                     audit_id=audit_id))  # fmt: skip
+        progress = {"id": job_id, "finished": done == 0, "apply": 0, "skip": 0, "refuse": 0, "replayed": done}
+        conn.execute(_QUERIES["replay_job_progress"], progress)
+        return {"letters": done, "discarded": done}

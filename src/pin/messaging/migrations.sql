@@ -111,3 +111,24 @@ CREATE INDEX dead_letter_index_failed ON messaging.dead_letter_index (failed_at,
 -- 0007_downgrade --
 -- No index of the groups' dead letters (development only).
 DROP TABLE IF EXISTS messaging.dead_letter_index;
+
+-- 0009_upgrade --
+-- Each consumer instance's row names its partitions and its lanes (pin/messaging/consumer/membership.py), for the
+-- console: still one row per instance rewritten at its heartbeat (the table's settings of 0005 hold: HOT updates,
+-- vacuumed after 100 dead versions). Bounded: the partitions of the topics its group reads, and at most 20 held
+-- scopes (pin.messaging.consumer.lanes.HELD_SHOWN; the total is counted).
+ALTER TABLE messaging.consumer_member
+    -- the partitions it holds, as librdkafka's rebalance callbacks gave them: {"topic": [0, 1, 2], ...}
+    ADD COLUMN assignment       jsonb   NOT NULL DEFAULT '{}',
+    -- PIN_CONSUMER_LANES of the instance (1: each partition is one lane, handled by the loop)
+    ADD COLUMN lanes            integer NOT NULL DEFAULT 1,
+    -- what its lanes hold in retry as of the heartbeat: [{"lane", "topic", "partition", "offset", "whole", "key",
+    -- "behind"}, ...] (whole: a retry that holds the partition; else the key's later messages only)
+    ADD COLUMN lanes_held       jsonb   NOT NULL DEFAULT '[]',
+    ADD COLUMN lanes_held_total integer NOT NULL DEFAULT 0;
+
+-- 0009_downgrade --
+-- The instances' rows back to a partition count (development only).
+ALTER TABLE messaging.consumer_member
+    DROP COLUMN IF EXISTS assignment, DROP COLUMN IF EXISTS lanes, DROP COLUMN IF EXISTS lanes_held,
+    DROP COLUMN IF EXISTS lanes_held_total;

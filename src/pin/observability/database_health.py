@@ -4,7 +4,9 @@ The hot tables are queues in all but name (claims, deletes, inbox inserts): thei
 vacuum, the size of their claim indexes, and the oldest open transaction (which stops vacuum everywhere) are the
 first pain of every PostgreSQL job queue. Each refresh runs a few statements on statistics views, each filtered
 to a fixed list or bounded by the server's limits, under a statement timeout, every
-``PIN_DATABASE_HEALTH_REFRESH_SECONDS``; a scrape only reads the last values. Every worker instance refreshes
+``PIN_DATABASE_HEALTH_REFRESH_SECONDS``; a scrape only reads the last values. A replication slot's or a standby's
+xmin carries no time: the refresh records since when each has held its xmin (``operations.xmin_horizon_hold``), so
+that every instance's gauge, `pin status` and the console's overview time it alike. Every worker instance refreshes
 them (they describe the database, the same from each): aggregate with ``max``. Runbook:
 docs/runbooks/database-health.md.
 """
@@ -13,8 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
@@ -72,7 +73,8 @@ HORIZON_HOLDERS = ("transaction", "slot", "standby")
 HORIZON_AGE = Gauge(
     "pin_db_xmin_horizon_age_seconds",
     "How long the oldest holder of each kind has held the xmin horizon back: a transaction since it began; a "
-    "replication slot or a standby's feedback since its xmin was first seen at that value (0: none holds it).",
+    "replication slot or a standby's feedback since its xmin was first seen at that value by any instance "
+    "(operations.xmin_horizon_hold; 0: none holds it).",
     ["holder"],
 )
 HORIZON_XIDS = Gauge(
@@ -95,28 +97,58 @@ class HorizonHolder:
     application: str | None
     name: str | None  # the slot's name, or a prepared transaction's gid
     xids: float  # age(xmin) in transactions
-    seconds: float | None  # a transaction's age; None for a slot or a standby
+    seconds: float | None  # a transaction's age; a slot's or a standby's hold at its xmin (held_for), else None
     xmin: str
 
 
 def horizon_holders(conn: Conn) -> list[HorizonHolder]:
-    """Everything that holds the xmin horizon back, the oldest xmin first."""
+    """Everything that holds the xmin horizon back, the oldest xmin first (a slot's or a standby's without its
+    age: :func:`held_for` adds it)."""
     rows: list[dict[str, Any]] = conn.execute(_QUERIES["xmin_horizon_holders"]).fetchall()
     return [HorizonHolder(**row) for row in rows]
+
+
+def _timed(holders: list[HorizonHolder]) -> dict[str, list[str]]:
+    """The slots and standbys among ``holders`` (their xmin carries no time), as the hold statements' arrays: a
+    slot by its name, a standby by its walsender's pid."""
+    untimed = [h for h in holders if h.seconds is None]
+    return {
+        "holders": [h.holder for h in untimed],
+        "names": [h.name or str(h.pid) for h in untimed],
+        "xmins": [h.xmin for h in untimed],
+    }
+
+
+def record_holds(conn: Conn, holders: list[HorizonHolder]) -> None:
+    """Record since when each slot and standby among ``holders`` (all there are now) has held its xmin, and forget
+    those gone (``operations.xmin_horizon_hold``: every instance's refresh writes it, the first to see a value
+    times it)."""
+    conn.execute(_QUERIES["xmin_horizon_hold_record"], _timed(holders))
+
+
+def held_for(conn: Conn, holders: list[HorizonHolder]) -> list[HorizonHolder]:
+    """``holders`` with each slot's and standby's age: how long it has held its xmin, as recorded (None until a
+    refresh recorded it at that xmin)."""
+    timed = _timed(holders)
+    if not timed["holders"]:
+        return holders
+    rows = conn.execute(_QUERIES["xmin_horizon_hold_read"], timed).fetchall()
+    ages = {(str(r["holder"]), str(r["name"])): float(str(r["seconds"])) for r in rows}
+    return [
+        h if h.seconds is not None else replace(h, seconds=ages.get((h.holder, h.name or str(h.pid)))) for h in holders
+    ]
 
 
 class DatabaseHealth:
     """Refreshes the pin_db_ gauges from one pooled connection, a few bounded statements per refresh."""
 
-    def __init__(self, pool: ConnectionPool[Conn], clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, pool: ConnectionPool[Conn]) -> None:
         self._pool = pool
         self._slots: set[str] = set()
-        self._clock = clock
-        # (kind, name or pid) -> (xmin, when first seen at it): a slot's or standby's xmin carries no time
-        self._first_seen: dict[tuple[str, str], tuple[str, float]] = {}
 
     def refresh(self) -> None:
-        """Read the statistics once and set every gauge (one short read-only transaction)."""
+        """Read the statistics once and set every gauge (one short transaction; its only write is the record of the
+        slots' and standbys' holds, a handful of rows rewritten only when an xmin moves)."""
         with self._pool.connection() as conn, conn.transaction():
             conn.execute(_QUERIES["refresh_statement_timeout"], {"ms": STATEMENT_TIMEOUT_MS})
             tables = conn.execute(_QUERIES["table_health_read"], {"tables": list(HOT_TABLES)}).fetchall()
@@ -124,6 +156,8 @@ class DatabaseHealth:
             oldest = conn.execute(_QUERIES["transaction_oldest_age"]).fetchone()
             slots = conn.execute(_QUERIES["replication_slot_retained_wal"]).fetchall()
             holders = horizon_holders(conn)
+            record_holds(conn, holders)
+            holders = held_for(conn, holders)
         for row in tables:
             name = str(row["name"])
             DEAD_TUPLES.labels(table=name).set(_number(row["dead"]))
@@ -139,21 +173,11 @@ class DatabaseHealth:
 
     def _set_horizon(self, holders: list[HorizonHolder]) -> None:
         """The oldest holder of each kind: its age in seconds and in transactions (0 for a kind that holds none)."""
-        now = self._clock()
-        seen: dict[tuple[str, str], tuple[str, float]] = {}
         ages = dict.fromkeys(HORIZON_HOLDERS, 0.0)
         xids = dict.fromkeys(HORIZON_HOLDERS, 0.0)
         for h in holders:
-            seconds = h.seconds
-            if seconds is None:  # a slot or a standby: for how long its xmin has stayed where it is
-                key = (h.holder, h.name or str(h.pid))
-                xmin, since = self._first_seen.get(key, (h.xmin, now))
-                since = since if xmin == h.xmin else now
-                seen[key] = (h.xmin, since)
-                seconds = now - since
-            ages[h.holder] = max(ages[h.holder], seconds)
+            ages[h.holder] = max(ages[h.holder], h.seconds or 0.0)
             xids[h.holder] = max(xids[h.holder], h.xids)
-        self._first_seen = seen
         for kind in HORIZON_HOLDERS:
             HORIZON_AGE.labels(holder=kind).set(ages[kind])
             HORIZON_XIDS.labels(holder=kind).set(xids[kind])

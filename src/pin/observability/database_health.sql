@@ -61,3 +61,24 @@ UNION ALL
 SELECT 'standby', r.pid, r.application_name, NULL, age(r.backend_xmin)::float8, NULL, r.backend_xmin::text
 FROM pg_stat_replication r WHERE r.backend_xmin IS NOT NULL
 ORDER BY xids DESC
+
+-- xmin_horizon_hold_record --
+-- The slots and standbys holding the horizon now (holder, name, xmin): a new one is recorded as held since now, one
+-- whose xmin moved is held since now at its new xmin (a row unchanged is not rewritten), one gone is forgotten.
+WITH held AS (
+    SELECT * FROM unnest(%(holders)s::text[], %(names)s::text[], %(xmins)s::text[]) AS c(holder, name, xmin)
+), gone AS (
+    DELETE FROM operations.xmin_horizon_hold h
+    WHERE NOT EXISTS (SELECT 1 FROM held c WHERE c.holder = h.holder AND c.name = h.name)
+)
+INSERT INTO operations.xmin_horizon_hold AS h (holder, name, held_xmin)
+SELECT holder, name, xmin FROM held
+ON CONFLICT (holder, name) DO UPDATE SET held_xmin = EXCLUDED.held_xmin, since = now()
+WHERE h.held_xmin <> EXCLUDED.held_xmin
+
+-- xmin_horizon_hold_read --
+-- How long each of these slots and standbys has held the horizon at its xmin, from the record (none: not recorded
+-- at that xmin yet, no worker's refresh has seen it).
+SELECT h.holder, h.name, EXTRACT(EPOCH FROM clock_timestamp() - h.since)::float8 AS seconds
+FROM unnest(%(holders)s::text[], %(names)s::text[], %(xmins)s::text[]) AS c(holder, name, xmin)
+JOIN operations.xmin_horizon_hold h ON h.holder = c.holder AND h.name = c.name AND h.held_xmin = c.xmin

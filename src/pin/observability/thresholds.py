@@ -39,12 +39,27 @@ THRESHOLDS: dict[str, Threshold] = {
     "outbox.dead-letters": Threshold("OutboxDeadLetters", "pin_outbox_dead_letters", 0),
     "outbox.owned-vparts": Threshold("OutboxVirtualPartitionsUnowned", "pin_outbox_owned_vparts", 64, below=True),
     "consumer.lag": Threshold("ConsumerLagHigh", "pin_consumer_lag", 1000),
-    # a transaction holding the xmin horizon: its age since it began (a slot's or a standby's xmin carries no time
-    # in one read: XminHorizonHeld judges those from the gauge's history, so the console does not paint them)
+    # a transaction holding the xmin horizon: its age since it began
     "database.transaction-age": Threshold("LongRunningTransaction", "pin_db_oldest_transaction_age_seconds", 300),
+    # a replication slot or a standby holding it: since its xmin was first seen there (operations.xmin_horizon_hold,
+    # the gauge's own record)
+    "database.xmin-horizon-held": Threshold("XminHorizonHeld", "pin_db_xmin_horizon_age_seconds", 300),
+}
+
+# Which threshold a holder of the xmin horizon crosses, by its kind (pin.observability.database_health's
+# HORIZON_HOLDERS): the rule that pages for that kind (test_thresholds reads each rule's holder matcher).
+HORIZON_THRESHOLDS: dict[str, str] = {
+    "transaction": "database.transaction-age",
+    "slot": "database.xmin-horizon-held",
+    "standby": "database.xmin-horizon-held",
 }
 
 
 def crossed(name: str, observed: float | None) -> bool:
     """Whether ``observed`` crosses the threshold ``name`` (a template's test: ``value is crossed("outbox.lag")``)."""
     return THRESHOLDS[name].crossed(observed)
+
+
+def horizon_crossed(holder: str, seconds: float | None) -> bool:
+    """Whether a holder of the xmin horizon of kind ``holder`` has held it past its rule's threshold."""
+    return crossed(HORIZON_THRESHOLDS[holder], seconds)

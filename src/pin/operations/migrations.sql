@@ -84,3 +84,33 @@ CREATE INDEX replay_job_running ON operations.replay_job (id) WHERE state = 'run
 -- 0007_replay_job_downgrade --
 -- No replay jobs (development only).
 DROP TABLE IF EXISTS operations.replay_job;
+
+-- 0009_upgrade --
+-- A job of operations.replay_job replays its letters or discards them (pin/console/replay_jobs.py): "discard every
+-- letter matching this filter" beyond a page is a job too. A discard job's "replayed" counts the letters discarded.
+ALTER TABLE operations.replay_job
+    ADD COLUMN action text NOT NULL DEFAULT 'replay',
+    ADD CONSTRAINT replay_job_action CHECK (action IN ('replay', 'discard'));
+-- Since when each replication slot's or standby's xmin has held the horizon at its value
+-- (pin/observability/database_health.py): a slot's xmin carries no time, so every worker's database-health refresh
+-- records when it first saw it there, and its gauge (XminHorizonHeld), `pin status` and the console's overview all
+-- read the same time. A handful of rows (bounded by max_replication_slots and max_wal_senders), inserted when a
+-- holder appears, rewritten when its xmin moves, deleted when it goes: vacuumed after 50 dead versions, never by a
+-- fraction of a table this small.
+CREATE TABLE operations.xmin_horizon_hold (
+    -- slot or standby (pin.observability.database_health.HORIZON_HOLDERS)
+    holder    text        NOT NULL,
+    -- the slot's name, or the standby's walsender pid
+    name      text        NOT NULL,
+    -- the xmin it holds (as text: an xid; "xmin" is a system column's name), and since when it has held that one
+    -- (database clock)
+    held_xmin text        NOT NULL,
+    since     timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (holder, name),
+    CONSTRAINT xmin_horizon_hold_holder CHECK (holder IN ('slot', 'standby'))
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 50, autovacuum_vacuum_cost_delay = 0);
+
+-- 0009_downgrade --
+-- Jobs replay only; a slot's hold is timed by each worker on its own again (development only).
+DROP TABLE IF EXISTS operations.xmin_horizon_hold;
+ALTER TABLE operations.replay_job DROP COLUMN IF EXISTS action;

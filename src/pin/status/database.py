@@ -287,6 +287,7 @@ SHOWN_HORIZON_HOLDERS = 5
 
 
 def horizon(conn: Conn) -> Horizon:
-    """What holds the xmin horizon back (the gauges' own statement), the oldest few."""
-    holders = database_health.horizon_holders(conn)[:SHOWN_HORIZON_HOLDERS]
+    """What holds the xmin horizon back (the gauges' own statement), the oldest few; a slot's or a standby's age is
+    its hold as the workers' refreshes recorded it (None before one did)."""
+    holders = database_health.held_for(conn, database_health.horizon_holders(conn)[:SHOWN_HORIZON_HOLDERS])
     return Horizon(tuple(HorizonHolderView(h.holder, h.pid, h.application, h.name, h.seconds, h.xids) for h in holders))

@@ -8,7 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pin.observability.thresholds import THRESHOLDS
+from pin.observability.thresholds import horizon_crossed
 from pin.outbox.writer import VPARTS
 from pin.status.snapshot import (
     Backlog,
@@ -56,10 +56,6 @@ def render(snapshot: Snapshot) -> RenderableType:
     return Group(*parts)
 
 
-# A holder of the horizon older than this is shown in red: LongRunningTransaction's threshold, as the console's.
-HORIZON_WARN_SECONDS = THRESHOLDS["database.transaction-age"].value
-
-
 def _horizon_text(horizon: Horizon | Unavailable) -> Text:
     """Who holds the xmin horizon back, the oldest first: vacuum removes nothing younger than its xmin."""
     text = Text("xmin horizon held by: ")
@@ -79,7 +75,8 @@ def _horizon_text(horizon: Horizon | Unavailable) -> Text:
             if part
         )
         age = f"{_age(h.age_seconds)}, " if h.age_seconds is not None else ""
-        old = h.age_seconds is not None and h.age_seconds > HORIZON_WARN_SECONDS
+        # red past its kind's rule (LongRunningTransaction, XminHorizonHeld), as on the console
+        old = horizon_crossed(h.holder, h.age_seconds)
         text.append("; " if i else "").append(
             f"{who}: {age}{h.age_transactions:,.0f} transactions old", style="red bold" if old else ""
         )

@@ -372,7 +372,8 @@ class HorizonHolderView(Part):
     pid: int | None  # the session's, the slot reader's or the standby's walsender's
     application: str | None
     name: str | None  # the slot's name, or a prepared transaction's gid
-    age_seconds: float | None  # a transaction's; a slot's or a standby's xmin carries no time
+    # a transaction's since it began; a slot's or a standby's since its xmin was first seen there (None: not yet)
+    age_seconds: float | None
     age_transactions: float  # age(xmin)
 
 

@@ -13,6 +13,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 
+from pin.messaging.consumer.dead_letters.index import key_text
 from pin.messaging.consumer.received import Received
 from pin.messaging.consumer.retry import Held
 
@@ -20,6 +21,10 @@ from pin.messaging.consumer.retry import Held
 WHOLE_PARTITION = "whole partition"
 Scope = bytes | str | None
 HoldKey = tuple[str, int, Scope]
+
+
+# The held scopes an instance's row of messaging.consumer_member names (the rest are counted): a bounded row.
+HELD_SHOWN = 20
 
 
 def lane_of(key: bytes | None, lanes: int) -> int:
@@ -79,3 +84,20 @@ class Lane:
                 self.fresh.pop(partition, None)
         for key in [k for k in self.held if (k[0], k[1]) in partitions]:
             del self.held[key]
+
+
+def held_in_lanes(lanes: list[Lane]) -> tuple[list[dict[str, object]], int]:
+    """What the lanes hold in retry, as an instance's membership row records it: each held scope's lane, topic,
+    partition and offset, whether it holds the whole partition (one lane) or its key's messages (the key as bounded
+    text; None: a message without a key), and how many messages wait behind it, at most
+    :data:`HELD_SHOWN` of them (the oldest offsets first); and how many scopes are held in all."""
+    held: list[dict[str, object]] = []
+    for lane in lanes:
+        # a copy at once: a lane's thread may hold or release messages meanwhile (read from the loop's thread)
+        for (topic, partition, scope), kept in list(lane.held.items()):
+            whole = scope == WHOLE_PARTITION
+            key = None if whole else key_text(scope if isinstance(scope, bytes) else None)
+            held.append({"lane": lane.index, "topic": topic, "partition": partition, "offset": kept.message.offset,
+                         "whole": whole, "key": key, "behind": len(kept.behind)})  # fmt: skip
+    held.sort(key=lambda h: (str(h["topic"]), int(str(h["partition"])), int(str(h["offset"]))))
+    return held[:HELD_SHOWN], len(held)

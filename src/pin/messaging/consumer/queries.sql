@@ -23,13 +23,22 @@ DELETE FROM messaging.inbox AS i USING old
 WHERE i.consumer_group = old.consumer_group AND i.message_id = old.message_id
 
 -- member_beat --
--- The instance is alive with this many partitions: one upsert of one row; the assignment's time moves only when the
--- count changed.
-INSERT INTO messaging.consumer_member AS m (consumer_group, member, partitions, stale_after_seconds)
-VALUES (%(group)s, %(member)s, %(partitions)s, %(stale_after_seconds)s)
+-- The instance is alive with these partitions (the assignment: each topic's partition numbers) and its lanes holding
+-- these messages in retry: one upsert of one row; the assignment's time moves only when the assignment changed.
+INSERT INTO messaging.consumer_member AS m (
+    consumer_group, member, partitions, assignment, lanes, lanes_held, lanes_held_total, stale_after_seconds
+)
+VALUES (
+    %(group)s, %(member)s, %(partitions)s, %(assignment)s, %(lanes)s, %(lanes_held)s, %(lanes_held_total)s,
+    %(stale_after_seconds)s
+)
 ON CONFLICT (consumer_group, member) DO UPDATE
 SET partitions = EXCLUDED.partitions,
-    assignment_changed_at = CASE WHEN m.partitions = EXCLUDED.partitions THEN m.assignment_changed_at ELSE now() END,
+    assignment = EXCLUDED.assignment,
+    assignment_changed_at = CASE WHEN m.assignment = EXCLUDED.assignment THEN m.assignment_changed_at ELSE now() END,
+    lanes = EXCLUDED.lanes,
+    lanes_held = EXCLUDED.lanes_held,
+    lanes_held_total = EXCLUDED.lanes_held_total,
     heartbeat_at = now(),
     stale_after_seconds = EXCLUDED.stale_after_seconds
 

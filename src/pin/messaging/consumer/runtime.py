@@ -197,7 +197,7 @@ class ConsumerRuntime:
                 elif not self._operator_paused:
                     self._work(self._lanes[0])  # its retries that are due
                 self._prune_inbox_if_due()
-                self._membership.beat(len(self._assigned))  # a statement only on its interval or a new assignment
+                self._membership.beat(self._assigned, self._lanes)  # a statement on its interval or a new assignment
                 self._on_batch(self.poll_batch(consumer))
                 self.offsets.commit_async(consumer)
                 HELD.labels(self.group).set(sum(len(lane.held) for lane in self._lanes))
