@@ -41,11 +41,11 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from psycopg import sql
 
 from pin.db import Conn, create_pool
-from pin.messaging.consumer import ConsumerRuntime, HandlingContext, Route
+from pin.messaging.consumer import ConsumerConfig, ConsumerRuntime, HandlingContext, Route
 from pin.messaging.consumer.inbox import INBOX_INSERT
 from pin.messaging.consumer.received import Received
-from pin.messaging.consumer.reporting import Decoded, read
 from pin.messaging.consumer.runtime import pool_size
+from pin.messaging.envelope import Decoded, decode_message
 from pin.messaging.groups import routes_of
 from pin.messaging.kafka import consumer_config, producer_config
 from pin.notifications.delivery import DatabaseDelivery, Delivered, Notification
@@ -85,7 +85,7 @@ def runtime(group: str, kafka_group: str, mapping: str, lanes: int = 1, wait_ms:
             pool=pool,
             consumer_config=consumer_config(settings, kafka_group, **{"client.id": f"pin-consume-{group}"}),
             producer_config=producer_config(settings, **{"client.id": f"pin-consume-{group}-dlq", "linger.ms": 0}),
-            lanes=lanes,
+            config=ConsumerConfig(lanes=lanes),
         ).run(context.stop)
     finally:
         pool.close()
@@ -205,7 +205,7 @@ def _record(group: str, real_topic: str, *, kafka_group: str, topic: str, count:
             message = consumer.poll(0.5)
             if message is None or message.error() is not None:
                 continue
-            decoded = read(Received.of(message), route, 1 << 30)
+            decoded = decode_message(Received.of(message), route, 1 << 30)
             statements = record_one(conn, route, decoded, group=group)
             recorded[message.partition(), message.offset()] = (
                 decoded.envelope.message_id,

@@ -26,7 +26,7 @@ from pin.contract_check import uncommitted_successors
 from pin.db import Conn
 from pin.local.embedded.kafka import EmbeddedKafka
 from pin.messaging import migrations
-from pin.messaging.consumer import ConsumerRuntime, Items, Route
+from pin.messaging.consumer import ConsumerConfig, ConsumerRuntime, Items, Route
 from pin.messaging.consumer.reporting import warn_if_unknown_contract
 from pin.messaging.contract_compat import compare
 from pin.messaging.envelope import decode_envelope
@@ -195,10 +195,12 @@ def _runtime(settings: Settings, pool: ConnectionPool[Conn]) -> ConsumerRuntime:
         pool=pool,
         consumer_config=consumer_config(settings, GROUP, **{"client.id": "migration-test"}),
         producer_config=producer_config(settings, **{"linger.ms": 0}),
-        backoff_base=0.05,
-        backoff_cap=0.5,
-        statistics_interval_ms=500,
-        inbox_retention_seconds=settings.consumer_inbox_retention_seconds,
+        config=ConsumerConfig(
+            backoff_base=0.05,
+            backoff_cap=0.5,
+            statistics_interval_ms=500,
+            inbox_retention_seconds=settings.consumer_inbox_retention_seconds,
+        ),
     )
 
 

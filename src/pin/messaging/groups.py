@@ -14,7 +14,7 @@ from typing import Any
 from psycopg_pool import ConnectionPool
 
 from pin.db import Conn
-from pin.messaging.consumer import ConsumerRuntime, Route
+from pin.messaging.consumer import ConsumerConfig, ConsumerRuntime, Route
 from pin.messaging.consumer.metrics import SLA
 from pin.messaging.contracts import successions
 from pin.messaging.kafka import consumer_config, producer_config
@@ -80,24 +80,19 @@ def topics_of(group: str) -> tuple[str, ...]:
 
 
 def build_runtime(group: str, settings: Settings, pool: ConnectionPool[Conn], **options: Any) -> ConsumerRuntime:
-    """A consumer instance of ``group`` on ``pool``; ``options`` go to :class:`ConsumerRuntime` (retry, hooks; a
-    test's own routes)."""
+    """A consumer instance of ``group`` on ``pool``; ``options``: :class:`ConsumerConfig` fields over the settings'
+    (retry, batches, lanes), and the runtime's hooks (``after_effect``, ``paused``; a test's own ``routes``)."""
+    names = ConsumerConfig.field_names()
+    config = ConsumerConfig.from_settings(settings, **{k: v for k, v in options.items() if k in names})
+    hooks = {k: v for k, v in options.items() if k not in names}
     runtime = ConsumerRuntime(
         group=group,
-        routes=options.pop("routes", None) or routes_of(group, settings),
+        routes=hooks.pop("routes", None) or routes_of(group, settings),
         pool=pool,
         consumer_config=consumer_config(settings, group, **{"client.id": f"pin-consume-{group}"}),
         producer_config=producer_config(settings, **{"client.id": f"pin-consume-{group}-dlq", "linger.ms": 0}),
-        **{
-            "max_message_bytes": settings.kafka_max_message_bytes,
-            "membership_interval": settings.consumer_membership_heartbeat_seconds,
-            "lanes": settings.consumer_lanes,
-            "max_ahead": settings.consumer_max_ahead,
-            "inbox_retention_seconds": settings.consumer_inbox_retention_seconds,
-            "unreadable_attempts": settings.consumer_unreadable_attempts,
-            "paused": PauseFlag(pool, kind=GROUP, name=group),
-            **options,
-        },
+        config=config,
+        **{"paused": PauseFlag(pool, kind=GROUP, name=group), **hooks},
     )
     SLA.labels(group).set(SLA_SECONDS[group])
     return runtime

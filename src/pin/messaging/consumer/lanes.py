@@ -13,13 +13,8 @@ import time
 import zlib
 from dataclasses import dataclass, field
 
+from pin.messaging.consumer.decisions import Held, HoldKey
 from pin.messaging.consumer.received import Received
-from pin.messaging.consumer.retry import Held
-
-# What a held message holds back: the later messages of its partition with this scope (its key, or every key).
-WHOLE_PARTITION = "whole partition"
-Scope = bytes | str | None
-HoldKey = tuple[str, int, Scope]
 
 
 def lane_of(key: bytes | None, lanes: int) -> int:
