@@ -29,7 +29,6 @@ last's, without the last's messages).
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import sys
 import time
@@ -241,7 +240,7 @@ def same(group: str, kafka_group: str, mapping: str, count: int, out: Path) -> i
     pool = create_pool(settings.require_database_url(), min_size=1, max_size=2, name=f"same-{group}")
     with pool.connection() as conn:
         recorded = _record(group, real_topic, kafka_group=f"{kafka_group}-record", topic=topic, count=count, conn=conn)
-    batch_size = inspect.signature(ConsumerRuntime).parameters["batch_size"].default  # the runtime's batch
+    batch_size = ConsumerConfig().batch_size  # the runtime's batch
     consumer = Consumer(consumer_config(settings, kafka_group))
     consumer.subscribe([topic])
     starts: list[tuple[float, int]] = []  # each transaction's start and its messages
