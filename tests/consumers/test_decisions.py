@@ -93,9 +93,10 @@ def _handling(routes: dict[str, Route[Any]], *, stop: bool = False) -> MessageHa
         group="crm", routes=routes, pool=None, config=ConsumerConfig(), member="m",  # type: ignore[arg-type]
         log=structlog.get_logger("test"),
     )  # fmt: skip
-    handling.canceller.stop = threading.Event()
+    stopped = threading.Event()
     if stop:
-        handling.canceller.stop.set()
+        stopped.set()
+    handling.start(stopped, debug=False)
     return handling
 
 

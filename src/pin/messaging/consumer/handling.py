@@ -10,6 +10,7 @@ shaped so is in docs/design/consumers.md.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
@@ -84,8 +85,10 @@ class MessageHandling:
         # the messages this instance holds in retry, in messaging.held_message (for operators; `pin dlq park`)
         self.held = HeldRecords(group=group, member=member, pool=pool, db_timeout=config.db_timeout, log=log)
 
-    def start(self, *, debug: bool) -> None:
-        """Before the first message: whether each message's handling is logged (the runtime reads it once)."""
+    def start(self, stop: threading.Event, *, debug: bool) -> None:
+        """Before the first message: the stop request that cancels a transaction in flight, and whether each
+        message's handling is logged (read once)."""
+        self.canceller.stop = stop
         self._debug = debug
 
     def forget(self, partitions: set[tuple[str, int]]) -> None:

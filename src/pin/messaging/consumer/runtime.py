@@ -113,12 +113,11 @@ class ConsumerRuntime:
 
     def run(self, stop: threading.Event) -> None:
         """Consume until ``stop`` is set; the batch in hand is finished, offsets committed, then the group left."""
-        self._handling.canceller.stop = stop
         on_commit = self.offsets.on_commit
         consumer = Consumer({**self._consumer_config, "stats_cb": self._on_stats, "on_commit": on_commit})
         self._consumer = consumer
         producer = self._handling.dead_letters.producer = Producer(self._producer_config)
-        self._handling.start(debug=logging.getLogger(__name__).isEnabledFor(logging.DEBUG))
+        self._handling.start(stop, debug=logging.getLogger(__name__).isEnabledFor(logging.DEBUG))
         consumer.subscribe(self.topics, on_assign=self.on_assign, on_revoke=self.on_revoke, on_lost=self.on_lost)
         self._log.info(
             "consumer started", topics=self.topics, batch_size=self._config.batch_size, lanes=len(self._lanes)
