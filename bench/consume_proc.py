@@ -1,7 +1,7 @@
 """Consumer processes of the consumer benchmark (`python -m bench.consume_proc ...`).
 
 ``runtime GROUP KAFKA_GROUP_ID BENCH_TOPIC=REAL_TOPIC[,...] [LANES [WAIT_MS]]``: the group's real runtime
-(pin.messaging.consumer.ConsumerRuntime with the group's own handlers, built as pin.messaging.groups.build_runtime
+(pin.messaging.consumer.ConsumerRuntime with the group's own handlers, built as pin.consumer_groups.build_runtime
 builds it, in a process started like `pin consume`), reading the bench topic with the handler of the real topic,
 under a consumer group id of the bench's own (a configured broker's real groups are never touched), with LANES
 lanes (1 unless given) and its pool sized from them. WAIT_MS (notifications only, bench only): the delivery port
@@ -39,13 +39,13 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from psycopg import sql
 
+from pin.consumer_groups import routes_of
 from pin.db import Conn, create_pool
 from pin.messaging.consumer import ConsumerConfig, ConsumerRuntime, HandlingContext, Route
 from pin.messaging.consumer.inbox import INBOX_INSERT
 from pin.messaging.consumer.received import Received
 from pin.messaging.consumer.runtime import pool_size
 from pin.messaging.envelope import Decoded, decode_message
-from pin.messaging.groups import routes_of
 from pin.messaging.kafka import consumer_config, producer_config
 from pin.notifications.delivery import DatabaseDelivery, Delivered, Notification
 from pin.notifications.handler import routes as notifications_routes

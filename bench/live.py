@@ -153,7 +153,7 @@ def _consumer(env: BenchEnv, group: str, role_env: dict[str, str]) -> Role:
 
     if not env.external_kafka:
         return env.spawn_pin(f"e2e-consume-{group}", ["consume", group], role_env)
-    from pin.messaging.groups import routes_of
+    from pin.consumer_groups import routes_of
 
     mapping = ",".join(f"{t}={t}" for t in routes_of(group))
     return env.spawn(

@@ -118,8 +118,8 @@ def consumer(out: Path, group: str, kafka_group: str, mapping: str, count: int) 
     """A group's runtime until its inbox holds ``count`` messages, profiled (the main thread)."""
     import threading
 
+    from pin.consumer_groups import routes_of
     from pin.messaging.consumer import ConsumerRuntime
-    from pin.messaging.groups import routes_of
     from pin.messaging.kafka import consumer_config, producer_config
 
     context = start_role(f"consume-{group}", metrics=False)

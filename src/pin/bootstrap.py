@@ -13,7 +13,8 @@ from psycopg_pool import ConnectionPool
 
 from pin.db import Conn, ConnectionPolicy, connect, create_pool
 from pin.observability.logging import error_text
-from pin.roles import start_role, wait_until_reachable
+from pin.outbox.writer import RELAY_POLICY, OutboxPolicy
+from pin.roles import RoleContext, start_role, wait_until_reachable
 from pin.settings import EXPIRE_PROMOTIONS_INTERVAL_RANGE_SECONDS, ConfigurationError, Settings, UnreachableError
 
 if TYPE_CHECKING:
@@ -37,10 +38,9 @@ def run_api(*, host: str, port: int) -> None:
     settings = context.settings
     policy = ConnectionPolicy.from_settings(settings, "api")
     # with the database unreachable a request is answered 503 within pin.db.pool_answer_bound_seconds; every
-    # session waits at most PIN_API_LOCK_TIMEOUT_SECONDS for a held row (pin.lock_waits), below the pool's wait
+    # session waits at most PIN_API_LOCK_TIMEOUT_SECONDS for a held row (pin.db.ConnectionPolicy), below the pool's wait
     # A fixed size: psycopg's pool grows one connection at a time, so a burst on a held row (every connection
-    # waiting its lock timeout) would also wait for the pool to grow, a connection's start each, which a loaded
-    # machine makes slow (the held-row test's slowest 409 went past its bound at load 5).
+    # waiting its lock timeout) would also wait for the pool to grow, a connection's start each.
     pool = create_pool(
         settings.require_database_url(),
         min_size=API_POOL_SIZE,
@@ -50,7 +50,7 @@ def run_api(*, host: str, port: int) -> None:
         policy=policy,
     )
     try:
-        serve(build_app(settings, pool), settings, host=host, port=port)
+        serve(build_app(settings, pool, context.outbox), settings, host=host, port=port)
     finally:
         pool.close()
 
@@ -70,12 +70,13 @@ def http_contexts() -> list[HttpContext]:
     return [HttpContext(c.router, c.PROBLEMS) for c in (calendar, promotion, crm, notifications, catalog, news)]
 
 
-def build_app(settings: Settings, pool: ConnectionPool[Conn]) -> FastAPI:
-    """The HTTP API of every context (:func:`http_contexts`), and the operator console under /console."""
+def build_app(settings: Settings, pool: ConnectionPool[Conn], outbox: OutboxPolicy = RELAY_POLICY) -> FastAPI:
+    """The HTTP API of every context (:func:`http_contexts`), writing its events as ``outbox`` says, and the operator
+    console under /console."""
     from pin.api.app import create_app
     from pin.console.http import install as install_console
 
-    app = create_app(settings, pool, http_contexts())
+    app = create_app(settings, pool, http_contexts(), outbox)
     install_console(app)
     return app
 
@@ -139,12 +140,13 @@ def _export_consumer_waits(settings: Settings, pool: ConnectionPool[Conn], stop:
     relay runs whenever anything is published, and reads the marks it writes itself."""
     from confluent_kafka.admin import AdminClient
 
+    from pin.consumer_groups import group_reads
     from pin.messaging.kafka import client_config
     from pin.outbox.gauges import refresh_in_background
     from pin.outbox.waiting import ConsumerWaitGauges
 
     admin = AdminClient(client_config(settings, **{"client.id": "pin-relay-waits"}))
-    gauges = ConsumerWaitGauges(settings, pool, admin)
+    gauges = ConsumerWaitGauges(group_reads(settings), pool, admin)
     refresh_in_background(gauges, settings.relay_gauge_refresh_seconds, stop, name="consumer-waits")
 
 
@@ -163,7 +165,8 @@ def run_expire_promotions(*, once: bool) -> dict[str, int] | None:
     from pin.promotion import metrics
     from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
 
-    def build(pool: ConnectionPool[Conn], settings: Settings, stop: threading.Event) -> PollingJob:
+    def build(pool: ConnectionPool[Conn], role: RoleContext) -> PollingJob:
+        settings = role.settings
         interval = settings.expire_promotions_interval_seconds
         low, high = EXPIRE_PROMOTIONS_INTERVAL_RANGE_SECONDS
         if interval < low:  # allowed (tests, demos), but not what production runs
@@ -177,7 +180,8 @@ def run_expire_promotions(*, once: bool) -> dict[str, int] | None:
             batch_size=settings.expire_promotions_batch_size,
             cycle_budget_seconds=settings.expire_promotions_cycle_budget_seconds,
         )
-        return ExpirePromotionsJob(pool, config, stop=stop)  # a stop cancels the batch in flight: rolled back whole
+        # a stop cancels the batch in flight: rolled back whole
+        return ExpirePromotionsJob(pool, config, stop=role.stop, outbox=role.outbox)
 
     return _run_polling_job("expire-promotions", build, lambda s: s.expire_promotions_interval_seconds, once=once)
 
@@ -186,19 +190,20 @@ def run_appointment_timeout(*, once: bool) -> dict[str, int] | None:
     """`pin worker appointment-timeout`: expire due Pending appointments until SIGTERM/SIGINT, or one cycle."""
     from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
 
-    def build(pool: ConnectionPool[Conn], settings: Settings, stop: threading.Event) -> PollingJob:
+    def build(pool: ConnectionPool[Conn], role: RoleContext) -> PollingJob:
         config = AppointmentTimeoutConfig(
-            batch_size=settings.appointment_timeout_batch_size,
-            cycle_budget_seconds=settings.appointment_timeout_cycle_budget_seconds,
+            batch_size=role.settings.appointment_timeout_batch_size,
+            cycle_budget_seconds=role.settings.appointment_timeout_cycle_budget_seconds,
         )
-        return AppointmentTimeoutJob(pool, config, stop=stop)  # a stop cancels the item in flight: rolled back whole
+        # a stop cancels the item in flight: rolled back whole
+        return AppointmentTimeoutJob(pool, config, stop=role.stop, outbox=role.outbox)
 
     return _run_polling_job("appointment-timeout", build, lambda s: s.appointment_timeout_interval_seconds, once=once)
 
 
 def _run_polling_job(
     role: str,
-    build: Callable[[ConnectionPool[Conn], Settings, threading.Event], PollingJob],
+    build: Callable[[ConnectionPool[Conn], RoleContext], PollingJob],
     interval_of: Callable[[Settings], float],
     *,
     once: bool,
@@ -223,7 +228,7 @@ def _run_polling_job(
     # one connection more than the job uses, for the gauges (outbox, database health: each refresh holds it briefly)
     pool = create_pool(settings.require_database_url(), min_size=1, max_size=3, name=role, policy=policy)
     try:
-        job = build(pool, settings, context.stop)
+        job = build(pool, context)
         if once:
             return dict(job.run_once().as_dict())
         # the outbox gauges from the workers too: the backlog and lag alerts must not go silent when no relay runs
@@ -242,8 +247,8 @@ def run_consumer(group: str) -> None:
     """`pin consume <group>`: one consumer instance of the group until SIGTERM/SIGINT (SPEC section 7)."""
     import time
 
+    from pin.consumer_groups import build_runtime, routes_of
     from pin.messaging.consumer.runtime import pool_size
-    from pin.messaging.groups import build_runtime, routes_of
     from pin.messaging.kafka import missing_topics
     from pin.messaging.topics import dead_letter_topic
     from pin.roles import NotReadyError

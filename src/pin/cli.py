@@ -147,10 +147,12 @@ def acls(
     not needed (nobody else's), and prints each change. Run it as a cluster administrator. Exit 1 when the broker
     refuses or does not implement the ACL APIs.
     """
+    from pin.consumer_groups import group_topics
     from pin.messaging import acls as bindings
+    from pin.messaging.groups import topic_table
 
     settings = load_settings()
-    wanted = bindings.required_acls(settings)
+    wanted = bindings.required_acls(settings, topic_table(group_topics()))
     if not apply:
         typer.echo(bindings.as_json(wanted) if as_json else bindings.table(wanted))
         return

@@ -82,7 +82,8 @@ class ConnectionPolicy:
             # when statistics taken while a table was tiny say the whole table is a page or two (docs/design/claims.md)
             session["enable_seqscan"] = "off"
         if role == "api":
-            # the one rule for row-lock waits of every API route (pin.lock_waits): a bounded wait, then a 409
+            # the one rule for row-lock waits of every API route: a bounded wait, then a 409 (LockNotAvailable, 55P03,
+            # which the API's one error mapping answers: pin.api.problems)
             session["lock_timeout"] = lock_timeout_value(settings.api_lock_timeout_seconds)
         return cls(client=client, session=session, check_timeout_seconds=settings.database_check_timeout_seconds)
 

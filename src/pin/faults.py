@@ -102,6 +102,14 @@ def driver_error(exc: BaseException, *, context: bool = False) -> psycopg.Error 
     return error
 
 
+def database_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says no connection could be had or kept (a pool timeout, or a driver error without an
+    SQLSTATE): the database did not answer, as opposed to an infrastructure fault it reported itself (a statement
+    timeout, a disk full, a shutdown)."""
+    error = driver_error(exc)
+    return isinstance(error, PoolTimeout) or (error is not None and error.sqlstate is None)
+
+
 def fault_of(exc: BaseException, conn: psycopg.Connection[Any] | None = None) -> Fault:
     """Whose fault ``exc`` is; with ``conn``, a connection found broken or closed makes it infrastructure.
 

@@ -1,4 +1,5 @@
-"""What every long-running role shares: settings, logging, metrics, the collector's tuning, a stop event on signals."""
+"""What every long-running role shares: settings, the outbox policy, logging, metrics, the collector's tuning, a stop
+event on signals."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from types import FrameType
 import structlog
 
 from pin.backoff import exponential_backoff
+from pin.consumer_groups import migration_readers
 from pin.messaging.migrations import publishing, start_migrations
 from pin.observability.liveness import add_readiness_check
 from pin.observability.logging import configure_logging, error_text
 from pin.observability.metrics import serve_metrics
 from pin.observability.tracing import configure_tracing_from_env
-from pin.outbox.writer import OutboxMode, set_contract_migrations, set_outbox_mode
+from pin.outbox.writer import OutboxPolicy
 from pin.settings import Settings, load_settings
 
 # The exit code of a role that did not stop within PIN_STOP_TIMEOUT_SECONDS of SIGTERM (and left anyway).
@@ -36,21 +38,22 @@ GC_YOUNG_THRESHOLD = 20_000
 
 @dataclass
 class RoleContext:
-    """A started role: its settings and the event that tells it to stop."""
+    """A started role: its settings, its outbox policy (every unit of work of the process writes as it says) and the
+    event that tells it to stop."""
 
     settings: Settings
     stop: threading.Event
+    outbox: OutboxPolicy
 
 
 def start_role(role: str, *, metrics: bool = True, broker: bool = False) -> RoleContext:
-    """Load settings (exit 2 on a bad one, via the CLI), set the outbox mode, configure logs and traces (OTEL_
+    """Load settings (exit 2 on a bad one, via the CLI), build the outbox policy, configure logs and traces (OTEL_
     variables), tune the garbage collector, serve /metrics and the probes (readiness: the database, and the broker
     when ``broker``), trap SIGTERM/SIGINT."""
     settings = load_settings()
-    set_outbox_mode(OutboxMode(settings.outbox_mode))  # every producer path of this process writes in this mode
     configure_logging(settings.log_level, settings.log_format, role=role)
     # a bad migration is a configuration error, an overdue one a warning; the writer then publishes what they say
-    set_contract_migrations(publishing(start_migrations(settings)))
+    outbox = OutboxPolicy.of(settings.outbox_mode, publishing(start_migrations(settings, migration_readers())))
     configure_tracing_from_env(role)
     _tune_collector()
     if metrics:
@@ -70,7 +73,7 @@ def start_role(role: str, *, metrics: bool = True, broker: bool = False) -> Role
     signal.signal(signal.SIGINT, _request_stop)
     if settings.up_pid is not None:
         _stop_when_gone(settings.up_pid)
-    return RoleContext(settings=settings, stop=stop)
+    return RoleContext(settings=settings, stop=stop, outbox=outbox)
 
 
 # How long the readiness probe waits for each dependency (an orchestrator's probe timeout must exceed the sum).

@@ -5,7 +5,8 @@ recorded events to :meth:`UnitOfWork.record`, and commit: the one way events bec
 statement that inserts them itself takes them with :meth:`UnitOfWork.take_outbox_rows`). No code path publishes
 to Kafka from inside a business transaction: the relay does, after commit (or, in cdc mode, Debezium reads the
 committed inserts from the WAL: the commit then deletes every row the transaction inserted, see
-:func:`~pin.outbox.writer.outbox_capture`).
+:func:`~pin.outbox.writer.outbox_capture`). Which rows and which mode is the process's
+:class:`~pin.outbox.writer.OutboxPolicy`, which the composition root hands down to every unit of work.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from psycopg_pool import ConnectionPool
 
 from pin.db import Conn
 from pin.messaging.contracts import Contract
-from pin.outbox.writer import MessageContext, OutboxRow, build_rows, outbox_capture, outbox_insert
+from pin.outbox.writer import MessageContext, OutboxPolicy, OutboxRow, build_rows, outbox_capture, outbox_insert
 
 
 class UnitOfWork:
-    """A transaction on a pooled connection plus the integration events recorded during it.
+    """A transaction on a pooled connection plus the integration events recorded during it, written as ``outbox``
+    (the process's policy) says.
 
     With ``connection`` the transaction runs on that connection, which the caller holds (a worker keeps one
     pooled connection for a whole cycle of per-item transactions): it is neither taken from nor returned to the
@@ -35,11 +37,13 @@ class UnitOfWork:
         pool: ConnectionPool[Conn],
         context: MessageContext,
         *,
+        outbox: OutboxPolicy,
         traceparent_provider: Callable[[], str | None] | None = None,
         connection: Conn | None = None,
     ) -> None:
         self._pool = pool
         self._context = context
+        self._outbox = outbox
         self._traceparent_provider = traceparent_provider
         self._rows_context: MessageContext | None = None  # this transaction's rows' context (_message_context)
         self._rows: list[OutboxRow] = []  # the rows of the recorded events, inserted at commit
@@ -65,7 +69,11 @@ class UnitOfWork:
         contract names: a payload builder's, or ``event.to_payload()``). Its outbox rows are built now by the
         writer's one row builder (:func:`~pin.outbox.writer.build_rows`) and written in this transaction at commit.
         """
-        self._rows.extend(build_rows(kind, key, payload, occurred_at=occurred_at, context=self._message_context()))
+        self._rows.extend(
+            build_rows(
+                kind, key, payload, occurred_at=occurred_at, context=self._message_context(), policy=self._outbox
+            )
+        )
 
     def take_outbox_rows(self) -> list[OutboxRow]:
         """The outbox rows of the events recorded so far, for a set-based statement of this transaction that inserts
@@ -95,7 +103,7 @@ class UnitOfWork:
         """Write the recorded events as outbox rows and commit, atomically with the state change."""
         rows = self._rows
         outbox_insert(self.conn, rows)
-        outbox_capture(self.conn, [*self._inserted, *(row.message_id for row in rows)])
+        outbox_capture(self.conn, [*self._inserted, *(row.message_id for row in rows)], self._outbox.mode)
         self.conn.commit()
         self._clear()
         self._committed = True

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from bench.consume_proc import record_one, send_batch
 
+from pin.consumer_groups import build_runtime, routes_of
 from pin.messaging import topics
 from pin.messaging.envelope import decode_message
-from pin.messaging.groups import build_runtime, routes_of
 from tests.consumers.support import cancelled, purchase, rows
 from tests.consumers.test_batch_equivalence_random import INBOX, SNAPSHOTS, TABLES, _freeze, _received
 

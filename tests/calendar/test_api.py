@@ -10,6 +10,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from pin.db import Conn
+from pin.outbox.writer import RELAY_POLICY
 from tests.calendar.conftest import CalendarApi, Person, fetch_one, outbox
 
 pytestmark = pytest.mark.integration
@@ -107,7 +108,7 @@ def test_expired_appointment_cannot_be_confirmed(api: CalendarApi, pool: Connect
 
     agent, investor = _people(api)
     appointment = api.booked(agent, investor)
-    with UnitOfWork(pool, MessageContext("run")) as uow:
+    with UnitOfWork(pool, MessageContext("run"), outbox=RELAY_POLICY) as uow:
         row = fetch_one(
             pool, "SELECT pending_expires_at + interval '1 second' AS t FROM calendar.appointment WHERE id = %s",
             appointment["id"],

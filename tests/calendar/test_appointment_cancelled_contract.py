@@ -13,7 +13,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.calendar import service
 from pin.db import Conn
-from pin.outbox.writer import MessageContext
+from pin.outbox.writer import RELAY_POLICY, MessageContext
 from pin.unit_of_work import UnitOfWork
 from tests.calendar.conftest import CalendarApi, Person, fetch_all, fetch_one, iso, outbox
 
@@ -226,7 +226,7 @@ def test_agent_cancels(api: CalendarApi, pool: ConnectionPool[Conn], confirmed: 
 
 
 def _expire(pool: ConnectionPool[Conn], appointment_id: str, as_of: datetime) -> service.ExpiryResult:
-    with UnitOfWork(pool, MessageContext("run-1")) as uow:
+    with UnitOfWork(pool, MessageContext("run-1"), outbox=RELAY_POLICY) as uow:
         result = service.expire_appointment(uow, uuid.UUID(appointment_id), as_of)
         uow.commit()
     return result

@@ -12,7 +12,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -21,8 +20,9 @@ from psycopg_pool import ConnectionPool
 
 from pin.calendar import service
 from pin.calendar.domain import ConflictError
-from pin.db import Conn, connect
-from pin.outbox.writer import MessageContext
+from pin.db import Conn, ConnectionPolicy, connect, create_pool
+from pin.outbox.writer import RELAY_POLICY, MessageContext
+from pin.settings import Settings
 from tests.calendar.conftest import CalendarApi, Person, TestClient, fetch_all, fetch_one, outbox
 
 pytestmark = pytest.mark.integration
@@ -244,15 +244,15 @@ def test_reschedule_to_a_slot_being_booked(
 
 
 def test_a_request_never_waits_forever_for_a_held_row(
-    api: CalendarApi, pool: ConnectionPool[Conn], database_url: str
+    api: CalendarApi, make_settings: Callable[..., Settings], database_url: str
 ) -> None:
     """A row held longer than the lock timeout (a stuck transaction) is a 409 conflict, not a hung request."""
     agent, investor = _people(api)
     appointment = api.booked(agent, investor)
-    calendar = service.UseCaseContext(
-        pool, service.CalendarPolicy(lock_timeout=timedelta(milliseconds=200)), MessageContext("t")
-    )
-    actor = service.Actor(agent.user_id, agent.tenant_id)
-    with _row_locked(database_url, "appointment", appointment["id"]), pytest.raises(ConflictError):
-        service.confirm_appointment(calendar, actor, uuid.UUID(appointment["id"]))
-    assert service.confirm_appointment(calendar, actor, uuid.UUID(appointment["id"])).status == "Confirmed"
+    policy = ConnectionPolicy.from_settings(make_settings(api_lock_timeout_seconds=0.2), "api")
+    with create_pool(database_url, name="api", policy=policy) as api_pool:  # the API's sessions, a 0.2 s wait
+        calendar = service.UseCaseContext(api_pool, service.CalendarPolicy(), MessageContext("t"), RELAY_POLICY)
+        actor = service.Actor(agent.user_id, agent.tenant_id)
+        with _row_locked(database_url, "appointment", appointment["id"]), pytest.raises(ConflictError):
+            service.confirm_appointment(calendar, actor, uuid.UUID(appointment["id"]))
+        assert service.confirm_appointment(calendar, actor, uuid.UUID(appointment["id"])).status == "Confirmed"

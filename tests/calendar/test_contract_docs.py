@@ -21,7 +21,7 @@ from pin.calendar.contracts import AppointmentCancelledEvent
 from pin.calendar.domain import Kind
 from pin.db import Conn, database_now
 from pin.messaging.contract_docs import OPEN_ENUM
-from pin.outbox.writer import MessageContext
+from pin.outbox.writer import RELAY_POLICY, MessageContext
 from pin.unit_of_work import UnitOfWork
 from tests.calendar.conftest import outbox
 from tests.support.json_schema import errors as _errors
@@ -127,7 +127,7 @@ def test_every_enum_of_every_contract_is_open_and_lists_its_known_values() -> No
 
 
 def _produce_every_calendar_message(pool: ConnectionPool[Conn]) -> None:
-    calendar = service.UseCaseContext(pool, service.CalendarPolicy(), MessageContext("docs-check"))
+    calendar = service.UseCaseContext(pool, service.CalendarPolicy(), MessageContext("docs-check"), RELAY_POLICY)
     tenant = uuid.uuid4()
     agent, investor = service.Actor(uuid.uuid4(), tenant), service.Actor(uuid.uuid4(), tenant)
     with pool.connection() as conn:
@@ -152,7 +152,7 @@ def _produce_every_calendar_message(pool: ConnectionPool[Conn]) -> None:
     service.cancel_my_appointment(calendar, investor, cancelled, None)
     expired = service.book_slot(calendar, investor, slot(7)).appointment
     assert expired.pending_expires_at is not None
-    with UnitOfWork(pool, MessageContext("run")) as uow:
+    with UnitOfWork(pool, MessageContext("run"), outbox=RELAY_POLICY) as uow:
         service.expire_appointment(uow, expired.id, expired.pending_expires_at + timedelta(seconds=1))
         uow.commit()
 

@@ -20,7 +20,7 @@ from pin.calendar.domain import (
     StoredState,
 )
 from pin.db import Conn, connect
-from pin.outbox.writer import MessageContext
+from pin.outbox.writer import RELAY_POLICY, MessageContext
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def calendar(pool: ConnectionPool[Conn]) -> service.UseCaseContext:
     """The use cases on this test's database."""
-    return service.UseCaseContext(pool, service.CalendarPolicy(), MessageContext("schema-test"))
+    return service.UseCaseContext(pool, service.CalendarPolicy(), MessageContext("schema-test"), RELAY_POLICY)
 
 
 def _booked(calendar: service.UseCaseContext) -> tuple[uuid.UUID, uuid.UUID]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pin.messaging.groups import build_runtime
+from pin.consumer_groups import build_runtime
 from pin.messaging.kafka import client_config
 from pin.settings import Settings
 

@@ -32,7 +32,7 @@ from pin.local.embedded.postgres import EmbeddedPostgres
 from pin.local.tcp_ports import free_port
 from pin.messaging import topics
 from pin.messaging.kafka import ensure_topics
-from pin.outbox.writer import MessageContext, build_rows, outbox_insert
+from pin.outbox.writer import RELAY_POLICY, MessageContext, build_rows, outbox_insert
 from pin.promotion.contracts import CurrencySnapshot, PriceSnapshot, PromotionPurchaseChangedKafkaEvent, PurchaseTarget
 from pin.settings import Settings
 from tests.conftest import JWT_SECRET
@@ -72,7 +72,10 @@ def purchase_event() -> PromotionPurchaseChangedKafkaEvent:
 def insert_outbox_row(url: str) -> str:
     """One outbox row (a purchase-changed message); returns its MessageId."""
     (row,) = build_rows(
-        *purchase_event().recorded(), occurred_at=datetime.now(UTC), context=MessageContext(str(uuid.uuid4()))
+        *purchase_event().recorded(),
+        occurred_at=datetime.now(UTC),
+        context=MessageContext(str(uuid.uuid4())),
+        policy=RELAY_POLICY,
     )
     with connect(url) as conn:
         outbox_insert(conn, [row])
@@ -255,7 +258,10 @@ def test_a_relay_and_a_consumer_started_while_the_broker_is_down_wait_and_then_w
         broker.start()
         message_id = insert_outbox_row(database_url)
         (row,) = build_rows(
-            *purchase_event().recorded(), occurred_at=datetime.now(UTC), context=MessageContext(str(uuid.uuid4()))
+            *purchase_event().recorded(),
+            occurred_at=datetime.now(UTC),
+            context=MessageContext(str(uuid.uuid4())),
+            policy=RELAY_POLICY,
         )
         ensure_topics(Settings.model_validate({"kafka_bootstrap_servers": bootstrap}))  # `pin topics`
         producer = Producer({"bootstrap.servers": bootstrap})

@@ -12,8 +12,8 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from pin.console.http import page_html
-from pin.console.thresholds import THRESHOLDS
 from pin.db import Conn
+from pin.observability.thresholds import THRESHOLDS
 from pin.settings import Settings
 from pin.status.collect import collect_status
 from pin.status.snapshot import Horizon, HorizonHolderView, Snapshot

@@ -1,4 +1,4 @@
-"""The console paints red exactly where the alert rules fire: its thresholds (pin.console.thresholds) are the
+"""The console paints red exactly where the alert rules fire: its thresholds (pin.observability.thresholds) are the
 comparisons of the rules in deploy/prometheus/*.rules.yml, read from the rule files."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from pin.console.thresholds import THRESHOLDS
+from pin.observability.thresholds import THRESHOLDS
 from tests.ops.rulefiles import all_rules
 
 pytestmark = pytest.mark.unit

@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 from confluent_kafka import Consumer, Producer, TopicPartition
 from psycopg_pool import ConnectionPool
 
+from pin.consumer_groups import build_runtime
 from pin.db import Conn
 from pin.messaging import topics
 from pin.messaging.consumer import ConsumerRuntime
-from pin.messaging.groups import build_runtime
 from pin.messaging.kafka import ensure_topics
 from pin.settings import Settings
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from pin.consumer_groups import build_runtime
 from pin.messaging import topics
 from pin.messaging.consumer.received import Received
-from pin.messaging.groups import build_runtime
 from tests.consumers.support import EVENT_TYPES, cancelled, confirmed, created, key_of, purchase, rows
 from tests.consumers.test_batch_equivalence_random import _handler_logs
 

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from pin.consumer_groups import build_runtime
 from pin.messaging import topics
-from pin.messaging.groups import SLA_SECONDS, build_runtime
+from pin.messaging.groups import SLA_SECONDS
 from pin.status import collect_status
 from tests.consumers.support import (
     Producing,

@@ -22,12 +22,12 @@ import pytest
 from confluent_kafka import Producer
 from structlog.testing import capture_logs
 
+from pin.consumer_groups import build_runtime
 from pin.messaging import topics
 from pin.messaging.consumer.lanes import lane_of
 from pin.messaging.consumer.offsets import Offsets
 from pin.messaging.consumer.received import Received
 from pin.messaging.consumer.runtime import pool_size
-from pin.messaging.groups import build_runtime
 from tests.consumers.conftest import FAST_SESSION_TIMEOUT_MS
 from tests.consumers.support import (
     EVENT_TYPES,

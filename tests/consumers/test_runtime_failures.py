@@ -30,10 +30,10 @@ from structlog.testing import capture_logs
 from typer.testing import CliRunner
 
 from pin.cli import app
+from pin.consumer_groups import build_runtime, routes_of
 from pin.db import Conn, create_pool
 from pin.messaging import topics
 from pin.messaging.consumer.dead_letters.command import read_dead_letters, replay
-from pin.messaging.groups import build_runtime, routes_of
 from pin.operations import audit
 from pin.operations.audit import default_actor
 from tests.consumers.conftest import FAST_SESSION_TIMEOUT_MS

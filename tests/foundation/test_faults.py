@@ -10,7 +10,7 @@ from psycopg import errors as e
 from psycopg_pool import PoolTimeout
 
 from pin.calendar.domain import ConflictError, InvalidTransitionError, SlotNotBookedError
-from pin.faults import TREATMENTS, Fault, fault_of, sqlstate_fault, treatment_table
+from pin.faults import TREATMENTS, Fault, database_unreachable, fault_of, sqlstate_fault, treatment_table
 
 pytestmark = pytest.mark.unit
 
@@ -75,6 +75,25 @@ def test_the_driver_error_behind_a_domain_error_decides():
     assert fault_of(raised(RuntimeError("wrapped"), e.QueryCanceled("timeout"))) is Fault.INFRASTRUCTURE
     assert fault_of(raised(InvalidTransitionError(), e.CheckViolation("guard"))) is Fault.POISON
     assert fault_of(raised(ConflictError(), e.DeadlockDetected("deadlock"))) is Fault.CONTENDED
+
+
+@pytest.mark.parametrize(
+    ("error", "unreachable"),
+    [
+        (psycopg.OperationalError("connection refused"), True),  # no SQLSTATE: the client could not reach it
+        (psycopg.InterfaceError("the connection is closed"), True),
+        (PoolTimeout("no connection"), True),
+        (e.QueryCanceled("canceling statement due to statement timeout"), False),  # it answered, with its state
+        (e.DiskFull("could not extend file"), False),
+        (e.AdminShutdown("terminating connection"), False),
+        (e.DeadlockDetected("deadlock"), False),
+        (ValueError("a bug"), False),
+    ],
+    ids=lambda value: type(value).__name__ if isinstance(value, BaseException) else str(value),
+)
+def test_only_a_failure_without_an_answer_is_the_database_unreachable(error, unreachable):
+    assert database_unreachable(error) is unreachable
+    assert not unreachable or fault_of(error) is Fault.INFRASTRUCTURE  # a precise part of infrastructure
 
 
 class _Conn:

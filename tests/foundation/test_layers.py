@@ -1,8 +1,10 @@
 """The shared plumbing imports no context and nothing above it, and no layer of it imports a higher one.
 
-Read from the code's own import statements (at any depth, a lazy import inside a function too): a module that
-imports upward would tie the ground to what stands on it (settings to the topics, messaging to the contexts'
-contracts, `pin acls` to `pin status`), and the cure is to put the fact it needs in the lower layer.
+Read from the code's own import statements (at any depth, a lazy import inside a function too) and from its
+imports by name (``importlib.import_module("pin.crm.handler")``, ``__import__``): a module that imports upward would
+tie the ground to what stands on it (settings to the topics, messaging to the contexts' handlers, `pin acls` to
+`pin status`), and the cure is to put the fact it needs in the lower layer, or to hand it down from the composition
+root. An import by a name the code computes cannot be checked, so the plumbing makes none.
 """
 
 from __future__ import annotations
@@ -22,11 +24,15 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "pin"
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"settings", "domain_errors", "rfc3339", "backoff"}),
     frozenset({"db", "faults", "cancellation", "operations"}),
-    frozenset({"observability", "lock_waits"}),
+    frozenset({"observability"}),
     frozenset({"messaging", "jobs"}),
     frozenset({"outbox", "api"}),
 )
 CONTEXTS = frozenset({"calendar", "promotion", "crm", "notifications", "catalog", "news", "boost"})
+# what an import by a computed name (not a string literal) counts as: above every layer
+COMPUTED = "<a computed module name>"
+# the functions that import a module named by a string
+_IMPORTERS = frozenset({"import_module", "__import__"})
 
 
 def _top(module: str) -> str:
@@ -45,7 +51,21 @@ def imports_of(path: Path) -> set[str]:
                 found.add(_top(node.module))
         elif isinstance(node, ast.Import):
             found |= {_top(alias.name) for alias in node.names if alias.name.startswith("pin.")}
+        elif isinstance(node, ast.Call) and _imports_by_name(node):
+            name = node.args[0] if node.args else None
+            if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+                found.add(COMPUTED)
+            elif name.value.startswith("pin."):
+                found.add(_top(name.value))
     return found
+
+
+def _imports_by_name(call: ast.Call) -> bool:
+    """``import_module(...)``, ``importlib.import_module(...)`` or ``__import__(...)``."""
+    func = call.func
+    return (isinstance(func, ast.Name) and func.id in _IMPORTERS) or (
+        isinstance(func, ast.Attribute) and func.attr in _IMPORTERS
+    )
 
 
 def _layer_of(part: str) -> int:
@@ -74,6 +94,26 @@ def test_every_layer_names_a_part_of_the_tree_and_no_context() -> None:
     assert named <= parts, named - parts  # a part renamed or gone: the rule would check nothing for it
     assert parts >= CONTEXTS
     assert not CONTEXTS & named
+
+
+def test_the_rule_sees_an_import_by_name(tmp_path: Path) -> None:
+    module = tmp_path / "groups.py"
+    module.write_text(
+        "import importlib\nfrom importlib import import_module\n\n"
+        "def routes():\n    return importlib.import_module('pin.crm.handler').routes()\n\n"
+        "def topics():\n    return import_module('pin.news.handler'), __import__('pin.status.broker')\n"
+    )
+    assert imports_of(module) == {"crm", "news", "status"}
+    assert all(_layer_of(part) > _layer_of("messaging") for part in imports_of(module))
+
+
+def test_the_rule_refuses_an_import_by_a_computed_name(tmp_path: Path) -> None:
+    module = tmp_path / "groups.py"
+    module.write_text(
+        "import importlib\n\ndef routes(group):\n    return importlib.import_module(f'pin.{group}.handler')\n"
+    )
+    assert imports_of(module) == {COMPUTED}
+    assert _layer_of(COMPUTED) == len(LAYERS)  # above every layer: never allowed in the plumbing
 
 
 def test_the_rule_sees_a_lazy_upward_import(tmp_path: Path) -> None:

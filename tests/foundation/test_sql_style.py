@@ -1,8 +1,8 @@
 """One SQL style: a context's statements are named in its ``queries.sql`` and loaded by ``pin.db.load_queries``.
 
 For the packages listed here no statement is written in Python, and every statement a query file names is used by
-its package. What is left outside them is plumbing: the pool's check and session settings (``pin.db``,
-``pin.lock_waits``), the health probe's ``SELECT 1`` and the migrations' advisory lock.
+its package. What is left outside them is plumbing: the pool's check and session settings (``pin.db``), the
+health probe's ``SELECT 1`` and the migrations' advisory lock.
 """
 
 from __future__ import annotations

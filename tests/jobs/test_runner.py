@@ -7,7 +7,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+import psycopg
 import pytest
+from psycopg import errors as e
+from structlog.testing import capture_logs
 
 from pin.jobs import runner
 from pin.jobs.runner import JobRunner, RunnerConfig
@@ -152,6 +155,26 @@ def test_a_failing_cycle_backs_off_and_the_loop_goes_on() -> None:
 
     assert len(job.cycles) == 2
     assert 0.19 < job.cycles[1] - job.cycles[0] < 2.0  # the backoff, not the 60 s interval
+
+
+@pytest.mark.parametrize(
+    ("error", "event", "sqlstate"),
+    [
+        (psycopg.OperationalError("connection refused"), "database unreachable; waiting", None),
+        (e.QueryCanceled("canceling statement due to statement timeout"), "database error; waiting", "57014"),
+        (e.DiskFull("could not extend file"), "database error; waiting", "53100"),
+        (RuntimeError("a bug"), "job cycle failed", None),
+    ],
+    ids=["unreachable", "statement-timeout", "disk-full", "bug"],
+)
+def test_a_failed_cycle_s_line_says_what_failed(error: Exception, event: str, sqlstate: str | None) -> None:
+    stop = threading.Event()
+    job = _ScriptedJob(stop, results=[error], max_cycles=1)
+    with capture_logs() as logs:
+        JobRunner(job, RunnerConfig(interval_seconds=60, error_backoff_seconds=0.01), stop).run()
+    (line,) = [entry for entry in logs if entry["log_level"] in {"warning", "error"}]
+    assert line["event"] == event
+    assert line.get("sqlstate") == sqlstate
 
 
 def test_stop_ends_a_doze_at_once() -> None:

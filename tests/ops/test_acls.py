@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from pin import consumer_groups
 from pin.contract_check import CONTRACT_SETS
 from pin.local.embedded.kafka import EmbeddedKafka
 from pin.messaging import acls, groups, topics
@@ -31,6 +32,11 @@ def _settings(**values: Any) -> Settings:
     return Settings.model_validate({"kafka_bootstrap_servers": "127.0.0.1:9", **values})
 
 
+def _table() -> tuple[groups.TopicAccess, ...]:
+    """Who writes and reads each topic, from the groups' route tables (as `pin acls` asks the composition root)."""
+    return groups.topic_table(consumer_groups.group_topics())
+
+
 def _grants(entries: Iterable[AclEntry], principal: str) -> set[tuple[str, str, str]]:
     """(operation, resource type, resource name) of ``principal``'s bindings."""
     return {(e.operation, e.resource_type, e.resource_name) for e in entries if e.principal == principal}
@@ -41,9 +47,9 @@ def _grants(entries: Iterable[AclEntry], principal: str) -> set[tuple[str, str, 
 
 @pytest.mark.unit
 def test_each_group_reads_its_routes_and_its_group_and_writes_only_its_dead_letter_topic() -> None:
-    wanted = required_acls(_settings())
+    wanted = required_acls(_settings(), _table())
     for group in topics.CONSUMER_GROUPS:
-        expected = {("READ", "TOPIC", topic) for topic in groups.topics_of(group)}
+        expected = {("READ", "TOPIC", topic) for topic in consumer_groups.topics_of(group)}
         expected |= {("READ", "GROUP", consumer_config(_settings(), group)["group.id"])}
         expected |= {("WRITE", "TOPIC", topics.dead_letter_topic(group))}
         expected |= {("IDEMPOTENT_WRITE", "CLUSTER", acls.CLUSTER_NAME)}  # its dead-letter producer
@@ -52,7 +58,7 @@ def test_each_group_reads_its_routes_and_its_group_and_writes_only_its_dead_lett
 
 @pytest.mark.unit
 def test_the_relay_writes_exactly_the_contracts_topics_and_describes_every_group() -> None:
-    wanted = required_acls(_settings())
+    wanted = required_acls(_settings(), _table())
     # the outbox writer gives each row its contract's topic: the contracts publish exactly the integration topics,
     # so `pin topics` creates every topic the relay writes
     published = {contract.TOPIC for documents in CONTRACT_SETS for contract in documents.contracts}
@@ -67,9 +73,9 @@ def test_the_relay_writes_exactly_the_contracts_topics_and_describes_every_group
 
 @pytest.mark.unit
 def test_the_operator_creates_every_topic_replays_to_the_read_ones_and_only_describes_groups() -> None:
-    operator = _grants(required_acls(_settings()), "User:pin-operator")
+    operator = _grants(required_acls(_settings(), _table()), "User:pin-operator")
     assert {name for op, kind, name in operator if op == "CREATE"} == set(topics.all_topics())
-    read_by_a_group = {t for g in topics.CONSUMER_GROUPS for t in groups.topics_of(g)}
+    read_by_a_group = {t for g in topics.CONSUMER_GROUPS for t in consumer_groups.topics_of(g)}
     assert {name for op, _, name in operator if op == "WRITE"} == read_by_a_group
     assert {name for op, _, name in operator if op == "READ"} == {
         topics.dead_letter_topic(g) for g in topics.CONSUMER_GROUPS
@@ -79,14 +85,14 @@ def test_the_operator_creates_every_topic_replays_to_the_read_ones_and_only_desc
 
 @pytest.mark.unit
 def test_adding_a_route_adds_its_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    before = required_acls(_settings())
-    crm_topics = groups.topics_of("crm")
+    before = required_acls(_settings(), _table())
+    crm_topics = consumer_groups.topics_of("crm")
     assert topics.APPOINTMENT_CONFIRMED not in crm_topics
-    real = groups.topics_of
+    real = consumer_groups.topics_of
     monkeypatch.setattr(
-        groups, "topics_of", lambda g: (*crm_topics, topics.APPOINTMENT_CONFIRMED) if g == "crm" else real(g)
+        consumer_groups, "topics_of", lambda g: (*crm_topics, topics.APPOINTMENT_CONFIRMED) if g == "crm" else real(g)
     )
-    after = required_acls(_settings())
+    after = required_acls(_settings(), _table())
     assert set(after) - set(before) == {
         AclEntry("User:pin-crm", "TOPIC", topics.APPOINTMENT_CONFIRMED, "LITERAL", "READ")
     }
@@ -98,13 +104,15 @@ def test_a_describe_that_a_read_or_write_implies_is_not_granted() -> None:
     operator = _grants(required_acls(_settings(), table), "User:pin-operator")
     assert ("DESCRIBE", "TOPIC", "t.read-by-nobody") in operator  # `pin status` needs it, nothing implies it
     dlq = topics.dead_letter_topic("crm")
-    assert ("DESCRIBE", "TOPIC", dlq) not in _grants(required_acls(_settings()), "User:pin-operator")  # READ does
+    assert ("DESCRIBE", "TOPIC", dlq) not in _grants(
+        required_acls(_settings(), _table()), "User:pin-operator"
+    )  # READ does
 
 
 @pytest.mark.unit
 def test_the_principals_come_from_the_settings() -> None:
     settings = _settings(kafka_principal_relay="User:relay-prod", kafka_principal_operator="User:ops")
-    principals = {e.principal for e in required_acls(settings)}
+    principals = {e.principal for e in required_acls(settings, _table())}
     assert principals == managed_principals(settings)
     assert {"User:relay-prod", "User:ops"} <= principals
     assert "User:pin-relay" not in principals
@@ -119,7 +127,7 @@ def test_a_principal_without_a_type_is_a_configuration_error(value: str) -> None
 
 @pytest.mark.unit
 def test_the_table_in_the_operations_doc_is_the_derived_one() -> None:
-    assert acls.markdown(required_acls(_settings())) in OPERATIONS.read_text(encoding="utf-8")
+    assert acls.markdown(required_acls(_settings(), _table())) in OPERATIONS.read_text(encoding="utf-8")
 
 
 # -- converging: the AdminClient calls for a given state ------------------------------------------------------------
@@ -152,7 +160,7 @@ def _entry(principal: str, operation: str, topic: str) -> AclEntry:
 @pytest.mark.unit
 def test_an_empty_cluster_gets_every_binding_in_one_create() -> None:
     settings = _settings()
-    wanted = required_acls(settings)
+    wanted = required_acls(settings, _table())
     admin = FakeAclAdmin([])
     changes = converge(admin, wanted, managed_principals(settings))
     assert admin.calls == [("describe", ()), ("create", wanted)]
@@ -164,7 +172,7 @@ def test_an_empty_cluster_gets_every_binding_in_one_create() -> None:
 @pytest.mark.unit
 def test_a_second_run_describes_and_changes_nothing() -> None:
     settings = _settings()
-    wanted = required_acls(settings)
+    wanted = required_acls(settings, _table())
     admin = FakeAclAdmin(wanted)
     changes = converge(admin, wanted, managed_principals(settings))
     assert admin.calls == [("describe", ())]
@@ -174,7 +182,7 @@ def test_a_second_run_describes_and_changes_nothing() -> None:
 @pytest.mark.unit
 def test_only_the_managed_principals_extra_bindings_are_deleted_after_the_missing_ones_are_created() -> None:
     settings = _settings()
-    wanted = required_acls(settings)
+    wanted = required_acls(settings, _table())
     missing = wanted[0]
     extra = _entry("User:pin-crm", "WRITE", topics.APPOINTMENT_CANCELLED)  # a group writing an integration topic
     denied = AclEntry("User:pin-relay", "TOPIC", "pin.", "PREFIXED", "DELETE", permission="DENY")
@@ -195,7 +203,7 @@ def test_the_adapter_sends_each_binding_as_it_is_and_reads_it_back_the_same() ->
 
     from pin.messaging.acl_admin import _binding_of, _entry_of, _filter_of
 
-    wanted = required_acls(_settings())
+    wanted = required_acls(_settings(), _table())
     assert [_entry_of(_binding_of(entry)) for entry in wanted] == list(wanted)
     assert [_entry_of(_filter_of(entry)) for entry in wanted] == list(wanted)  # DeleteAcls matches only that one
     cluster = next(e for e in wanted if e.resource_type == "CLUSTER")
@@ -209,7 +217,7 @@ def test_apply_probes_with_the_first_missing_binding_and_stops_when_the_probe_re
     from pin.messaging import acl_admin
 
     settings = _settings()
-    wanted = required_acls(settings)
+    wanted = required_acls(settings, _table())
     admin = FakeAclAdmin([])
     probed: list[AclEntry] = []
     monkeypatch.setattr(acl_admin, "KafkaAclAdmin", lambda settings, timeout: admin)
@@ -247,7 +255,7 @@ def _pin(args: list[str], env: dict[str, str], tmp_path: Path) -> subprocess.Com
 
 @pytest.mark.unit
 def test_pin_acls_prints_the_bindings_as_a_table_and_as_json(tmp_path: Path) -> None:
-    wanted = required_acls(_settings(kafka_principal_news="User:newsroom"))
+    wanted = required_acls(_settings(kafka_principal_news="User:newsroom"), _table())
     env = {"PIN_KAFKA_PRINCIPAL_NEWS": "User:newsroom"}
     as_json = _pin(["acls", "--json"], env, tmp_path)
     assert as_json.returncode == 0, as_json.stderr
@@ -285,7 +293,7 @@ def test_apply_prints_each_change_and_a_count(monkeypatch: pytest.MonkeyPatch, t
     env = {"PIN_HOME": str(tmp_path), "PIN_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9"}
     shown = CliRunner().invoke(app, ["acls", "--apply"], env=env)
     assert shown.exit_code == 0, shown.output
-    wanted = len(required_acls(_settings()))
+    wanted = len(required_acls(_settings(), _table()))
     assert shown.output.splitlines() == [
         f"created ALLOW User:pin-crm READ TOPIC {topics.APPOINTMENT_CREATED}",
         f"deleted ALLOW User:pin-crm WRITE TOPIC {topics.APPOINTMENT_CANCELLED}",

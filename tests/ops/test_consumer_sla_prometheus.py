@@ -33,7 +33,7 @@ from pin.local.embedded.lifetime import die_with_parent
 from pin.local.tcp_ports import free_port
 from pin.messaging.groups import SLA_SECONDS
 from pin.messaging.kafka import ensure_topics
-from pin.outbox.writer import MessageContext, build_rows, outbox_insert
+from pin.outbox.writer import RELAY_POLICY, MessageContext, build_rows, outbox_insert
 from pin.promotion.contracts import PromotionPurchaseChangedKafkaEvent
 from pin.settings import Settings
 from tests.consumers.support import cancelled, purchase
@@ -159,9 +159,10 @@ def _publish(database_url: str) -> None:
     context = MessageContext("consumer-sla-test")
     event = cancelled(tenant=uuid.uuid4(), agent=uuid.uuid4(), investor=uuid.uuid4(), reason="Expired")
     bought = purchase(tenant=uuid.uuid4(), purchase_id=uuid.uuid4(), targets=[("Project", uuid.uuid4())])
+    written = {"occurred_at": now, "context": context, "policy": RELAY_POLICY}
     rows = [
-        *build_rows(AppointmentCancelledEvent, event["AppointmentId"], event, occurred_at=now, context=context),
-        *build_rows(PromotionPurchaseChangedKafkaEvent, bought["PurchaseId"], bought, occurred_at=now, context=context),
+        *build_rows(AppointmentCancelledEvent, event["AppointmentId"], event, **written),  # type: ignore[arg-type]
+        *build_rows(PromotionPurchaseChangedKafkaEvent, bought["PurchaseId"], bought, **written),  # type: ignore[arg-type]
     ]
     with psycopg.connect(database_url) as conn:
         outbox_insert(conn, rows)  # type: ignore[arg-type]

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from pin.consumer_groups import topics_of
 from pin.local.embedded.kafka import EmbeddedKafka
 from pin.messaging import topics
-from pin.messaging.groups import topics_of
 from pin.messaging.kafka import ensure_topics, missing_topics
 from pin.settings import Settings
 from pin.status import collect_status

@@ -26,7 +26,7 @@ from pin.local.embedded.kafka import EmbeddedKafka
 from pin.messaging import topics
 from pin.messaging.kafka import ensure_topics
 from pin.observability.tracing import current_traceparent, tracer
-from pin.outbox.writer import MessageContext
+from pin.outbox.writer import RELAY_POLICY, MessageContext
 from pin.settings import Settings
 from pin.unit_of_work import UnitOfWork
 from tests.consumers.support import in_inbox, running, wait_for
@@ -84,7 +84,9 @@ def test_a_use_case_span_continues_in_the_consumer_through_outbox_relay_and_brok
 
     with (
         tracer().start_as_current_span("cancel appointment") as use_case,
-        UnitOfWork(pool, MessageContext("req-trace-1"), traceparent_provider=current_traceparent) as uow,
+        UnitOfWork(
+            pool, MessageContext("req-trace-1"), outbox=RELAY_POLICY, traceparent_provider=current_traceparent
+        ) as uow,
     ):
         uow.record(*event.recorded(), database_now(uow.conn))
         uow.commit()

@@ -19,7 +19,7 @@ from pin.observability.tracing import (
     current_traceparent,
     span_processors_from_env,
 )
-from pin.outbox.writer import MessageContext
+from pin.outbox.writer import RELAY_POLICY, MessageContext
 from pin.unit_of_work import UnitOfWork
 
 
@@ -69,7 +69,9 @@ def test_the_outbox_row_carries_the_traceparent_of_the_span_that_wrote_it(pool: 
     probe = ProbeEvent(probe_id=uuid.uuid4())
 
     with tracer.start_as_current_span("appointment-timeout cycle", attributes={"pin.run_id": run_id}) as span:
-        with UnitOfWork(pool, MessageContext(run_id), traceparent_provider=current_traceparent) as uow:
+        with UnitOfWork(
+            pool, MessageContext(run_id), outbox=RELAY_POLICY, traceparent_provider=current_traceparent
+        ) as uow:
             uow.record(*probe.recorded(), database_now(uow.conn))
             uow.commit()
         span_context = span.get_span_context()
@@ -102,7 +104,9 @@ def test_the_outbox_row_carries_the_traceparent_of_the_span_that_wrote_it(pool: 
 @pytest.mark.integration
 def test_outside_a_span_the_row_has_no_traceparent(pool: ConnectionPool[Conn]) -> None:
     probe = ProbeEvent(probe_id=uuid.uuid4())
-    with UnitOfWork(pool, MessageContext("req-1"), traceparent_provider=current_traceparent) as uow:
+    with UnitOfWork(
+        pool, MessageContext("req-1"), outbox=RELAY_POLICY, traceparent_provider=current_traceparent
+    ) as uow:
         uow.record(*probe.recorded(), database_now(uow.conn))
         uow.commit()
     with pool.connection() as conn:

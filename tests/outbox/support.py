@@ -17,7 +17,7 @@ from pin.messaging.kafka import ensure_topics, producer_config
 from pin.outbox.relay import OutboxRelay, RelayConfig, RelayHooks
 from pin.outbox.relay.batch import PendingRow
 from pin.outbox.relay.errors import SendError
-from pin.outbox.writer import MessageContext, OutboxRow, build_rows, outbox_insert
+from pin.outbox.writer import RELAY_POLICY, MessageContext, OutboxRow, build_rows, outbox_insert
 from pin.settings import Settings
 from tests.support.kafka import Record
 
@@ -52,7 +52,7 @@ def event_row(key: str, seq: int, *, blob: str = "", correlation_id: str = "test
     """One outbox row of ThingHappened."""
     context = MessageContext(correlation_id, traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
     event = ThingHappened(thing_id=key, seq=seq, blob=blob)
-    (row,) = build_rows(*event.recorded(), occurred_at=datetime.now(UTC), context=context)
+    (row,) = build_rows(*event.recorded(), occurred_at=datetime.now(UTC), context=context, policy=RELAY_POLICY)
     return row
 
 

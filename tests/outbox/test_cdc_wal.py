@@ -18,15 +18,17 @@ from typing import Any
 
 import psycopg
 import pytest
+from fastapi import FastAPI
 from psycopg_pool import ConnectionPool
 
+from pin.bootstrap import build_app
 from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
 from pin.db import Conn
 from pin.local.embedded.postgres import EmbeddedPostgres
 from pin.outbox.dead_letters import dead_letter_replay
 from pin.outbox.relay.batch import PendingRow
 from pin.outbox.relay.producing import _produce_row
-from pin.outbox.writer import HEADER_COLUMNS, OutboxMode, set_outbox_mode
+from pin.outbox.writer import HEADER_COLUMNS, OutboxMode, OutboxPolicy
 from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
 from pin.settings import Settings
 from pin.status import collect_status
@@ -91,12 +93,14 @@ def api(client: Any, pool: ConnectionPool[Conn], token: Callable[..., str]) -> C
     return CalendarApi(client, pool, token)
 
 
+# What `pin <role>` with PIN_OUTBOX_MODE=cdc hands every unit of work (pin.roles.start_role)
+CDC = OutboxPolicy(OutboxMode.CDC)
+
+
 @pytest.fixture
-def cdc_mode() -> Iterator[None]:
-    """This process writes in cdc mode for the test (as `pin <role>` with PIN_OUTBOX_MODE=cdc does)."""
-    previous = set_outbox_mode(OutboxMode.CDC)
-    yield
-    set_outbox_mode(previous)
+def app(make_settings: Callable[..., Settings], pool: ConnectionPool[Conn]) -> FastAPI:
+    """The real API writing in cdc mode, as `pin api` with PIN_OUTBOX_MODE=cdc does."""
+    return build_app(make_settings(outbox_mode="cdc"), pool, CDC)
 
 
 def _calendar_operations(api: CalendarApi) -> None:
@@ -134,13 +138,15 @@ def _workers(pool: ConnectionPool[Conn]) -> None:
     """Both workers: appointment-timeout (one statement per item), expire-promotions (the set-based batch, then
     item by item after the batch write fails on a poison purchase)."""
     seed_appointments(pool, 3)
-    assert AppointmentTimeoutJob(pool, AppointmentTimeoutConfig(batch_size=10)).run_once().expired_count == 3
+    assert (
+        AppointmentTimeoutJob(pool, AppointmentTimeoutConfig(batch_size=10), outbox=CDC).run_once().expired_count == 3
+    )
     now = db_now(pool)
-    seed_purchases(pool, 3, ends_at=now - timedelta(minutes=1))
-    assert ExpirePromotionsJob(pool, ExpirePromotionsConfig(batch_size=10)).run_once().expired_count == 3
-    poison, healthy = seed_purchases(pool, 2, ends_at=now - timedelta(minutes=1))
+    seed_purchases(pool, 3, ends_at=now - timedelta(minutes=1), outbox=CDC)
+    assert ExpirePromotionsJob(pool, ExpirePromotionsConfig(batch_size=10), outbox=CDC).run_once().expired_count == 3
+    poison, healthy = seed_purchases(pool, 2, ends_at=now - timedelta(minutes=1), outbox=CDC)
     fail_updates_of(pool, poison.id)
-    assert ExpirePromotionsJob(pool, ExpirePromotionsConfig(batch_size=10)).run_once().expired_count == 1
+    assert ExpirePromotionsJob(pool, ExpirePromotionsConfig(batch_size=10), outbox=CDC).run_once().expired_count == 1
     del healthy
 
 
@@ -164,7 +170,7 @@ def _replay_a_dead_letter(pool: ConnectionPool[Conn]) -> uuid.UUID:
             ),
         )
         conn.commit()
-        assert dead_letter_replay(conn, message_id) == [message_id]
+        assert dead_letter_replay(conn, message_id, mode=CDC.mode) == [message_id]
     return message_id
 
 
@@ -245,7 +251,6 @@ def _captured(transactions: list[Transaction]) -> list[dict[str, str | None]]:
 
 
 def test_every_producer_path_in_cdc_mode_reaches_the_wal_as_the_routers_records_equal_to_the_relays(
-    cdc_mode: None,
     api: CalendarApi,
     pool: ConnectionPool[Conn],
     database_url: str,

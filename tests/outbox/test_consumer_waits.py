@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from psycopg_pool import ConnectionPool
 
+from pin.consumer_groups import group_reads
 from pin.db import Conn
 from pin.local.embedded.kafka import EmbeddedKafka
 from pin.messaging import topics
@@ -177,7 +178,7 @@ def test_every_relay_exports_the_waits_and_the_slas_of_groups_that_run_nowhere(
     ends = _ends(kafka.bootstrap_servers, CANCELLED, 5)
     _commit(settings, "crm", {(CANCELLED, p): end for p, end in ends.items()})
     SLA.clear()  # no consumer runs in this process: the relay's gauges export every group's SLA
-    gauges = waiting.ConsumerWaitGauges(settings, pool, _admin(settings))
+    gauges = waiting.ConsumerWaitGauges(group_reads(settings), pool, _admin(settings))
     checked_before = time.time()
 
     gauges.refresh()

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,20 +22,21 @@ from pydantic import ValidationError
 from rich.console import Console
 from structlog.testing import capture_logs
 
+from pin import consumer_groups
 from pin.contract_check import uncommitted_successors
 from pin.db import Conn
 from pin.local.embedded.kafka import EmbeddedKafka
-from pin.messaging import migrations
 from pin.messaging.consumer import ConsumerConfig, ConsumerRuntime, Items, Route
+from pin.messaging.consumer.received import Received
 from pin.messaging.consumer.reporting import warn_if_unknown_contract
 from pin.messaging.contract_compat import compare
-from pin.messaging.envelope import decode_envelope
+from pin.messaging.envelope import Decoded, decode_envelope
 from pin.messaging.groups import select_routes
 from pin.messaging.kafka import consumer_config, ensure_topics, producer_config
 from pin.messaging.migrations import DEADLINE, V1_GROUPS, check_migrations, publishing, start_migrations
 from pin.outbox.dead_letters import AmbiguousMessageIdError, dead_letter_discard, dead_letter_replay
 from pin.outbox.relay import OutboxRelay
-from pin.outbox.writer import MOVED_COLUMNS_SQL, MessageContext, build_rows, set_contract_migrations
+from pin.outbox.writer import MOVED_COLUMNS_SQL, RELAY_POLICY, MessageContext, OutboxMode, OutboxPolicy, build_rows
 from pin.settings import ConfigurationError, Settings
 from pin.status import render
 from pin.status.collect import collect_status
@@ -65,16 +66,15 @@ def _settings(**migration: Any) -> Settings:
     return Settings.model_validate({"contract_migrations": {SAMPLE_EVENT_TYPE: _migration(**migration)}})
 
 
-@pytest.fixture(autouse=True)
-def _no_migration_left() -> Iterator[None]:
-    """Each test sets the process's migrations itself; none leaks to the next test."""
-    previous = set_contract_migrations({})
-    yield
-    set_contract_migrations(previous)
+# the outbox policies of a process with the sample event type dual-published, and after its sunset
+DUAL = OutboxPolicy.of("relay", {SAMPLE_EVENT_TYPE: "dual"})
+SUNSET = OutboxPolicy.of("relay", {SAMPLE_EVENT_TYPE: "v2"})
 
 
-def _record(pool: ConnectionPool[Conn], sample_id: str, seq: int, colour: str = "red") -> None:
-    with UnitOfWork(pool, MessageContext("migration-test")) as uow:
+def _record(
+    pool: ConnectionPool[Conn], sample_id: str, seq: int, colour: str = "red", *, outbox: OutboxPolicy = DUAL
+) -> None:
+    with UnitOfWork(pool, MessageContext("migration-test"), outbox=outbox) as uow:
         uow.record(*SampleChanged(sample_id=sample_id, seq=seq, colour=colour).recorded(), datetime.now(UTC))
         uow.commit()
 
@@ -101,7 +101,8 @@ def test_a_message_is_checked_against_its_routes_contract_version() -> None:
         value = json.dumps({**payload, "MessageId": str(uuid.uuid4()), "ContractVersion": version}).encode()
         envelope = decode_envelope(value, {}, max_bytes=None)
         with capture_logs() as logs:
-            warn_if_unknown_contract(structlog.get_logger("test"), envelope, route)
+            item = Decoded(Received(SAMPLE_V2_TOPIC, 0, 0, None, value, [], 0), {}, envelope, route, None)
+            warn_if_unknown_contract(structlog.get_logger("test"), item)
         assert [(e["contract_version"], e["expected"]) for e in logs] == (
             [(version, route.contract_version)] if warned else []
         )
@@ -116,14 +117,13 @@ def test_a_message_is_checked_against_its_routes_contract_version() -> None:
 
 @pytest.mark.unit
 def test_outside_a_migration_an_event_is_one_row_of_its_contract() -> None:
-    rows = build_rows(*SampleChanged(sample_id="s", seq=1, colour="red").recorded(), **_at())
+    rows = build_rows(*SampleChanged(sample_id="s", seq=1, colour="red").recorded(), **_at(RELAY_POLICY))
     assert [(r.topic, r.contract_version) for r in rows] == [(SAMPLE_V1_TOPIC, 1)]
 
 
 @pytest.mark.unit
 def test_dual_publish_builds_both_rows_with_the_same_message_id_and_the_sunset_only_the_v2() -> None:
-    set_contract_migrations({SAMPLE_EVENT_TYPE: "dual"})
-    v1, v2 = build_rows(*SampleChanged(sample_id="s", seq=3, colour="red").recorded(), **_at())
+    v1, v2 = build_rows(*SampleChanged(sample_id="s", seq=3, colour="red").recorded(), **_at(DUAL))
     assert (v1.topic, v1.contract_version, v2.topic, v2.contract_version) == (SAMPLE_V1_TOPIC, 1, SAMPLE_V2_TOPIC, 2)
     assert v1.message_id == v2.message_id
     assert v1.key == v2.key == "s"
@@ -133,19 +133,17 @@ def test_dual_publish_builds_both_rows_with_the_same_message_id_and_the_sunset_o
     assert v1.payload["MessageId"] == v2.payload["MessageId"] == str(v1.message_id)
     SampleChangedV2.model_validate(v2.payload)  # the v2 row is a valid v2 message
 
-    set_contract_migrations({SAMPLE_EVENT_TYPE: "v2"})
-    (only,) = build_rows(*SampleChanged(sample_id="s", seq=4, colour="blue").recorded(), **_at())
+    (only,) = build_rows(*SampleChanged(sample_id="s", seq=4, colour="blue").recorded(), **_at(SUNSET))
     assert (only.topic, only.payload["Color"]) == (SAMPLE_V2_TOPIC, "blue")
 
 
-def _at() -> dict[str, Any]:
-    return {"occurred_at": datetime.now(UTC), "context": MessageContext("unit")}
+def _at(policy: OutboxPolicy) -> dict[str, Any]:
+    return {"occurred_at": datetime.now(UTC), "context": MessageContext("unit"), "policy": policy}
 
 
 @pytest.mark.integration
 def test_both_rows_are_written_by_one_transaction_or_neither(pool: ConnectionPool[Conn]) -> None:
-    set_contract_migrations({SAMPLE_EVENT_TYPE: "dual"})
-    with UnitOfWork(pool, MessageContext("rolled-back")) as uow:
+    with UnitOfWork(pool, MessageContext("rolled-back"), outbox=DUAL) as uow:
         uow.record(*SampleChanged(sample_id="a", seq=1, colour="red").recorded(), datetime.now(UTC))
         uow.rollback()
     assert _outbox(pool) == []  # recorded and rolled back: neither row
@@ -242,7 +240,8 @@ def test_a_group_moved_from_v1_to_v2_mid_stream_applies_every_event_exactly_once
     )  # fmt: skip
     ensure_topics(on_v1, [SAMPLE_V1_TOPIC, SAMPLE_V2_TOPIC])
     # what every role does at start (pin.roles.start_role): dual-publish on
-    set_contract_migrations(publishing(start_migrations(on_v1, {SAMPLE_EVENT_TYPE: (GROUP,)})))
+    outbox = OutboxPolicy.of("relay", publishing(start_migrations(on_v1, {SAMPLE_EVENT_TYPE: (GROUP,)})))
+    assert outbox == DUAL
     _create_table(pool)
     relay = new_relay(on_v1)
     relay.heartbeat()
@@ -250,7 +249,7 @@ def test_a_group_moved_from_v1_to_v2_mid_stream_applies_every_event_exactly_once
 
     for seq in range(1, 7):  # 30 events, dual-published
         for key in keys:
-            _record(pool, key, seq)
+            _record(pool, key, seq, outbox=outbox)
     _publish_all(relay, pool)
     # both topics carry every event, with the same MessageId and their own ContractVersion
     v1_records = read_topic(kafka.bootstrap_servers, SAMPLE_V1_TOPIC, expected=30)
@@ -264,12 +263,12 @@ def test_a_group_moved_from_v1_to_v2_mid_stream_applies_every_event_exactly_once
         wait_for(lambda: len(_applied(pool)) >= 12, timeout=60, what="the group to apply some v1 events")
         for seq in range(7, 10):  # ... while the stream goes on ...
             for key in keys:
-                _record(pool, key, seq)
+                _record(pool, key, seq, outbox=outbox)
         _publish_all(relay, pool)
     via_v1 = len(_applied(pool))  # ... and is moved in the middle of it: what it has not applied yet, v2 brings
     for seq in range(10, 13):  # and the stream goes on while it moves
         for key in keys:
-            _record(pool, key, seq)
+            _record(pool, key, seq, outbox=outbox)
     _publish_all(relay, pool)
     processed, duplicates = (_counter(name) for name in ("processed", "duplicates"))
 
@@ -389,7 +388,6 @@ def test_the_gate_keeps_v1_frozen_and_checks_v2_against_its_own_committed_schema
 
 @pytest.mark.integration
 def test_the_dead_letter_commands_name_a_letter_by_message_id_and_topic(pool: ConnectionPool[Conn]) -> None:
-    set_contract_migrations({SAMPLE_EVENT_TYPE: "dual"})
     _record(pool, "dead", 1)
     (message_id,) = {row["message_id"] for row in _outbox(pool)}
     with pool.connection() as conn:  # the relay moved both rows aside (as it does: outbox_dead_letter)
@@ -400,9 +398,9 @@ def test_the_dead_letter_commands_name_a_letter_by_message_id_and_topic(pool: Co
         )
         conn.commit()
         with pytest.raises(AmbiguousMessageIdError, match="give --topic"):
-            dead_letter_replay(conn, message_id)
+            dead_letter_replay(conn, message_id, mode=OutboxMode.RELAY)
         conn.rollback()
-        assert dead_letter_replay(conn, message_id, SAMPLE_V2_TOPIC) == [message_id]
+        assert dead_letter_replay(conn, message_id, SAMPLE_V2_TOPIC, mode=OutboxMode.RELAY) == [message_id]
         assert dead_letter_discard(conn, uuid.uuid4()) is False
         assert dead_letter_discard(conn, message_id) is True  # the one left (v1): no topic needed
     assert [row["topic"] for row in _outbox(pool)] == [SAMPLE_V2_TOPIC]
@@ -416,7 +414,10 @@ def test_pin_status_lists_the_groups_still_on_v1_and_the_deadline(
     make_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the routing table of the real groups does not read the tests' pair: say who reads it, as a route table would
-    monkeypatch.setattr(migrations, "readers_by_event_type", lambda: {SAMPLE_EVENT_TYPE: ("crm", "news")})
+    real = consumer_groups.topics_of
+    monkeypatch.setattr(
+        consumer_groups, "topics_of", lambda g: (*real(g), SAMPLE_V1_TOPIC) if g in {"crm", "news"} else real(g)
+    )
     deadline = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)  # passed an hour ago
     window = {"since": (deadline - timedelta(days=7)).isoformat(), "deadline": deadline.isoformat()}
     settings = make_settings(contract_migrations={SAMPLE_EVENT_TYPE: _migration(v2_groups=["crm"], **window)})

@@ -7,7 +7,7 @@ import pytest
 from pin.db import connect
 from pin.outbox.dead_letters import dead_letter_replay
 from pin.outbox.relay import queries
-from pin.outbox.writer import MOVED_COLUMNS, vpart_of
+from pin.outbox.writer import MOVED_COLUMNS, OutboxMode, vpart_of
 from tests.outbox.support import event_row, insert_rows
 
 pytestmark = pytest.mark.integration
@@ -35,6 +35,6 @@ def test_the_relays_dead_letter_move_and_the_replay_keep_the_value_and_the_heade
         assert before["value"] is not None
         assert (before["correlation_id"], before["traceparent"]) == ("test-run", row.headers["traceparent"])
 
-        assert dead_letter_replay(conn, row.message_id) == [row.message_id]
+        assert dead_letter_replay(conn, row.message_id, mode=OutboxMode.RELAY) == [row.message_id]
         after = conn.execute(f"SELECT {_COLUMNS} FROM outbox.message").fetchone()  # type: ignore[arg-type]
     assert after == before  # the same id (the head of its key), value, headers and their columns

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from pin.db import Conn, connect
 from pin.outbox.dead_letters import dead_letter_replay
 from pin.outbox.relay import queries
-from pin.outbox.writer import outbox_insert
+from pin.outbox.writer import OutboxMode, outbox_insert
 from tests.outbox.support import event_row
 from tests.support.contention import holding_connection
 from tests.support.deep import DEEP, examples
@@ -128,7 +128,7 @@ class _World:
         elif kind == "dead_letter":
             self._dead_letter()
         elif kind == "replay" and self.dead and not self.open[w]:
-            dead_letter_replay(self.writers[w], uuid.UUID(self.dead.pop(what % len(self.dead))))
+            dead_letter_replay(self.writers[w], uuid.UUID(self.dead.pop(what % len(self.dead))), mode=OutboxMode.RELAY)
         elif kind == "release":
             self.holder.commit()
             self.holder.execute("SELECT pg_current_xact_id()")
@@ -154,7 +154,7 @@ class _World:
             self.step(("commit", w, 0))
         self.holder.commit()
         for message_id in list(self.dead):
-            dead_letter_replay(self.writers[0], uuid.UUID(message_id))
+            dead_letter_replay(self.writers[0], uuid.UUID(message_id), mode=OutboxMode.RELAY)
         self.dead = []
         for _ in range(10):
             _advance(self.relay)

@@ -14,6 +14,7 @@ from pin.db import connect
 from pin.local.embedded.kafka import EmbeddedKafka
 from pin.outbox.relay import OutboxRelay
 from pin.outbox.writer import (
+    RELAY_POLICY,
     MessageContext,
     OutboxRow,
     build_rows,
@@ -44,7 +45,12 @@ _PAYLOAD: dict[str, object] = {
 def _row(key: str) -> OutboxRow:
     context = MessageContext("test-run")
     (row,) = build_rows(
-        ThingHappened, key, {**_PAYLOAD, "ThingId": key}, occurred_at=datetime.now(UTC), context=context
+        ThingHappened,
+        key,
+        {**_PAYLOAD, "ThingId": key},
+        occurred_at=datetime.now(UTC),
+        context=context,
+        policy=RELAY_POLICY,
     )
     return row
 

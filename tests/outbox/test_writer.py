@@ -16,7 +16,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.calendar import repository as calendar_repository
 from pin.db import Conn
-from pin.outbox.writer import MessageContext, build_rows, kafka_value, outbox_insert
+from pin.outbox.writer import RELAY_POLICY, MessageContext, build_rows, kafka_value, outbox_insert
 from pin.promotion import repository as promotion_repository
 from pin.unit_of_work import UnitOfWork
 from tests.calendar.worker.factory import seed_appointments
@@ -68,7 +68,7 @@ def test_the_unit_of_work_the_calendar_write_and_the_promotion_batch_write_store
     (purchase,) = seed_purchases(pool, ends_at=db_now(pool) - timedelta(minutes=1))
     # keyed by the purchase: the promotion statement inserts the rows of the purchases it changed, by their key
     event = _event(str(purchase.id))
-    (row,) = build_rows(*event.recorded(), occurred_at=_OCCURRED_AT, context=_CONTEXT)
+    (row,) = build_rows(*event.recorded(), occurred_at=_OCCURRED_AT, context=_CONTEXT, policy=RELAY_POLICY)
     key = row.key
 
     def by_calendar_cluster_write(conn: Conn) -> None:
@@ -86,7 +86,7 @@ def test_the_unit_of_work_the_calendar_write_and_the_promotion_batch_write_store
 
     reference = _rolled_back(pool, key, lambda conn: outbox_insert(conn, [row]))
     assert "caf\u00e9" in reference["payload"]
-    with UnitOfWork(pool, _CONTEXT) as uow:
+    with UnitOfWork(pool, _CONTEXT, outbox=RELAY_POLICY) as uow:
         uow.record(*event.recorded(), _OCCURRED_AT)
         uow.commit()
     with pool.connection() as conn:

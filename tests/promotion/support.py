@@ -13,7 +13,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.db import Conn, database_now
 from pin.messaging import topics
-from pin.outbox.writer import MessageContext
+from pin.outbox.writer import RELAY_POLICY, MessageContext, OutboxPolicy
 from pin.promotion import repository
 from pin.promotion.domain import PromotionPurchase, Target, TargetKind
 from pin.promotion.service import record_events
@@ -39,12 +39,13 @@ def seed_purchases(
     tenant_id: uuid.UUID | None = None,
     targets: Sequence[Target] | None = None,
     package_id: uuid.UUID = TOP_1D,
+    outbox: OutboxPolicy = RELAY_POLICY,
 ) -> list[PromotionPurchase]:
     """``count`` Active purchases ending at ``ends_at``, activated an hour before it (through the real domain,
-    with their activation events in the outbox), committed together."""
+    with their activation events in the outbox, written as ``outbox`` says), committed together."""
     tenant = tenant_id or uuid.uuid4()
     purchases = []
-    with UnitOfWork(pool, MessageContext("test-seed")) as uow:
+    with UnitOfWork(pool, MessageContext("test-seed"), outbox=outbox) as uow:
         package = repository.package_get(uow.conn, package_id)
         assert package is not None
         for _ in range(count):

@@ -15,6 +15,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.db import Conn
 from pin.messaging import topics
+from pin.outbox.writer import RELAY_POLICY
 from pin.promotion import contracts, service
 from pin.promotion.domain import TargetKind
 from pin.promotion.worker import ExpirePromotionsJob
@@ -68,10 +69,13 @@ def test_every_purchase_changed_row_matches_the_published_schema(pool: Connectio
             targets=[target],
             ends_at=None,
             correlation_id="docs-check",
+            outbox=RELAY_POLICY,
         )
         for _ in range(2)
     )
-    service.cancel_purchase(pool, purchase_id=cancelled.id, tenant_id=tenant, if_match=None, correlation_id="docs")
+    service.cancel_purchase(
+        pool, purchase_id=cancelled.id, tenant_id=tenant, if_match=None, correlation_id="docs", outbox=RELAY_POLICY
+    )
     seed_purchases(pool, ends_at=now - timedelta(seconds=1), package_id=TOP_1D)
     assert ExpirePromotionsJob(pool).run_once().expired_count == 1
     schema = json.loads(SCHEMA.read_text(encoding="utf-8"))

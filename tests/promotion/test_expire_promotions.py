@@ -28,8 +28,9 @@ from pin.db import Conn, connect
 from pin.messaging import topics
 from pin.messaging.contracts import utc_iso
 from pin.observability.tracing import spans_exported
+from pin.outbox.writer import RELAY_POLICY
 from pin.promotion import repository, service
-from pin.promotion.domain import PurchaseTerminalError, Target, TargetKind
+from pin.promotion.domain import PromotionPurchase, PurchaseTerminalError, Target, TargetKind
 from pin.promotion.worker import JOB_NAME, ExpirePromotionsConfig, ExpirePromotionsJob
 from tests.promotion.support import (
     RUB,
@@ -56,6 +57,14 @@ def _with_processor(provider: TracerProvider) -> TracerProvider:
 
 def _job(pool: ConnectionPool[Conn], batch_size: int = 200, **kwargs: object) -> ExpirePromotionsJob:
     return ExpirePromotionsJob(pool, ExpirePromotionsConfig(batch_size=batch_size), **kwargs)  # type: ignore[arg-type]
+
+
+def _cancel(pool: ConnectionPool[Conn], purchase: PromotionPurchase, correlation_id: str) -> PromotionPurchase:
+    """The manager's cancel use case on ``purchase`` (its tenant, no If-Match)."""
+    return service.cancel_purchase(
+        pool, purchase_id=purchase.id, tenant_id=purchase.tenant_id, if_match=None, correlation_id=correlation_id,
+        outbox=RELAY_POLICY,
+    )  # fmt: skip
 
 
 def _metric(name: str, labels: dict[str, str] | None = None) -> float:
@@ -145,9 +154,7 @@ def test_AC4_a_cancel_in_flight_is_skipped_then_the_purchase_is_cancelled_never_
 
     def cancel() -> None:
         try:
-            outcome["purchase"] = service.cancel_purchase(
-                pool, purchase_id=purchase.id, tenant_id=purchase.tenant_id, if_match=None, correlation_id="c-1"
-            )
+            outcome["purchase"] = _cancel(pool, purchase, "c-1")
         except Exception as exc:
             outcome["error"] = exc
 
@@ -182,9 +189,7 @@ def test_AC4_a_cancel_waiting_behind_the_batch_reads_expired_and_conflicts(
     _wait_for_sleeping_backend(database_url)
 
     with pytest.raises(PurchaseTerminalError):
-        service.cancel_purchase(
-            pool, purchase_id=purchase.id, tenant_id=purchase.tenant_id, if_match=None, correlation_id="c-2"
-        )
+        _cancel(pool, purchase, "c-2")
     worker.join(15)
 
     assert purchase_rows(pool)[purchase.id]["status"] == "Expired"
@@ -460,7 +465,7 @@ def test_the_poison_record_of_a_purchase_cancelled_meanwhile_is_pruned(pool: Con
     (broken,) = seed_purchases(pool, ends_at=db_now(pool) - timedelta(minutes=1))
     execute(pool, "DELETE FROM promotion.purchase_target WHERE purchase_id = %s", [broken.id])
     assert _job(pool).run_once().failed_count == 1
-    service.cancel_purchase(pool, purchase_id=broken.id, tenant_id=broken.tenant_id, if_match=None, correlation_id="x")
+    _cancel(pool, broken, "x")
 
     _job(pool).run_once()
 

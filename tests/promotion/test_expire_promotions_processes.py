@@ -16,6 +16,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from pin.db import Conn
+from pin.outbox.writer import RELAY_POLICY
 from pin.promotion import service
 from tests.promotion.support import (
     STANDARD_7D,
@@ -167,6 +168,7 @@ def test_a_purchase_expires_within_a_second_of_its_ends_at_with_a_60_s_interval(
         targets=[service.TargetInput("Project", uuid.uuid4())],
         ends_at=now + timedelta(seconds=2),
         correlation_id="precision",
+        outbox=RELAY_POLICY,
     )
 
     _wait(lambda: purchase_rows(pool, [purchase.id])[purchase.id]["status"] == "Expired", 10, "the expiry")

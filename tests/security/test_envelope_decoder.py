@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pin.consumer_groups import routes_of
 from pin.messaging import topics
 from pin.messaging.envelope import Envelope, UnreadableMessageError, decode_envelope
-from pin.messaging.groups import routes_of
 from tests.consumers.support import cancelled, confirmed, created, purchase
 from tests.support.deep import examples
 

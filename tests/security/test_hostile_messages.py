@@ -29,13 +29,13 @@ from psycopg_pool import ConnectionPool
 from typer.testing import CliRunner
 
 from pin.cli import app
+from pin.consumer_groups import routes_of
 from pin.db import Conn
 from pin.messaging import topics
 from pin.messaging.consumer import ConsumerConfig, ConsumerRuntime
 from pin.messaging.consumer.dead_letters.command import DeadLetter, read_dead_letters
 from pin.messaging.consumer.dead_letters.store import PREVIEW_BYTES
 from pin.messaging.envelope import UnreadableMessageError
-from pin.messaging.groups import routes_of
 from pin.messaging.kafka import consumer_config, producer_config
 from pin.settings import Settings
 from tests.consumers.conftest import settings  # noqa: F401 - the fixture

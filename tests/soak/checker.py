@@ -31,8 +31,8 @@ from psycopg.rows import dict_row
 
 from pin.catalog.cards import card_with_boost
 from pin.catalog.domain import CardKind
+from pin.consumer_groups import routes_of
 from pin.messaging import topics
-from pin.messaging.groups import routes_of
 from pin.news.posts import post_with_boost
 from tests.soak.workload import History
 from tests.support.kafka import Record, read_topic

@@ -22,6 +22,7 @@ from pin.api.problems import (
     problem_response,
 )
 from pin.db import Conn
+from pin.outbox.writer import OutboxPolicy
 from pin.settings import Settings
 
 # The edge rules a client must know (docs/api.md has the reasons).
@@ -43,8 +44,11 @@ class HttpContext(NamedTuple):
     problems: ProblemTable
 
 
-def create_app(settings: Settings, pool: ConnectionPool[Conn], contexts: Sequence[HttpContext]) -> FastAPI:
-    """Build the API of ``contexts`` (their routes in this order); nothing here runs at import time."""
+def create_app(
+    settings: Settings, pool: ConnectionPool[Conn], contexts: Sequence[HttpContext], outbox: OutboxPolicy
+) -> FastAPI:
+    """Build the API of ``contexts`` (their routes in this order), whose use cases write their events as ``outbox``
+    says; nothing here runs at import time."""
     # every error is a problem+json document: say so in the OpenAPI document (FastAPI would claim a JSON 422)
     app = FastAPI(
         title="PIN background jobs and integration events",
@@ -54,6 +58,7 @@ def create_app(settings: Settings, pool: ConnectionPool[Conn], contexts: Sequenc
     )
     app.state.settings = settings
     app.state.pool = pool
+    app.state.outbox = outbox
     app.state.token_verifier = TokenVerifier(settings)
     install_problem_handlers(app, combined(context.problems for context in contexts))
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.http_max_body_bytes)

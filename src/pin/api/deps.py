@@ -11,6 +11,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.api.problems import ApiProblem
 from pin.db import Conn
+from pin.outbox.writer import OutboxPolicy
 from pin.settings import Settings
 
 
@@ -26,8 +27,15 @@ def get_settings(request: Request) -> Settings:
     return settings
 
 
+def get_outbox(request: Request) -> OutboxPolicy:
+    """The process's outbox policy, which the composition root gave the application."""
+    outbox: OutboxPolicy = request.app.state.outbox
+    return outbox
+
+
 Pool = Annotated[ConnectionPool[Conn], Depends(get_pool)]
 AppSettings = Annotated[Settings, Depends(get_settings)]
+Outbox = Annotated[OutboxPolicy, Depends(get_outbox)]
 
 _ETAG = re.compile(r'^\s*(?:W/)?"?(\d{1,10})"?\s*$')
 # Versions are PostgreSQL integers: a larger number is no ETag this API issued (and would fail the query).

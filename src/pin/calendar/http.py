@@ -12,11 +12,10 @@ from pydantic import Field, field_validator
 
 from pin.api.auth import Principal, Role, require_roles
 from pin.api.bodies import FromString, RequestBody, ResponseBody, Rfc3339, UtcTime, Uuid
-from pin.api.deps import AppSettings, CorrelationId, IfMatch, Pool, tagged
+from pin.api.deps import AppSettings, CorrelationId, IfMatch, Outbox, Pool, tagged
 from pin.api.problems import DomainProblem, ProblemTable
 from pin.calendar import domain, service
 from pin.calendar.domain import Appointment, Kind
-from pin.outbox.writer import MessageContext
 
 router = APIRouter(prefix="/calendar", tags=["calendar"])
 
@@ -164,9 +163,11 @@ def _appointment(response: Response, appointment: Appointment) -> AppointmentOut
 # ----------------------------------------------------------------------------------------------- context
 
 
-def _calendar(pool: Pool, settings: AppSettings, correlation_id: CorrelationId) -> service.UseCaseContext:
+def _calendar(
+    pool: Pool, settings: AppSettings, outbox: Outbox, correlation_id: CorrelationId
+) -> service.UseCaseContext:
     """The use cases' dependencies for this request."""
-    return service.UseCaseContext(pool, service.CalendarPolicy.from_settings(settings), MessageContext(correlation_id))
+    return service.UseCaseContext.for_request(pool, settings, outbox, correlation_id)
 
 
 UseCases = Annotated[service.UseCaseContext, Depends(_calendar)]

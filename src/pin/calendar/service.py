@@ -36,9 +36,8 @@ from pin.calendar.domain import (
 from pin.db import Conn, database_now
 from pin.faults import Fault
 from pin.jobs import bookkeeping
-from pin.lock_waits import transaction_lock_timeout
 from pin.observability.tracing import current_traceparent
-from pin.outbox.writer import MessageContext
+from pin.outbox.writer import MessageContext, OutboxPolicy
 from pin.settings import CANCEL_CUTOFF_MINUTES, PENDING_TTL_SECONDS, Settings
 from pin.unit_of_work import UnitOfWork
 
@@ -54,9 +53,6 @@ class CalendarPolicy:
     pending_ttl: timedelta = timedelta(seconds=PENDING_TTL_SECONDS)
     # INV-APT-3: an investor may cancel or reschedule until StartAt minus this.
     cancel_cutoff: timedelta = timedelta(minutes=CANCEL_CUTOFF_MINUTES)
-    # A per-transaction override of the wait for a row another transaction holds; None keeps the session's rule
-    # (the API's sessions: PIN_API_LOCK_TIMEOUT_SECONDS, pin.lock_waits). Either way a held row is a 409.
-    lock_timeout: timedelta | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> CalendarPolicy:
@@ -77,18 +73,25 @@ class Actor:
 
 @dataclass(frozen=True)
 class UseCaseContext:
-    """What every use case runs with: the pool, the policy and the message context of this request."""
+    """What every use case runs with: the pool, the policy and the message context of this request, and the
+    process's outbox policy."""
 
     pool: ConnectionPool[Conn]
     policy: CalendarPolicy
     context: MessageContext
+    outbox: OutboxPolicy
+
+    @classmethod
+    def for_request(
+        cls, pool: ConnectionPool[Conn], settings: Settings, outbox: OutboxPolicy, correlation_id: str
+    ) -> UseCaseContext:
+        """The use cases' dependencies for one API request: the configured policy, its correlation id."""
+        return cls(pool, CalendarPolicy.from_settings(settings), MessageContext(correlation_id), outbox)
 
     @contextmanager
     def unit_of_work(self) -> Iterator[UnitOfWork]:
         """A new transaction whose recorded events carry this request's correlation id and trace."""
-        with UnitOfWork(self.pool, self.context, traceparent_provider=current_traceparent) as uow:
-            if self.policy.lock_timeout is not None:
-                transaction_lock_timeout(uow.conn, self.policy.lock_timeout.total_seconds())
+        with UnitOfWork(self.pool, self.context, outbox=self.outbox, traceparent_provider=current_traceparent) as uow:
             yield uow
 
 

@@ -32,7 +32,7 @@ from pin.faults import Fault
 from pin.jobs import bookkeeping
 from pin.jobs.cycle import Cycle, CycleCounts, CycleHarness, JobDefinition, infrastructure_error
 from pin.observability.tracing import current_traceparent, tracer
-from pin.outbox.writer import MessageContext
+from pin.outbox.writer import RELAY_POLICY, MessageContext, OutboxPolicy
 from pin.settings import JOB_BATCH_SIZE
 from pin.unit_of_work import UnitOfWork
 
@@ -75,11 +75,6 @@ class TimeoutResult(CycleCounts):
     expired_count: int = 0
     slots_released_count: int = 0
     slots_expired_count: int = 0
-
-    @property
-    def skipped_locked_count(self) -> int:
-        """SkippedLockedCount, as seed 000 names it."""
-        return self.skipped_locked
 
     def as_dict(self) -> Mapping[str, int]:
         """The result as seed 000 names it."""
@@ -204,9 +199,11 @@ class AppointmentTimeoutJob:
         *,
         clock: Callable[[Conn], datetime] = database_now,
         stop: threading.Event | None = None,
+        outbox: OutboxPolicy = RELAY_POLICY,
     ) -> None:
         self._pool = pool
         self._config = config or AppointmentTimeoutConfig()
+        self._outbox = outbox  # the process's outbox policy (the composition root's), for every item's rows
         self._clock = clock  # AsOf: the database clock every instance shares (docs/design/claims.md)
         # set by SIGTERM: the statement in flight is cancelled, its item rolled back, and the cycle ends
         self._stop = stop or threading.Event()
@@ -283,7 +280,10 @@ class AppointmentTimeoutJob:
         context = MessageContext(str(cycle.run_id), cycle.traceparent)
         provider = current_traceparent if cycle.item_spans else None  # the item span's, when there is one
         cycle.in_flight = {"RolledBack": "the claim"}
-        with UnitOfWork(self._pool, context, traceparent_provider=provider, connection=conn) as uow, cycle.watch(conn):
+        with (
+            UnitOfWork(self._pool, context, outbox=self._outbox, traceparent_provider=provider, connection=conn) as uow,
+            cycle.watch(conn),
+        ):
             try:
                 claim = service.claim_due(uow, as_of=cycle.as_of, after=after, poison=poison, failed=cycle.failed)
             except Exception as exc:

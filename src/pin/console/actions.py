@@ -28,7 +28,7 @@ from pin.messaging.topics import CONSUMER_GROUPS, PURCHASE_CHANGED
 from pin.news.handler import POST_BOOST
 from pin.operations import audit, pauses
 from pin.outbox import dead_letters as relay_letters
-from pin.outbox.writer import OutboxMode, set_outbox_mode
+from pin.outbox.writer import OutboxMode
 from pin.settings import Settings
 from pin.status.database import JOBS
 
@@ -210,10 +210,10 @@ def replay_relay(conn: Conn, settings: Settings, letters: Sequence[dict[str, Any
     """Put the relay's ``letters`` back into the outbox (each at the head of its key), recorded."""
     if not letters:
         raise ActionError("no dead letter matches")
-    set_outbox_mode(OutboxMode(settings.outbox_mode))  # in cdc mode the replayed rows are captured too
+    mode = OutboxMode(settings.outbox_mode)  # in cdc mode the replayed rows are captured too
     done = record(conn, said, "outbox.replay", {"letters": len(letters)})
     for letter in letters:  # dead_letter_replay commits: the record and the first letter together, then each
-        relay_letters.dead_letter_replay(conn, letter["message_id"], str(letter["topic"]))
+        relay_letters.dead_letter_replay(conn, letter["message_id"], str(letter["topic"]), mode=mode)
     return done
 
 
@@ -233,8 +233,8 @@ def replay_relay_named(
     """`pin outbox dead-letters replay`: the relay's letter ``message_id`` (None: every one, of ``topic`` or all) back
     into the outbox, recorded with its count in the same transaction; (None, []) when none matched (nothing done).
     Raises :class:`~pin.outbox.dead_letters.AmbiguousMessageIdError` as the outbox does."""
-    set_outbox_mode(OutboxMode(settings.outbox_mode))  # in cdc mode the replayed rows are captured too
-    replayed = relay_letters.put_back(conn, message_id, topic)
+    # in cdc mode the replayed rows are captured too
+    replayed = relay_letters.put_back(conn, message_id, topic, mode=OutboxMode(settings.outbox_mode))
     if not replayed:
         conn.rollback()
         return None, []

@@ -20,10 +20,10 @@ from starlette.concurrency import run_in_threadpool
 from pin.api.deps import Pool
 from pin.console import access, actions, pages
 from pin.console.access import ConsoleRefusal, Viewer
-from pin.console.thresholds import crossed
 from pin.messaging.consumer.dead_letters import index
 from pin.messaging.consumer.dead_letters.index import LetterFilter
 from pin.messaging.topics import CONSUMER_GROUPS
+from pin.observability.thresholds import crossed
 from pin.rfc3339 import is_rfc3339
 from pin.settings import Settings
 from pin.status.snapshot import Unavailable

@@ -17,7 +17,7 @@ from pin.console import actions, pages
 from pin.db import Conn, load_queries
 from pin.messaging.consumer.dead_letters import index
 from pin.outbox import dead_letters as relay_letters
-from pin.outbox.writer import OutboxMode, set_outbox_mode
+from pin.outbox.writer import OutboxMode
 from pin.settings import Settings
 
 _QUERIES = load_queries(__package__)
@@ -119,10 +119,10 @@ class ReplayJobs:
     def _relay_turn(self, conn: Conn, job_id: int, where: index.LetterFilter) -> dict[str, int]:
         """The relay's next letters of the job (newest first) back into the outbox, each at the head of its key, in
         the turn's transaction; a letter never reached a consumer, so each counts as applied."""
-        set_outbox_mode(OutboxMode(self._settings.outbox_mode))  # in cdc mode the replayed rows are captured too
+        mode = OutboxMode(self._settings.outbox_mode)  # in cdc mode the replayed rows are captured too
         letters = pages.relay_dead_letters(conn, pages.RelayFilter.of(where), before=None, limit=self._per_turn).rows
         for letter in letters:
-            relay_letters.put_back(conn, letter["message_id"], str(letter["topic"]))
+            relay_letters.put_back(conn, letter["message_id"], str(letter["topic"]), mode=mode)
         progress = {"id": job_id, "finished": not letters, "apply": len(letters), "skip": 0, "refuse": 0}
         conn.execute(_QUERIES["replay_job_progress"], {**progress, "replayed": len(letters)})
         return {"letters": len(letters), "apply": len(letters), "skip": 0, "refuse": 0, "replayed": len(letters)}

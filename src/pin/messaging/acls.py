@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
-from pin.messaging.groups import KAFKA_ROLES, OPERATOR, RELAY, TopicAccess, topic_table
+from pin.messaging.groups import KAFKA_ROLES, OPERATOR, RELAY, TopicAccess
 from pin.messaging.topics import CONSUMER_GROUPS, STATUS_PROBE_GROUP
 from pin.settings import Settings
 
@@ -67,9 +67,9 @@ def _reads(access: TopicAccess, principal: str, role: str) -> AclEntry:
     return _topic(principal, "READ", access.topic, reason)
 
 
-def required_acls(settings: Settings, table: Sequence[TopicAccess] | None = None) -> tuple[AclEntry, ...]:
-    """Every binding the roles need, sorted; ``table`` is :func:`topic_table` unless given (tests)."""
-    table = topic_table() if table is None else table
+def required_acls(settings: Settings, table: Sequence[TopicAccess]) -> tuple[AclEntry, ...]:
+    """Every binding the roles need, sorted, for ``table`` (:func:`pin.messaging.groups.topic_table` of the groups'
+    route tables)."""
     principal = settings.kafka_principal
     wanted = [_writes(a, principal(role), role) for a in table for role in a.writers]
     wanted += [_reads(a, principal(role), role) for a in table for role in a.readers]

@@ -3,14 +3,16 @@ publishes, which groups still read its v1, its deadline; checked at every role's
 
 PIN_CONTRACT_MIGRATIONS (:class:`pin.settings.ContractMigration`) names, per event type, the window (``since`` ..
 ``deadline``), what the producers write (``dual``: both rows, ``v2``: the sunset) and the groups moved to v2. The
-outbox's one row builder writes the rows (:func:`pin.outbox.writer.build_rows`, told at start by the role); a
-group's routes follow the setting (:func:`pin.messaging.groups.select_routes`).
+outbox's one row builder writes the rows (:func:`pin.outbox.writer.build_rows`, as the role's
+:class:`~pin.outbox.writer.OutboxPolicy` built at start says); a
+group's routes follow the setting (:func:`pin.messaging.groups.select_routes`). Which groups read an event type
+is given by the composition root (:func:`pin.consumer_groups.migration_readers`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -53,10 +55,9 @@ class MigrationState:
         return self.publish == "dual" and now >= self.deadline
 
 
-def readers_by_event_type() -> dict[str, tuple[str, ...]]:
-    """The groups that read each event type with a successor (either version), from their route tables."""
-    from pin.messaging.groups import topics_of  # lazily: the handlers are imported only when a migration is set
-
+def readers_by_event_type(topics_of: Callable[[str], Sequence[str]]) -> dict[str, tuple[str, ...]]:
+    """The groups that read each event type with a successor (either version), from their route tables
+    (``topics_of``: :func:`pin.consumer_groups.topics_of`, asked only when there is such an event type)."""
     pairs = successions()
     routed = {group: set(topics_of(group)) for group in CONSUMER_GROUPS} if pairs else {}
     return {
@@ -66,16 +67,15 @@ def readers_by_event_type() -> dict[str, tuple[str, ...]]:
 
 
 def migration_states(
-    migrations: Mapping[str, ContractMigration], readers: Mapping[str, tuple[str, ...]] | None = None
+    migrations: Mapping[str, ContractMigration], readers: Mapping[str, tuple[str, ...]]
 ) -> tuple[MigrationState, ...]:
     """Each configured migration's state; an event type without a successor contract is a configuration error.
 
-    ``readers`` (event type -> groups reading it) defaults to the groups' route tables.
+    ``readers``: event type -> the groups reading it (:func:`readers_by_event_type`).
     """
     if not migrations:
         return ()
     pairs = successions()
-    readers = readers_by_event_type() if readers is None else readers
     states = []
     for event_type, migration in sorted(migrations.items()):
         pair: tuple[type[Contract], type[Contract]] | None = pairs.get(event_type)
@@ -92,9 +92,7 @@ def migration_states(
     return tuple(states)
 
 
-def check_migrations(
-    settings: Settings, readers: Mapping[str, tuple[str, ...]] | None = None
-) -> tuple[MigrationState, ...]:
+def check_migrations(settings: Settings, readers: Mapping[str, tuple[str, ...]]) -> tuple[MigrationState, ...]:
     """The states of PIN_CONTRACT_MIGRATIONS; a sunset while a group still reads v1 is refused unless forced."""
     states = migration_states(settings.contract_migrations, readers)
     for state in states:
@@ -108,7 +106,7 @@ def check_migrations(
 
 
 def start_migrations(
-    settings: Settings, readers: Mapping[str, tuple[str, ...]] | None = None, *, now: datetime | None = None
+    settings: Settings, readers: Mapping[str, tuple[str, ...]], *, now: datetime | None = None
 ) -> tuple[MigrationState, ...]:
     """At a role's start: check the migrations, export the gauges the ContractMigrationOverdue alert reads, and warn
     of an overdue one; the caller gives the outbox writer what to publish (:func:`publishing`)."""
@@ -133,5 +131,5 @@ def start_migrations(
 
 def publishing(states: tuple[MigrationState, ...]) -> dict[str, str]:
     """What the outbox writer publishes per event type in migration (``dual`` or ``v2``), for
-    :func:`pin.outbox.writer.set_contract_migrations`."""
+    :attr:`pin.outbox.writer.OutboxPolicy.publish`."""
     return {state.event_type: state.publish for state in states}

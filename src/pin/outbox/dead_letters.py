@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 from pin.db import Conn, load_queries
-from pin.outbox.writer import MOVED_COLUMNS, outbox_put_back
+from pin.outbox.writer import MOVED_COLUMNS, OutboxMode, outbox_put_back
 
 _QUERIES = load_queries(__package__)
 _DEAD_LETTER_LIST = _QUERIES["dead_letter_list"]
@@ -45,18 +45,23 @@ def dead_letters_list(conn: Conn, limit: int = 100) -> list[dict[str, Any]]:
     return [dict(row) for row in conn.execute(_DEAD_LETTER_LIST, {"limit": limit}).fetchall()]
 
 
-def dead_letter_replay(conn: Conn, message_id: uuid.UUID | None, topic: str | None = None) -> list[uuid.UUID]:
-    """Put one dead letter (or, with None, all of them, or all of ``topic``) back into the outbox, committed; returns
-    the replayed ids. Raises AmbiguousMessageIdError for a MessageId with letters on several topics and no topic."""
-    replayed = put_back(conn, message_id, topic)
+def dead_letter_replay(
+    conn: Conn, message_id: uuid.UUID | None, topic: str | None = None, *, mode: OutboxMode
+) -> list[uuid.UUID]:
+    """Put one dead letter (or, with None, all of them, or all of ``topic``) back into the outbox in ``mode`` (in cdc
+    mode captured at once), committed; returns the replayed ids. Raises AmbiguousMessageIdError for a MessageId with
+    letters on several topics and no topic."""
+    replayed = put_back(conn, message_id, topic, mode=mode)
     conn.commit()
     return replayed
 
 
-def put_back(conn: Conn, message_id: uuid.UUID | None, topic: str | None = None) -> list[uuid.UUID]:
+def put_back(
+    conn: Conn, message_id: uuid.UUID | None, topic: str | None = None, *, mode: OutboxMode
+) -> list[uuid.UUID]:
     """:func:`dead_letter_replay` in the caller's transaction (which records it, then commits)."""
     rows = conn.execute(_DEAD_LETTER_TAKE, _named(conn, message_id, topic)).fetchall()
-    outbox_put_back(conn, rows)  # the writer: every row with its value, captured in cdc mode
+    outbox_put_back(conn, rows, mode)  # the writer: every row with its value, captured in cdc mode
     return [uuid.UUID(str(row["message_id"])) for row in rows]
 
 

@@ -20,9 +20,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.db import Conn, load_queries
 from pin.messaging.consumer.metrics import SLA
-from pin.messaging.groups import SLA_SECONDS, routes_of
-from pin.messaging.topics import CONSUMER_GROUPS
-from pin.settings import Settings
+from pin.messaging.groups import SLA_SECONDS
 
 _QUERIES = load_queries(__package__, "waiting.sql")
 CONSUMER_WAITS = _QUERIES["consumer_waits"]
@@ -88,11 +86,6 @@ class GroupWait:
     def past_sla(self) -> bool:
         """Its oldest waiting message has waited longer than its SLA."""
         return self.oldest_seconds > self.sla_seconds
-
-
-def group_reads(settings: Settings) -> dict[str, tuple[str, ...]]:
-    """group -> the topics it reads now (its route table, of a migrating event type the version it is on)."""
-    return {group: tuple(routes_of(group, settings)) for group in CONSUMER_GROUPS}
 
 
 # how much longer than a request's own timeout its answer is waited for: the client ends the request first
@@ -162,17 +155,21 @@ def prune_acked_positions(conn: Conn, reads: Mapping[str, tuple[str, ...]], comm
         return conn.execute(ACKED_POSITION_PRUNE, params).rowcount
 
 
-def read_consumer_waits(settings: Settings, conn: Conn, admin: Any, timeout: float) -> tuple[GroupWait, ...]:
-    """What waits for every consumer group now: the one reading behind `pin status`, a console and the gauges."""
-    reads = group_reads(settings)
+def read_consumer_waits(
+    reads: Mapping[str, tuple[str, ...]], conn: Conn, admin: Any, timeout: float
+) -> tuple[GroupWait, ...]:
+    """What waits for every consumer group now (``reads``: group -> the topics it reads now,
+    :func:`pin.consumer_groups.group_reads`): the one reading behind `pin status`, a console and the gauges."""
     return consumer_waits(conn, reads, committed_offsets(admin, reads, timeout))
 
 
 class ConsumerWaitGauges:
     """Exports what waits for every group, and each group's SLA, from this relay; prunes the marks behind them."""
 
-    def __init__(self, settings: Settings, pool: ConnectionPool[Conn], admin: Any, timeout: float = 5.0) -> None:
-        self._reads = group_reads(settings)
+    def __init__(
+        self, reads: Mapping[str, tuple[str, ...]], pool: ConnectionPool[Conn], admin: Any, timeout: float = 5.0
+    ) -> None:
+        self._reads = reads  # group -> the topics it reads now (pin.consumer_groups.group_reads)
         self._pool = pool
         self._admin = admin
         self._timeout = timeout

@@ -7,9 +7,10 @@ the same insert (:func:`insert_values_sql` for a few rows, :func:`insert_unnest_
 are in ``queries.sql``; their column lists are generated here from the one column tuple. Why a key's rows are in
 commit order: docs/design/relay.md; the set-based writes: docs/design/one-statement-writes.md.
 
-In cdc mode (:class:`OutboxMode`) the unit of work ends every transaction that inserted rows with
-:func:`outbox_capture`, which deletes them again: the WAL keeps the inserts, in commit order, for Debezium's outbox
-router (docs/runbooks/outbox-cdc.md), and the table stays empty.
+What rows an event becomes and who takes them out is the process's :class:`OutboxPolicy`, built once by the
+composition root and handed to every unit of work. In cdc mode (:class:`OutboxMode`) the unit of work ends every
+transaction that inserted rows with :func:`outbox_capture`, which deletes them again: the WAL keeps the inserts, in
+commit order, for Debezium's outbox router (docs/runbooks/outbox-cdc.md), and the table stays empty.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import enum
 import functools
 import json
-import threading
 import uuid
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -40,25 +40,6 @@ class OutboxMode(enum.StrEnum):
     CDC = "cdc"  # each row is deleted in the transaction that inserted it; the WAL's insert is the message
 
 
-# The process's mode, set once at start by the composition root (pin.roles.start_role) from PIN_OUTBOX_MODE:
-# every process of a deployment runs in the same mode (docs/runbooks/outbox-cdc.md).
-_mode = OutboxMode.RELAY
-_mode_lock = threading.Lock()
-
-
-def set_outbox_mode(mode: OutboxMode) -> OutboxMode:
-    """Set the process's outbox mode; returns the previous one."""
-    global _mode
-    with _mode_lock:
-        previous, _mode = _mode, OutboxMode(mode)
-    return previous
-
-
-def outbox_mode() -> OutboxMode:
-    """The process's outbox mode."""
-    return _mode
-
-
 class Publish(enum.StrEnum):
     """The rows of an event type in migration (PIN_CONTRACT_MIGRATIONS, docs/runbooks/contract-migration.md)."""
 
@@ -66,18 +47,25 @@ class Publish(enum.StrEnum):
     V2 = "v2"  # the sunset: the v2 row only
 
 
-# The process's contract migrations (event type -> Publish), set once at start by the composition root
-# (pin.roles.start_role, from pin.messaging.migrations) from PIN_CONTRACT_MIGRATIONS; an event type not named
-# writes v1 rows.
-_publish: dict[str, Publish] = {}
+@dataclass(frozen=True)
+class OutboxPolicy:
+    """What rows the events of this process become and who takes them out: built once by the composition root
+    (:func:`pin.roles.start_role`) from the settings and handed to every unit of work, never read from a global."""
+
+    # PIN_OUTBOX_MODE: every process of a deployment runs in the same mode (docs/runbooks/outbox-cdc.md)
+    mode: OutboxMode = OutboxMode.RELAY
+    # PIN_CONTRACT_MIGRATIONS as the start checks left it (pin.messaging.migrations.publishing): event type -> its
+    # rows while in migration; an event type not named writes v1 rows
+    publish: Mapping[str, Publish] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, mode: str, publish: Mapping[str, str] | None = None) -> OutboxPolicy:
+        """The policy of a mode and migrations as the settings spell them (``"cdc"``, ``{"X": "dual"}``)."""
+        return cls(OutboxMode(mode), {event_type: Publish(value) for event_type, value in (publish or {}).items()})
 
 
-def set_contract_migrations(publish: Mapping[str, str]) -> dict[str, Publish]:
-    """Set what the rows of each event type in migration are; returns the previous setting."""
-    global _publish
-    with _mode_lock:
-        previous, _publish = _publish, {event_type: Publish(value) for event_type, value in publish.items()}
-    return previous
+# The default deployment's policy: the relay takes the rows out, no event type is in migration.
+RELAY_POLICY = OutboxPolicy()
 
 
 # Virtual partitions of the key space; the relay's unit of ownership. Changing it re-homes keys: never
@@ -118,19 +106,25 @@ _occurred_iso = functools.lru_cache(maxsize=16)(utc_iso)
 
 
 def build_rows(
-    kind: type[Contract], key: str, payload: Mapping[str, object], *, occurred_at: datetime, context: MessageContext
+    kind: type[Contract],
+    key: str,
+    payload: Mapping[str, object],
+    *,
+    occurred_at: datetime,
+    context: MessageContext,
+    policy: OutboxPolicy,
 ) -> list[OutboxRow]:
     """The outbox rows of one event: the envelope of SPEC section 6 (MessageId, ContractVersion, OccurredAt,
     headers) around its payload (the contract's fields under their contract names, as ``kind.to_payload()`` or a
     payload builder gives them). The one row builder: the unit of work calls it for every recorded event.
 
-    While the event type is in migration to its successor (:func:`set_contract_migrations`), the event is also the
+    While the event type is in migration to its successor (``policy.publish``), the event is also the
     successor's row on its own topic (``kind.from_predecessor`` of the payload) under the same MessageId, so a
     group that moves from one topic to the other applies it once (its inbox); after the sunset, only that row.
     Both come from here, so every producer path writes both in its one transaction.
     """
     message_id = uuid.uuid4()
-    publish = _publish.get(kind.EVENT_TYPE) if _publish else None
+    publish = policy.publish.get(kind.EVENT_TYPE) if policy.publish else None
     successor = successor_of(kind) if publish is not None else None
     if successor is None:
         return [_row(kind, key, payload, message_id, occurred_at, context)]
@@ -360,11 +354,13 @@ def outbox_insert(conn: psycopg.Connection[dict[str, object]], rows: Sequence[Ou
 _CAPTURE_DELETE = _QUERIES["outbox_delete_captured"]
 
 
-def outbox_capture(conn: psycopg.Connection[dict[str, object]], message_ids: Sequence[uuid.UUID]) -> int:
+def outbox_capture(
+    conn: psycopg.Connection[dict[str, object]], message_ids: Sequence[uuid.UUID], mode: OutboxMode
+) -> int:
     """The end of a transaction that inserted outbox rows: in cdc mode delete them (Debezium reads the inserts from
     the WAL; its publication publishes inserts only), in relay mode nothing (the relay deletes them once
     published). Returns the rows deleted."""
-    if _mode is not OutboxMode.CDC or not message_ids:
+    if mode is not OutboxMode.CDC or not message_ids:
         return 0
     with conn.cursor() as cur:
         cur.execute(_CAPTURE_DELETE, ("{" + ",".join(map(str, set(message_ids))) + "}",))
@@ -376,10 +372,12 @@ _PUT_BACK = _QUERIES["outbox_put_back"].format(
 )
 
 
-def outbox_put_back(conn: psycopg.Connection[dict[str, object]], moved: Sequence[Mapping[str, object]]) -> int:
+def outbox_put_back(
+    conn: psycopg.Connection[dict[str, object]], moved: Sequence[Mapping[str, object]], mode: OutboxMode
+) -> int:
     """Insert rows taken out of outbox.dead_letter (their MOVED_COLUMNS, ``payload`` as its jsonb text) under their
-    own ids, then :func:`outbox_capture` them. A letter written before the value and header columns existed gets
-    them here, exactly as the relay would have encoded them, so that every row has its value."""
+    own ids, then :func:`outbox_capture` them in ``mode``. A letter written before the value and header columns
+    existed gets them here, exactly as the relay would have encoded them, so that every row has its value."""
     params = []
     for letter in moved:
         row = dict(letter)
@@ -395,5 +393,5 @@ def outbox_put_back(conn: psycopg.Connection[dict[str, object]], moved: Sequence
         with conn.cursor() as cur:
             cur.executemany(_PUT_BACK, params)
         at = MOVED_COLUMNS.index("message_id")
-        outbox_capture(conn, [uuid.UUID(str(row[at])) for row in params])
+        outbox_capture(conn, [uuid.UUID(str(row[at])) for row in params], mode)
     return len(params)

@@ -12,7 +12,7 @@ from pydantic import PlainSerializer
 
 from pin.api.auth import Principal, Role, require_roles
 from pin.api.bodies import RequestBody, ResponseBody, Rfc3339, UtcTime, Uuid
-from pin.api.deps import CorrelationId, IfMatch, Pool, tagged
+from pin.api.deps import CorrelationId, IfMatch, Outbox, Pool, tagged
 from pin.api.problems import DomainProblem, ProblemTable
 from pin.promotion import domain, service
 from pin.promotion.domain import Money, Package, PromotionPurchase
@@ -149,8 +149,8 @@ def list_packages(pool: Pool, _: Manager) -> list[PackageOut]:
 
 
 @router.post("", status_code=201, response_model=PurchaseOut)
-def activate(
-    body: ActivateBody, response: Response, pool: Pool, caller: Manager, correlation_id: CorrelationId
+def activate(  # noqa: PLR0917 - FastAPI injects each dependency as a parameter
+    body: ActivateBody, response: Response, pool: Pool, caller: Manager, correlation_id: CorrelationId, outbox: Outbox
 ) -> PurchaseOut:
     """Activate a package: the purchase is Active at once (decision No. 10)."""
     purchase = service.activate_purchase(
@@ -161,6 +161,7 @@ def activate(
         targets=[service.TargetInput(t.target_kind, t.target_id) for t in body.targets],
         ends_at=body.ends_at,
         correlation_id=correlation_id,
+        outbox=outbox,
     )
     response.headers["Location"] = f"/promotions/{purchase.id}"
     return _purchase(response, purchase)
@@ -180,9 +181,15 @@ def cancel(  # noqa: PLR0917 - FastAPI injects each dependency as a parameter
     caller: Manager,
     if_match: IfMatch,
     correlation_id: CorrelationId,
+    outbox: Outbox,
 ) -> PurchaseOut:
     """Active -> Cancelled (If-Match: its Version, 412 on a mismatch); an Expired or Cancelled one answers 409."""
     purchase = service.cancel_purchase(
-        pool, purchase_id=purchase_id, tenant_id=caller.tenant_id, if_match=if_match, correlation_id=correlation_id
+        pool,
+        purchase_id=purchase_id,
+        tenant_id=caller.tenant_id,
+        if_match=if_match,
+        correlation_id=correlation_id,
+        outbox=outbox,
     )
     return _purchase(response, purchase)

@@ -15,7 +15,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.db import Conn, database_now
 from pin.observability.tracing import current_traceparent
-from pin.outbox.writer import MessageContext
+from pin.outbox.writer import MessageContext, OutboxPolicy
 from pin.promotion import repository
 from pin.promotion.contracts import PromotionPurchaseChangedKafkaEvent
 from pin.promotion.domain import (
@@ -52,10 +52,11 @@ def activate_purchase(
     targets: Sequence[TargetInput],
     ends_at: datetime | None,
     correlation_id: str,
+    outbox: OutboxPolicy,
 ) -> PromotionPurchase:
     """A manager activates a package for some targets: Active at once (decision No. 10)."""
     parsed = [Target.parse(t.kind, t.id) for t in targets]
-    with _unit_of_work(pool, correlation_id) as uow:
+    with _unit_of_work(pool, correlation_id, outbox) as uow:
         package = repository.package_get(uow.conn, package_id)
         if package is None:
             raise UnknownPackageError
@@ -90,13 +91,14 @@ def cancel_purchase(
     tenant_id: uuid.UUID,
     if_match: int | None,
     correlation_id: str,
+    outbox: OutboxPolicy,
 ) -> PromotionPurchase:
     """Active -> Cancelled by the company's manager; a terminal purchase is a conflict (INV-6).
 
     The row lock is taken first: it waits for an in-flight expire-promotions batch and then reads the committed
     state (Expired: conflict), and while held it makes the worker skip this purchase (seed 002, A1).
     """
-    with _unit_of_work(pool, correlation_id) as uow:
+    with _unit_of_work(pool, correlation_id, outbox) as uow:
         purchase = repository.purchase_get(uow.conn, purchase_id, tenant_id, lock=True)
         if purchase is None:
             raise PurchaseNotFoundError
@@ -119,5 +121,5 @@ def record_events(uow: UnitOfWork, purchase: PromotionPurchase) -> None:
     purchase.events.clear()
 
 
-def _unit_of_work(pool: ConnectionPool[Conn], correlation_id: str) -> UnitOfWork:
-    return UnitOfWork(pool, MessageContext(correlation_id), traceparent_provider=current_traceparent)
+def _unit_of_work(pool: ConnectionPool[Conn], correlation_id: str, outbox: OutboxPolicy) -> UnitOfWork:
+    return UnitOfWork(pool, MessageContext(correlation_id), outbox=outbox, traceparent_provider=current_traceparent)

@@ -22,7 +22,7 @@ from pin.db import Conn, database_now
 from pin.jobs import bookkeeping
 from pin.jobs.cycle import Cycle, CycleCounts, CycleHarness, JobDefinition
 from pin.observability.tracing import current_traceparent, tracer
-from pin.outbox.writer import MessageContext
+from pin.outbox.writer import RELAY_POLICY, MessageContext, OutboxPolicy
 from pin.promotion import metrics, repository
 from pin.promotion.contracts import PromotionPurchaseChangedKafkaEvent
 from pin.promotion.domain import PromotionPurchase, PurchaseStatus, VersionConflictError
@@ -88,9 +88,11 @@ class ExpirePromotionsJob:
         *,
         clock: Callable[[Conn], datetime] = database_now,
         stop: threading.Event | None = None,
+        outbox: OutboxPolicy = RELAY_POLICY,
     ) -> None:
         self._pool = pool
         self._config = config or ExpirePromotionsConfig()
+        self._outbox = outbox  # the process's outbox policy (the composition root's), for every batch's rows
         self._clock = clock  # AsOf; the database clock every instance shares (SPEC section 4)
         # set by SIGTERM: the statement in flight is cancelled and the batch rolled back whole
         self._cycles = CycleHarness(
@@ -113,7 +115,10 @@ class ExpirePromotionsJob:
         context = MessageContext(str(cycle.run_id))  # the job run id is the correlation id of every event it writes
         cycle.kept = lambda: cycle.counts(ExpireResult, expired_count=0)
         cycle.in_flight = {"RolledBack": "the batch", "Count": 0}
-        with UnitOfWork(self._pool, context, traceparent_provider=current_traceparent) as uow, cycle.watch(uow.conn):
+        with (
+            UnitOfWork(self._pool, context, outbox=self._outbox, traceparent_provider=current_traceparent) as uow,
+            cycle.watch(uow.conn),
+        ):
             self._limit_transaction(uow.conn, cycle)
             cycle.begin(self._clock(uow.conn))
             as_of = cycle.as_of

@@ -7,8 +7,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from pin.consumer_groups import topics_of
 from pin.messaging import topics
-from pin.messaging.groups import topics_of
 from pin.messaging.kafka import client_config, silent_client_logger
 from pin.observability.logging import error_text
 from pin.settings import Settings

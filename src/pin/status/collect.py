@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from pin.consumer_groups import group_reads, migration_readers
 from pin.db import Conn
 from pin.messaging import topics
 from pin.messaging.kafka import client_config, silent_client_logger
@@ -86,7 +87,7 @@ def _waits(settings: Settings, conn: Conn | Unavailable, timeout: float) -> dict
     overrides = {"socket.timeout.ms": max(1000, int(timeout * 1000)), "logger": quiet}
     admin = AdminClient(client_config(settings, **overrides))
     try:
-        found = database.read(conn, lambda c: waiting.read_consumer_waits(settings, c, admin, timeout))
+        found = database.read(conn, lambda c: waiting.read_consumer_waits(group_reads(settings), c, admin, timeout))
     except KafkaException as exc:
         return Unavailable(f"broker: {error_text(exc)}")
     return found if isinstance(found, Unavailable) else {wait.group: Waiting.of(wait) for wait in found}
@@ -96,7 +97,7 @@ def _migrations(settings: Settings, clock: datetime | Unavailable) -> tuple[snap
     """The event types in migration, with the groups still reading v1 (the routing table) and the deadline."""
     now = datetime.now(UTC) if isinstance(clock, Unavailable) else clock
     try:
-        states = migration_states(settings.contract_migrations)
+        states = migration_states(settings.contract_migrations, migration_readers())
     except ConfigurationError as exc:
         return Unavailable(str(exc))
     shown = [f.name for f in fields(snapshot.MigrationView) if f.name != "overdue"]  # the state's, by name

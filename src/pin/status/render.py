@@ -8,7 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pin.console.thresholds import THRESHOLDS
+from pin.observability.thresholds import THRESHOLDS
 from pin.outbox.writer import VPARTS
 from pin.status.snapshot import (
     Backlog,

@@ -69,12 +69,12 @@ def test_a_backlog_held_by_another_session_ends_its_cycle_within_the_budget_and_
     assert took < budget + 1.0
     assert result.budget_exhausted
     assert not result.is_full  # the rest waits for the next tick, the runner does not loop at once
-    assert 1 <= result.skipped_locked_count < len(clusters)  # it gave up before trying them all (12 x 0.6 s)
+    assert 1 <= result.skipped_locked < len(clusters)  # it gave up before trying them all (12 x 0.6 s)
     assert result.expired_count == 0
     (line,) = [entry for entry in logs if entry["event"] == "cycle budget exhausted"]
     assert line["log_level"] == "warning"
     assert (line["BudgetSeconds"], line["SkippedLockedCount"], line["ExpiredCount"]) == (
-        budget, result.skipped_locked_count, 0
+        budget, result.skipped_locked, 0
     )  # fmt: skip
     assert [entry["event"] for entry in logs][-1] == "cycle completed"  # it committed what it finished
     assert _exhausted() == exhausted_before + 1

@@ -19,7 +19,7 @@ from pin.calendar.claims import CLAIMS, appointment_claim_next
 from pin.calendar.domain import ConflictError
 from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
 from pin.db import Conn, connect, create_pool, database_now
-from pin.outbox.writer import MessageContext
+from pin.outbox.writer import RELAY_POLICY, MessageContext
 from pin.unit_of_work import UnitOfWork
 from tests.calendar.worker.factory import Cluster, execute, outbox_rows, seed_appointments, statuses
 
@@ -55,7 +55,7 @@ def test_a_guard_matching_nothing_raises_conflict_and_writes_nothing(pool: Conne
     target = {"appointment": c.appointment_id, "slot": c.slot_id, "event": c.event_id, "reminder": c.reminder_ids[0]}
     execute(pool, CHANGES[part], (target[part],))
 
-    with UnitOfWork(pool, MessageContext("run")) as uow, pytest.raises(ConflictError):
+    with UnitOfWork(pool, MessageContext("run"), outbox=RELAY_POLICY) as uow, pytest.raises(ConflictError):
         service.expire_locked_cluster(uow, cluster, as_of)
 
     # the statement's other writes and its outbox rows were rolled back with the item
@@ -67,7 +67,7 @@ def test_a_guard_matching_nothing_raises_conflict_and_writes_nothing(pool: Conne
 
 def test_the_one_statement_write_expires_the_cluster(pool: ConnectionPool[Conn]) -> None:
     (c,) = seed_appointments(pool, 1)
-    with UnitOfWork(pool, MessageContext("run")) as uow:
+    with UnitOfWork(pool, MessageContext("run"), outbox=RELAY_POLICY) as uow:
         cluster = repository.appointment_cluster_lock(uow.conn, c.appointment_id)
         assert cluster is not None
         result = service.expire_locked_cluster(uow, cluster, database_now(uow.conn))
@@ -131,7 +131,7 @@ def test_event_or_reminder_held_past_the_lock_timeout_is_skipped_and_counted(
         blocker.rollback()
         blocker.close()
 
-    assert (result.expired_count, result.skipped_locked_count, result.failed_count) == (1, 1, 0)
+    assert (result.expired_count, result.skipped_locked, result.failed_count) == (1, 1, 0)
     assert_untouched(pool, c_held)
     assert statuses(pool, "event_reminder", list(c_held.reminder_ids)) == ["Pending", "Pending"]
     assert statuses(pool, "appointment", [c_free.appointment_id]) == ["Expired"]

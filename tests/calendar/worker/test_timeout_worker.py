@@ -33,7 +33,7 @@ from pin.jobs import bookkeeping
 from pin.jobs import runner as jobs_runner
 from pin.jobs.runner import JobRunner, PollingJob, RunnerConfig
 from pin.messaging.contracts import utc_iso
-from pin.outbox.writer import MessageContext
+from pin.outbox.writer import RELAY_POLICY, MessageContext
 from tests.calendar.worker.factory import (
     Cluster,
     break_slot,
@@ -438,7 +438,7 @@ def test_the_claim_uses_the_partial_index_in_both_passes(pool: ConnectionPool[Co
 
 
 def _calendar(pool: ConnectionPool[Conn]) -> UseCaseContext:
-    return UseCaseContext(pool, CalendarPolicy(), MessageContext("test-agent-request"))
+    return UseCaseContext(pool, CalendarPolicy(), MessageContext("test-agent-request"), RELAY_POLICY)
 
 
 def _slow_confirm(pool: ConnectionPool[Conn], seconds: float) -> None:
@@ -476,11 +476,11 @@ def test_race_with_agent_confirm_holding_the_row_lock(pool: ConnectionPool[Conn]
 
     during = make_job(pool).run_once()  # the cycle runs while the confirm is in flight
 
-    assert (during.expired_count, during.skipped_locked_count) == (0, 1)  # skipped, not waited for, counted
+    assert (during.expired_count, during.skipped_locked) == (0, 1)  # skipped, not waited for, counted
     thread.join(10)
     assert len(outcome) == 1  # the confirm committed
     after = make_job(pool).run_once()
-    assert (after.expired_count, after.skipped_locked_count) == (0, 0)  # Confirmed: out of the selection
+    assert (after.expired_count, after.skipped_locked) == (0, 0)  # Confirmed: out of the selection
     appointment = rows_by_id(pool, "appointment", [c.appointment_id])[c.appointment_id]
     assert (appointment["status"], appointment["version"]) == ("Confirmed", 2)
     assert statuses(pool, "availability_slot", [c.slot_id]) == ["Booked"]
@@ -494,7 +494,7 @@ def test_race_with_agent_confirm_committed_just_before(pool: ConnectionPool[Conn
     with capture_logs() as logs:
         result = make_job(pool).run_once()
 
-    assert (result.expired_count, result.skipped_locked_count) == (0, 0)
+    assert (result.expired_count, result.skipped_locked) == (0, 0)
     assert [entry["event"] for entry in logs] == ["cycle completed"]  # not selected: an idle cycle
     assert statuses(pool, "appointment", [c.appointment_id]) == ["Confirmed"]
     assert [row["event_type"] for row in outbox_rows(pool)] == ["pin.calendar.appointment-confirmed"]
@@ -529,7 +529,7 @@ def test_race_with_an_operation_holding_the_slot(pool: ConnectionPool[Conn], dat
         blocker.rollback()
         blocker.close()
 
-    assert (result.expired_count, result.skipped_locked_count) == (1, 1)
+    assert (result.expired_count, result.skipped_locked) == (1, 1)
     assert statuses(pool, "appointment", [held.appointment_id, free.appointment_id]) == ["Pending", "Expired"]
     appointment = rows_by_id(pool, "appointment", [held.appointment_id])[held.appointment_id]
     assert appointment["version"] == 1  # rolled back whole

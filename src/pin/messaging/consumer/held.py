@@ -20,7 +20,7 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from pin.db import Conn, load_queries
-from pin.faults import Fault, driver_error
+from pin.faults import Fault, database_unreachable
 from pin.messaging.consumer.received import Received
 from pin.observability.logging import scrub_text
 
@@ -62,12 +62,6 @@ class ParkedByOperator(Exception):  # noqa: N818 - the dead letter's error type:
         self.park = park
 
 
-def _database_unreachable(exc: BaseException) -> bool:
-    """Whether ``exc`` says no connection could be had or kept (no SQLSTATE): nothing can be recorded either."""
-    error = driver_error(exc)
-    return isinstance(error, PoolTimeout) or (error is not None and error.sqlstate is None)
-
-
 class HeldRecords:
     """One consumer instance's rows of ``messaging.held_message``."""
 
@@ -91,7 +85,7 @@ class HeldRecords:
         retry_in: float,
     ) -> Park | None:
         """Record that ``message`` failed its attempt and is held; the park mark on its row, if an operator set one."""
-        if _database_unreachable(exc):
+        if database_unreachable(exc):
             return None  # the record would wait for the same database: the retry goes on without it
         params = {
             **self._where(message), "key": message.key, "message_id": message_id, "member": self.member,

@@ -14,7 +14,7 @@ from pin.messaging.consumer.dead_letters.send import error_line
 from pin.messaging.consumer.metrics import DUPLICATES, PROCESSED, RETRIES, UNKNOWN_VALUES, observe_event_ages
 from pin.messaging.consumer.received import Received
 from pin.messaging.consumer.retry import Failure
-from pin.messaging.consumer.routes import HandlingContext, Route
+from pin.messaging.consumer.routes import HandlingContext
 from pin.messaging.envelope import Decoded, Envelope
 from pin.observability.tracing import context_from_headers, tracer
 
@@ -40,11 +40,13 @@ def with_envelope(log: Any, envelope: Envelope) -> Any:
     return log.bind(message_id=str(envelope.message_id), correlation_id=envelope.correlation_id)
 
 
-def warn_if_unknown_contract(log: Any, envelope: Envelope, route: Route[Any]) -> None:
-    """A ContractVersion other than the route's contract's is a warning; processing continues (tolerant reader)."""
-    if envelope.contract_version != route.contract_version:
-        log.warning(
-            "unknown contract version", contract_version=envelope.contract_version, expected=route.contract_version
+def warn_if_unknown_contract(log: Any, item: Decoded) -> None:
+    """A ContractVersion other than the route's contract's is a warning; processing continues (tolerant reader).
+    ``log`` is bound to the message only for that line (binding costs more than the check)."""
+    envelope, expected = item.envelope, item.route.contract_version
+    if envelope.contract_version != expected:
+        message_log(log, item.message, envelope).warning(
+            "unknown contract version", contract_version=envelope.contract_version, expected=expected
         )
 
 
@@ -87,8 +89,7 @@ def report_run(
                 item_log.debug("message handled", event_type=item.envelope.event_type, attempts=1)
     for item in decoded:
         # a message's log is bound only for a line it writes (binding costs more than the rest of this loop)
-        if item.envelope.contract_version != item.route.contract_version:
-            warn_if_unknown_contract(message_log(log, item.message, item.envelope), item.envelope, item.route)
+        warn_if_unknown_contract(log, item)
         if id(item) not in applied_ids:
             log_duplicate(message_log(log, item.message, item.envelope), item.envelope)
     if applied:

@@ -64,10 +64,6 @@ class Route(Generic[T]):
     # logged as an unknown contract version (and handled: tolerant reader)
     contract_version: int = 1
 
-    def apply(self, conn: Conn, event: T, context: HandlingContext) -> None:
-        """One message's effect: the batch effect over a batch of one."""
-        self.apply_many(conn, [(event, context)])
-
     def parse_or_unreadable(self, payload: Mapping[str, Any]) -> T:
         """The handler's model of the payload; a validation error makes the message unreadable."""
         try:

@@ -1,6 +1,7 @@
-"""Where the console paints a value red: the thresholds of the alert rules (deploy/prometheus/*.rules.yml), written
-once here. tests/console/test_thresholds.py reads the rule files and checks that each rule compares its metric
-with the same number, so the console and the pager never disagree about what is wrong."""
+"""Where the console and `pin status` paint a value red: the thresholds of the alert rules
+(deploy/prometheus/*.rules.yml), written once here. tests/console/test_thresholds.py reads the rule files and checks
+that each rule compares its metric with the same number, so the console, `pin status` and the pager never disagree
+about what is wrong."""
 
 from __future__ import annotations
 
