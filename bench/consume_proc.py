@@ -29,7 +29,6 @@ last's, without the last's messages).
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import sys
 import time
@@ -43,11 +42,11 @@ from psycopg import sql
 from pin.consumer_groups import routes_of
 from pin.db import Conn, create_pool
 from pin.local.state_folder import load_settings
-from pin.messaging.consumer import ConsumerRuntime, HandlingContext, Route
+from pin.messaging.consumer import ConsumerConfig, ConsumerRuntime, HandlingContext, Route
 from pin.messaging.consumer.inbox import INBOX_INSERT
 from pin.messaging.consumer.received import Received
-from pin.messaging.consumer.reporting import Decoded, read
 from pin.messaging.consumer.runtime import pool_size
+from pin.messaging.envelope import Decoded, decode_message
 from pin.messaging.kafka import consumer_config, producer_config
 from pin.notifications.delivery import DatabaseDelivery, Delivered, Notification
 from pin.notifications.handler import routes as notifications_routes
@@ -85,7 +84,7 @@ def runtime(group: str, kafka_group: str, mapping: str, lanes: int = 1, wait_ms:
             pool=pool,
             consumer_config=consumer_config(settings, kafka_group, **{"client.id": f"pin-consume-{group}"}),
             producer_config=producer_config(settings, **{"client.id": f"pin-consume-{group}-dlq", "linger.ms": 0}),
-            lanes=lanes,
+            config=ConsumerConfig(lanes=lanes),
         ).run(context.stop)
     finally:
         pool.close()
@@ -205,7 +204,7 @@ def _record(group: str, real_topic: str, *, kafka_group: str, topic: str, count:
             message = consumer.poll(0.5)
             if message is None or message.error() is not None:
                 continue
-            decoded = read(Received.of(message), route, 1 << 30)
+            decoded = decode_message(Received.of(message), route, 1 << 30)
             statements = record_one(conn, route, decoded, group=group)
             recorded[message.partition(), message.offset()] = (
                 decoded.envelope.message_id,
@@ -241,7 +240,7 @@ def same(group: str, kafka_group: str, mapping: str, count: int, out: Path) -> i
     pool = create_pool(settings.database.require_url(), min_size=1, max_size=2, name=f"same-{group}")
     with pool.connection() as conn:
         recorded = _record(group, real_topic, kafka_group=f"{kafka_group}-record", topic=topic, count=count, conn=conn)
-    batch_size = inspect.signature(ConsumerRuntime).parameters["batch_size"].default  # the runtime's batch
+    batch_size = ConsumerConfig().batch_size  # the runtime's batch
     consumer = Consumer(consumer_config(settings, kafka_group))
     consumer.subscribe([topic])
     starts: list[tuple[float, int]] = []  # each transaction's start and its messages

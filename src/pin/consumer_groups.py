@@ -93,30 +93,25 @@ def migration_readers() -> dict[str, tuple[str, ...]]:
 
 
 def build_runtime(group: str, settings: Settings, pool: ConnectionPool[Conn], **options: Any) -> ConsumerRuntime:
-    """A consumer instance of ``group`` on ``pool``; ``options`` go to :class:`ConsumerRuntime` (retry, hooks; a
-    test's own routes)."""
+    """A consumer instance of ``group`` on ``pool``; ``options``: :class:`ConsumerConfig` fields over the settings'
+    (retry, batches, lanes), and the runtime's hooks (``after_effect``, ``paused``; a test's own ``routes``)."""
     # imported here: every role asks this module which groups read what, only a consumer builds one
-    from pin.messaging.consumer import ConsumerRuntime
+    from pin.messaging.consumer import ConsumerConfig, ConsumerRuntime
     from pin.messaging.consumer.metrics import SLA
     from pin.messaging.kafka import consumer_config, producer_config
     from pin.operations.pauses import GROUP, PauseFlag
 
+    names = ConsumerConfig.field_names()
+    config = ConsumerConfig.from_settings(settings, **{k: v for k, v in options.items() if k in names})
+    hooks = {k: v for k, v in options.items() if k not in names}
     runtime = ConsumerRuntime(
         group=group,
-        routes=options.pop("routes", None) or routes_of(group, settings),
+        routes=hooks.pop("routes", None) or routes_of(group, settings),
         pool=pool,
         consumer_config=consumer_config(settings, group, **{"client.id": f"pin-consume-{group}"}),
         producer_config=producer_config(settings, **{"client.id": f"pin-consume-{group}-dlq", "linger.ms": 0}),
-        **{
-            "max_message_bytes": settings.kafka.max_message_bytes,
-            "membership_interval": settings.consumers.membership_heartbeat_seconds,
-            "lanes": settings.consumers.lanes,
-            "max_ahead": settings.consumers.max_ahead,
-            "inbox_retention_seconds": settings.consumers.inbox_retention_seconds,
-            "unreadable_attempts": settings.consumers.unreadable_attempts,
-            "paused": PauseFlag(pool, kind=GROUP, name=group),
-            **options,
-        },
+        config=config,
+        **{"paused": PauseFlag(pool, kind=GROUP, name=group), **hooks},
     )
     SLA.labels(group).set(SLA_SECONDS[group])
     return runtime

@@ -84,15 +84,22 @@ def sqlstate_fault(sqlstate: str | None) -> Fault:
     return Fault.POISON  # 22 data exception, 23 integrity (a trigger's domain guard is 23514), 42, P0, XX ...
 
 
-def driver_error(exc: BaseException, *, context: bool = False) -> psycopg.Error | None:
-    """The first driver error on ``exc``'s chain of causes (with ``context``, of implicit contexts too), if any: a
-    pool timeout is one (psycopg_pool.PoolTimeout is a psycopg.OperationalError)."""
+def _first_on_chain(exc: BaseException, kinds: tuple[type, ...], *, context: bool = False) -> Any:
+    """The first exception on ``exc``'s chain of causes (with ``context``, of implicit contexts too) that is one of
+    ``kinds``, if any: the one walk of a chain."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, psycopg.Error):
+        if isinstance(seen, kinds):
             return seen
         seen = seen.__cause__ or (seen.__context__ if context else None)
     return None
+
+
+def driver_error(exc: BaseException, *, context: bool = False) -> psycopg.Error | None:
+    """The first driver error on ``exc``'s chain of causes (with ``context``, of implicit contexts too), if any: a
+    pool timeout is one (psycopg_pool.PoolTimeout is a psycopg.OperationalError)."""
+    error: psycopg.Error | None = _first_on_chain(exc, (psycopg.Error,), context=context)
+    return error
 
 
 def database_unreachable(exc: BaseException) -> bool:
@@ -103,26 +110,24 @@ def database_unreachable(exc: BaseException) -> bool:
     return isinstance(error, PoolTimeout) or (error is not None and error.sqlstate is None)
 
 
-def classify(exc: BaseException, conn: psycopg.Connection[Any] | None = None) -> Fault:
+def fault_of(exc: BaseException, conn: psycopg.Connection[Any] | None = None) -> Fault:
     """Whose fault ``exc`` is; with ``conn``, a connection found broken or closed makes it infrastructure.
 
-    The first driver error on the chain of causes decides (a domain error raised from a deadlock is contended);
-    a failure with no driver error behind it is poison, unless it is marked :class:`Contended` or
-    :class:`Unreadable`.
+    The first driver error or marker on the chain of causes decides (a domain error raised from a deadlock is
+    contended; one marked :class:`Contended` or :class:`Unreadable` is that); a failure with neither behind it is
+    poison.
     """
     if conn is not None and (conn.broken or conn.closed):
         return Fault.INFRASTRUCTURE
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, PoolTimeout | psycopg.InterfaceError):
-            return Fault.INFRASTRUCTURE  # no connection to be had, or it is closed
-        if isinstance(seen, psycopg.Error):
-            return sqlstate_fault(seen.sqlstate)
-        if isinstance(seen, Contended):
-            return Fault.CONTENDED
-        if isinstance(seen, Unreadable):
-            return Fault.UNREADABLE
-        seen = seen.__cause__
+    first = _first_on_chain(exc, (psycopg.Error, Contended, Unreadable))
+    if isinstance(first, PoolTimeout | psycopg.InterfaceError):
+        return Fault.INFRASTRUCTURE  # no connection to be had, or it is closed
+    if isinstance(first, psycopg.Error):
+        return sqlstate_fault(first.sqlstate)
+    if isinstance(first, Contended):
+        return Fault.CONTENDED
+    if isinstance(first, Unreadable):
+        return Fault.UNREADABLE
     return Fault.POISON
 
 

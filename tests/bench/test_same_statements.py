@@ -15,7 +15,7 @@ from bench.consume_proc import record_one, send_batch
 
 from pin.consumer_groups import build_runtime, routes_of
 from pin.messaging import topics
-from pin.messaging.consumer.reporting import read
+from pin.messaging.envelope import decode_message
 from tests.consumers.support import cancelled, purchase, rows
 from tests.consumers.test_batch_equivalence_random import INBOX, SNAPSHOTS, TABLES, _freeze, _received
 
@@ -49,7 +49,7 @@ def test_the_recorded_statements_leave_what_the_runtime_leaves(group, topic, mak
             conn.execute(f"TRUNCATE {TABLES[group]}, messaging.inbox")
         if replayed:
             route = routes_of(group)[topic]
-            decoded = [read(message, route, 1 << 20) for message in batch]
+            decoded = [decode_message(message, route, 1 << 20) for message in batch]
             with pool.connection() as conn:
                 recorded = [record_one(conn, route, d, group=group) for d in decoded]
                 ids, occurred = [d.envelope.message_id for d in decoded], [d.envelope.occurred_at for d in decoded]

@@ -20,8 +20,8 @@ from pin.bootstrap import build_app
 from pin.crm.queries import lead_feed
 from pin.db import Conn
 from pin.messaging import topics
+from pin.messaging.consumer import ConsumerConfig
 from pin.messaging.consumer.dead_letters.command import DeadLetter, read_dead_letters
-from pin.messaging.consumer.runtime import DEFAULT_UNREADABLE_ATTEMPTS
 from pin.settings import Settings
 from tests.conftest import JWT_SECRET
 from tests.consumers.support import (
@@ -277,7 +277,7 @@ def test_incompatible_payload_goes_to_the_dlq_and_later_messages_are_processed(
         assert origin["dlt-original-topic"] == topics.APPOINTMENT_CANCELLED
         assert origin["dlt-consumer-group"] == group
         # tried again a few times ("повторно не смог его обработать", seed 003), never applied, then dead-lettered
-        assert origin["dlt-attempts"] == str(DEFAULT_UNREADABLE_ATTEMPTS)
+        assert origin["dlt-attempts"] == str(ConsumerConfig().unreadable_attempts)
         assert origin["dlt-exception-type"] == "UnreadableMessageError"
         assert int(origin["dlt-original-offset"]) >= 0
         assert int(origin["dlt-original-partition"]) in range(topics.PARTITIONS)

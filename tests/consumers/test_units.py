@@ -8,19 +8,18 @@ from datetime import UTC, datetime
 
 import psycopg
 import pytest
-import structlog
 from confluent_kafka import TopicPartition
 from psycopg_pool import PoolTimeout
 
 from pin.crm.domain import FEED_TEXTS, FeedEntryKind, entry_kind_for
 from pin.crm.handler import routes as crm_routes
-from pin.faults import classify as classify_fault
+from pin.faults import fault_of
 from pin.messaging import topics
 from pin.messaging.appointment_events import AppointmentCancelReason as R
-from pin.messaging.consumer import ConsumerRuntime
+from pin.messaging.consumer import ConsumerConfig, ConsumerRuntime
 from pin.messaging.consumer.dead_letters.store import cut_letter, record_size
 from pin.messaging.consumer.lag import partition_lag
-from pin.messaging.consumer.retry import backoff_delay, classify
+from pin.messaging.consumer.retry import backoff_delay, failure_of
 from pin.messaging.envelope import UnreadableMessageError, decode_envelope
 from pin.notifications import domain as n
 from tests.consumers.support import cancelled
@@ -77,25 +76,21 @@ def test_envelope_takes_the_message_id_from_the_header_when_the_value_lacks_it()
     ],
 )
 def test_only_an_unreadable_message_counts_towards_the_dead_letter_topic(error, dead_letters):
-    assert classify_fault(error).dead_letters is dead_letters
+    assert fault_of(error).dead_letters is dead_letters
 
 
 def test_the_attempt_limit_counts_only_the_attempts_that_found_the_message_unreadable():
     """Twenty constraint violations and deadlocks in a row dead-letter nothing; the third unreadable attempt does."""
-    log = structlog.get_logger("test")
     unreadable = 0
     for attempt in range(1, 21):
         error = psycopg.errors.CheckViolation("a constraint") if attempt % 2 else psycopg.errors.DeadlockDetected("x")
-        failure = classify(
-            error, "crm", "t", attempts=attempt, unreadable_attempts=unreadable, max_unreadable_attempts=3, log=log
-        )
+        failure = failure_of(error, unreadable_attempts=unreadable, max_unreadable_attempts=3)
         assert (failure.dead_letter, failure.unreadable_attempts) == (False, 0)
     outcomes = []
-    for attempt in range(21, 24):
-        failure = classify(
-            UnreadableMessageError("not JSON"), "crm", "t", attempts=attempt, unreadable_attempts=unreadable,
-            max_unreadable_attempts=3, log=log,
-        )  # fmt: skip
+    for _ in range(21, 24):
+        failure = failure_of(
+            UnreadableMessageError("not JSON"), unreadable_attempts=unreadable, max_unreadable_attempts=3
+        )
         unreadable = failure.unreadable_attempts
         outcomes.append(failure.dead_letter)
     assert outcomes == [False, False, True]
@@ -234,8 +229,9 @@ class _FakeConsumer:
 @pytest.mark.parametrize("revoke", [False, True])
 def test_a_message_polled_before_a_revoke_of_its_partition_is_dropped_those_after_it_are_kept(revoke):
     runtime = ConsumerRuntime(
-        group="crm", routes=crm_routes(), pool=None, consumer_config={}, producer_config={}, batch_size=200
-    )  # type: ignore[arg-type]
+        group="crm", routes=crm_routes(), pool=None, consumer_config={}, producer_config={},
+        config=ConsumerConfig(batch_size=200),
+    )  # type: ignore[arg-type]  # fmt: skip
     runtime.offsets.to_commit[("t", 0)] = 7  # handled before: committed (synchronously) when the partition is revoked
     stale = _FakeMessage("t", 0, 7)
     fresh = [_FakeMessage("t", 0, 7), _FakeMessage("t", 0, 8)]  # the new assignment reads from the committed offset

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from pin.db import ConnectionPolicy, Role, check_connection, connect, create_pool, migrate
-from pin.faults import Fault, classify
+from pin.faults import Fault, fault_of
 from pin.settings import ConfigurationError, Settings
 
 _SERVER_SETTINGS = (
@@ -118,13 +118,13 @@ def test_the_policys_timeouts_are_infrastructure_never_poison(database_url: str)
     with connect(database_url, policy=policy) as conn:
         with pytest.raises(psycopg.errors.QueryCanceled) as statement:
             conn.execute("SELECT pg_sleep(2)")
-        assert classify(statement.value, conn) is Fault.INFRASTRUCTURE
+        assert fault_of(statement.value, conn) is Fault.INFRASTRUCTURE
         conn.rollback()
         conn.execute("SELECT 1")
         time.sleep(1.5)
         with pytest.raises(psycopg.Error) as idle:
             conn.execute("SELECT 1")
-        assert classify(idle.value) is Fault.INFRASTRUCTURE
+        assert fault_of(idle.value) is Fault.INFRASTRUCTURE
 
 
 def test_the_pools_check_refuses_a_session_the_server_ended(database_url: str) -> None:

@@ -10,7 +10,7 @@ from psycopg import errors as e
 from psycopg_pool import PoolTimeout
 
 from pin.calendar.domain import ConflictError, InvalidTransitionError, SlotNotBookedError
-from pin.faults import TREATMENTS, Fault, classify, database_unreachable, sqlstate_fault, treatment_table
+from pin.faults import TREATMENTS, Fault, database_unreachable, fault_of, sqlstate_fault, treatment_table
 
 pytestmark = pytest.mark.unit
 
@@ -51,7 +51,7 @@ pytestmark = pytest.mark.unit
     ids=lambda value: type(value).__name__ if isinstance(value, BaseException) else value.value,
 )
 def test_each_failure_has_one_fault(error, fault):
-    assert classify(error) is fault
+    assert fault_of(error) is fault
     assert fault.transient is (fault is not Fault.POISON)
 
 
@@ -72,9 +72,9 @@ def test_the_driver_error_behind_a_domain_error_decides():
         except Exception as caught:
             return caught
 
-    assert classify(raised(RuntimeError("wrapped"), e.QueryCanceled("timeout"))) is Fault.INFRASTRUCTURE
-    assert classify(raised(InvalidTransitionError(), e.CheckViolation("guard"))) is Fault.POISON
-    assert classify(raised(ConflictError(), e.DeadlockDetected("deadlock"))) is Fault.CONTENDED
+    assert fault_of(raised(RuntimeError("wrapped"), e.QueryCanceled("timeout"))) is Fault.INFRASTRUCTURE
+    assert fault_of(raised(InvalidTransitionError(), e.CheckViolation("guard"))) is Fault.POISON
+    assert fault_of(raised(ConflictError(), e.DeadlockDetected("deadlock"))) is Fault.CONTENDED
 
 
 @pytest.mark.parametrize(
@@ -93,7 +93,7 @@ def test_the_driver_error_behind_a_domain_error_decides():
 )
 def test_only_a_failure_without_an_answer_is_the_database_unreachable(error, unreachable):
     assert database_unreachable(error) is unreachable
-    assert not unreachable or classify(error) is Fault.INFRASTRUCTURE  # a precise part of infrastructure
+    assert not unreachable or fault_of(error) is Fault.INFRASTRUCTURE  # a precise part of infrastructure
 
 
 class _Conn:
@@ -102,13 +102,13 @@ class _Conn:
 
 
 def test_a_broken_connection_makes_any_failure_infrastructure():
-    assert classify(e.CheckViolation("guard"), _Conn()) is Fault.INFRASTRUCTURE  # type: ignore[arg-type]
+    assert fault_of(e.CheckViolation("guard"), _Conn()) is Fault.INFRASTRUCTURE  # type: ignore[arg-type]
 
 
 def test_an_unreadable_message_is_its_own_fault_and_the_only_one_a_consumer_dead_letters():
     from pin.messaging.envelope import UnreadableMessageError
 
-    assert classify(UnreadableMessageError("not JSON")) is Fault.UNREADABLE
+    assert fault_of(UnreadableMessageError("not JSON")) is Fault.UNREADABLE
     assert not Fault.UNREADABLE.transient  # the workers never see one; were they to, it is not retried as transient
     assert [fault for fault in Fault if fault.dead_letters] == [Fault.UNREADABLE]
 

@@ -26,11 +26,11 @@ from pin import consumer_groups
 from pin.contract_check import uncommitted_successors
 from pin.db import Conn
 from pin.local.embedded.kafka import EmbeddedKafka
-from pin.messaging.consumer import ConsumerRuntime, Items, Route
+from pin.messaging.consumer import ConsumerConfig, ConsumerRuntime, Items, Route
 from pin.messaging.consumer.received import Received
-from pin.messaging.consumer.reporting import Decoded, warn_if_unknown_contract
+from pin.messaging.consumer.reporting import warn_if_unknown_contract
 from pin.messaging.contract_compat import compare
-from pin.messaging.envelope import decode_envelope
+from pin.messaging.envelope import Decoded, decode_envelope
 from pin.messaging.groups import select_routes
 from pin.messaging.kafka import consumer_config, ensure_topics, producer_config
 from pin.messaging.migrations import DEADLINE, V1_GROUPS, check_migrations, publishing, start_migrations
@@ -193,10 +193,12 @@ def _runtime(settings: Settings, pool: ConnectionPool[Conn]) -> ConsumerRuntime:
         pool=pool,
         consumer_config=consumer_config(settings, GROUP, **{"client.id": "migration-test"}),
         producer_config=producer_config(settings, **{"linger.ms": 0}),
-        backoff_base=0.05,
-        backoff_cap=0.5,
-        statistics_interval_ms=500,
-        inbox_retention_seconds=settings.consumers.inbox_retention_seconds,
+        config=ConsumerConfig(
+            backoff_base=0.05,
+            backoff_cap=0.5,
+            statistics_interval_ms=500,
+            inbox_retention_seconds=settings.consumers.inbox_retention_seconds,
+        ),
     )
 
 

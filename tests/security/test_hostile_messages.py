@@ -32,10 +32,9 @@ from pin.cli import app
 from pin.consumer_groups import routes_of
 from pin.db import Conn
 from pin.messaging import topics
-from pin.messaging.consumer import ConsumerRuntime
+from pin.messaging.consumer import ConsumerConfig, ConsumerRuntime
 from pin.messaging.consumer.dead_letters.command import DeadLetter, read_dead_letters
 from pin.messaging.consumer.dead_letters.store import PREVIEW_BYTES
-from pin.messaging.consumer.runtime import DEFAULT_UNREADABLE_ATTEMPTS
 from pin.messaging.envelope import UnreadableMessageError
 from pin.messaging.kafka import consumer_config, producer_config
 from pin.settings import Settings
@@ -56,6 +55,7 @@ from tests.consumers.support import (
 pytestmark = pytest.mark.integration
 
 # the attempts at an unreadable message before its dead letter, as its provenance header says
+DEFAULT_UNREADABLE_ATTEMPTS = ConsumerConfig().unreadable_attempts
 UNREADABLE = str(DEFAULT_UNREADABLE_ATTEMPTS)
 TOPIC = topics.APPOINTMENT_CANCELLED
 GROUPS = ("crm", "notifications")
@@ -260,11 +260,9 @@ def test_a_dead_letter_the_topic_never_takes_is_parked_in_the_database_and_the_p
         pool=pool,
         consumer_config=consumer_config(settings, "crm"),
         producer_config=producer_config(nowhere, **{"linger.ms": 0}),
-        unreadable_attempts=2,
-        backoff_base=0.05,
-        backoff_cap=0.2,
-        dlq_timeout=0.5,
-        dead_letter_attempts=3,
+        config=ConsumerConfig(
+            unreadable_attempts=2, backoff_base=0.05, backoff_cap=0.2, dlq_timeout=0.5, dead_letter_attempts=3
+        ),
     )
     with running_runtimes([runtime]):
         wait_for(lambda: feed_entries(pool, behind["AppointmentId"]), what="the message behind the parked one")

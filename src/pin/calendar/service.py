@@ -281,7 +281,7 @@ def claim_due(
     try:
         return claims.appointment_claim_next(uow.conn, as_of=as_of, after=after, poison=poison, failed=failed)
     except Exception as exc:
-        if faults.classify(exc, uow.conn) is not Fault.CONTENDED:
+        if faults.fault_of(exc, uow.conn) is not Fault.CONTENDED:
             raise
     uow.rollback()
     return claims.appointment_claim_next(

@@ -306,7 +306,7 @@ class AppointmentTimeoutJob:
                 try:
                     expiry = service.expire_claimed(uow, claim, cycle.as_of)
                 except Exception as exc:
-                    fault = faults.classify(exc, conn)
+                    fault = faults.fault_of(exc, conn)
                     if fault is Fault.INFRASTRUCTURE:
                         raise infrastructure_error(conn, exc) from exc
                     if fault is Fault.CONTENDED:

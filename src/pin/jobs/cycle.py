@@ -3,7 +3,7 @@ counters, the seeds' log lines, metrics, poison and cycle records.
 
 A job supplies a :class:`JobDefinition` and the body of its cycle: its claim and its per-item or per-batch write,
 driven by :meth:`Cycle.two_passes`; see docs/design/claims.md and docs/design/poison-items.md. Whose fault a
-failure is, is :func:`pin.faults.classify`'s answer.
+failure is, is :func:`pin.faults.fault_of`'s answer.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from psycopg_pool import ConnectionPool
 
 from pin.cancellation import Canceller, Cause, Watch
 from pin.db import Conn, database_now
-from pin.faults import Fault, classify
+from pin.faults import Fault, fault_of
 from pin.jobs import bookkeeping
 from pin.observability.tracing import current_traceparent, spans_exported
 from pin.settings import JOB_BATCH_SIZE
@@ -443,7 +443,7 @@ class CycleHarness:
             "cycle failed", job=definition.name, RunId=str(cycle.run_id), **fields,
             **{definition.error_field: bookkeeping.describe_error(exc)},
             # a database away is no bug: its line is enough (the runner says it waits)
-            exc_info=definition.traceback_on_cycle_failure and classify(exc) is not Fault.INFRASTRUCTURE,
+            exc_info=definition.traceback_on_cycle_failure and fault_of(exc) is not Fault.INFRASTRUCTURE,
         )  # fmt: skip
         if partial is None:  # nothing of the cycle was kept, not even its AsOf
             self._after_cycle(cycle, None, fields, succeeded=False)
@@ -474,7 +474,7 @@ class CycleHarness:
                     succeeded=succeeded,
                 )
         except Exception as exc:  # noqa: BLE001 - best effort: the next cycle records again
-            if classify(exc) is Fault.INFRASTRUCTURE:
+            if fault_of(exc) is Fault.INFRASTRUCTURE:
                 cycle.warning("cycle bookkeeping failed", error=bookkeeping.describe_error(exc))
             else:
                 cycle.warning("cycle bookkeeping failed", exc_info=True)

@@ -16,7 +16,7 @@ from typing import Protocol
 import structlog
 
 from pin.backoff import exponential_backoff
-from pin.faults import Fault, classify, database_unreachable, driver_error
+from pin.faults import Fault, database_unreachable, driver_error, fault_of
 from pin.jobs.cycle import CycleResult
 from pin.observability import liveness
 from pin.observability.logging import error_text
@@ -102,7 +102,7 @@ class JobRunner:
                         "database unreachable; waiting", job=self._job.name, error=error_text(exc),
                         consecutive_failures=failures, retry_in_seconds=delay,
                     )  # fmt: skip
-                elif classify(exc) is Fault.INFRASTRUCTURE:  # it answered with its own state: a timeout, a disk full
+                elif fault_of(exc) is Fault.INFRASTRUCTURE:  # it answered with its own state: a timeout, a disk full
                     log.warning(
                         "database error; waiting", job=self._job.name, error=error_text(exc),
                         sqlstate=getattr(driver_error(exc), "sqlstate", None), consecutive_failures=failures,
@@ -159,7 +159,7 @@ class JobRunner:
         try:
             return self._job.seconds_until_next_due()
         except Exception as exc:
-            if classify(exc) is Fault.INFRASTRUCTURE:  # the next cycle says which
+            if fault_of(exc) is Fault.INFRASTRUCTURE:  # the next cycle says which
                 log.warning("next-deadline query failed", job=self._job.name, error=error_text(exc))
             else:
                 log.warning("next-deadline query failed", job=self._job.name, exc_info=True)

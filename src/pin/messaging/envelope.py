@@ -7,16 +7,20 @@ nothing else; the bounds that make this hold are in docs/design/consumers.md, "D
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 from pydantic import BeforeValidator
 
 from pin.faults import Unreadable
 from pin.rfc3339 import RFC3339
+
+if TYPE_CHECKING:  # the consumer package's modules raise this module's UnreadableMessageError
+    from pin.messaging.consumer.received import Received
+    from pin.messaging.consumer.routes import Route
 
 NUL = "\x00"
 # A time this close to the ends of Python's range cannot be moved to another zone (OverflowError in a handler).
@@ -42,6 +46,31 @@ class Envelope:
     correlation_id: str | None
     occurred_at: datetime | None
     payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """A readable consumed message: its headers as text, its envelope, the route and the route's model of its
+    payload."""
+
+    message: Received
+    headers: dict[str, str]
+    envelope: Envelope
+    route: Route[Any]
+    event: Any
+
+
+def decode_message(message: Received, route: Route[Any], max_bytes: int) -> Decoded:
+    """A consumed message decoded within the bounds and parsed by its route (else :class:`UnreadableMessageError`):
+    a consumer's one way to read a message, in a batch or on its own."""
+    headers = header_map(message.headers)
+    envelope = decode_envelope(message.value, headers, max_bytes=max_bytes)
+    return Decoded(message, headers, envelope, route, route.parse_or_unreadable(envelope.payload))
+
+
+def header_map(headers: Sequence[tuple[str, bytes]]) -> dict[str, str]:
+    """Kafka headers as text (the last value of a repeated header wins)."""
+    return {name: value.decode("utf-8", errors="replace") for name, value in headers}
 
 
 def decode_envelope(value: bytes | None, headers: Mapping[str, str], *, max_bytes: int | None) -> Envelope:

@@ -223,7 +223,7 @@ class ExpirePromotionsJob:
                     uow.conn, [(t.purchase, t.expected_version) for t in decided], uow.take_outbox_rows()
                 )
         except Exception as exc:
-            if faults.classify(exc, uow.conn).transient:
+            if faults.fault_of(exc, uow.conn).transient:
                 # the server's state or a race, not an item's data: the whole batch rolled back, retried next cycle (A4)
                 raise
             cycle.warning(
@@ -268,7 +268,7 @@ class ExpirePromotionsJob:
             self._conflicted(uow, transition.purchase, exc, cycle)
             return False
         except Exception as exc:
-            if faults.classify(exc, uow.conn).transient:
+            if faults.fault_of(exc, uow.conn).transient:
                 raise  # as for the batch write: the whole batch rolled back (A4)
             cycle.item_failed(uow.conn, transition.purchase.id, exc)
             return False

@@ -14,14 +14,8 @@ import zlib
 from dataclasses import dataclass, field
 
 from pin.messaging.consumer.dead_letters.index import key_text
+from pin.messaging.consumer.decisions import WHOLE_PARTITION, Held, HoldKey
 from pin.messaging.consumer.received import Received
-from pin.messaging.consumer.retry import Held
-
-# What a held message holds back: the later messages of its partition with this scope (its key, or every key).
-WHOLE_PARTITION = "whole partition"
-Scope = bytes | str | None
-HoldKey = tuple[str, int, Scope]
-
 
 # The held scopes an instance's row of messaging.consumer_member names (the rest are counted): a bounded row.
 HELD_SHOWN = 20

@@ -49,8 +49,3 @@ def normalize_headers(
     """Kafka headers as (name, bytes) pairs, in order."""
     pairs = headers.items() if isinstance(headers, Mapping) else headers or []
     return [(name, value.encode() if isinstance(value, str) else (value or b"")) for name, value in pairs]
-
-
-def header_map(headers: Sequence[tuple[str, bytes]]) -> dict[str, str]:
-    """Kafka headers as text (the last value of a repeated header wins)."""
-    return {name: value.decode("utf-8", errors="replace") for name, value in headers}

@@ -1,40 +1,22 @@
-"""One way to read, trace and log a message, whether it is handled in a batch or on its own (a batch of one)."""
+"""One way to trace, log and count a message's handling, whether in a batch or on its own (a batch of one)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from opentelemetry.trace import Span, SpanKind
 
-from pin.messaging.consumer.metrics import DUPLICATES, PROCESSED, UNKNOWN_VALUES, observe_event_ages
-from pin.messaging.consumer.received import Received, header_map
-from pin.messaging.consumer.routes import HandlingContext, Route
-from pin.messaging.envelope import Envelope, decode_envelope
+from pin.faults import Fault
+from pin.messaging.consumer.dead_letters.send import error_line
+from pin.messaging.consumer.metrics import DUPLICATES, PROCESSED, RETRIES, UNKNOWN_VALUES, observe_event_ages
+from pin.messaging.consumer.received import Received
+from pin.messaging.consumer.retry import Failure
+from pin.messaging.consumer.routes import HandlingContext
+from pin.messaging.envelope import Decoded, Envelope
 from pin.observability.tracing import context_from_headers, tracer
-
-
-@dataclass(frozen=True, slots=True)
-class Decoded:
-    """A readable message of a batch: its envelope, the handler's model of its payload, and the route."""
-
-    message: Received
-    headers: dict[str, str]
-    envelope: Envelope
-    route: Route[Any]
-    event: Any
-
-
-def read(message: Received, route: Route[Any], max_bytes: int) -> Decoded:
-    """A message decoded within the bounds and parsed by its route (else :class:`UnreadableMessageError`).
-
-    The runtime's one way to read a message, in a batch or on its own."""
-    headers = header_map(message.headers)
-    envelope = decode_envelope(message.value, headers, max_bytes=max_bytes)
-    return Decoded(message, headers, envelope, route, route.parse_or_unreadable(envelope.payload))
 
 
 def message_span(group: str, message: Received, headers: Mapping[str, str]) -> AbstractContextManager[Span]:
@@ -126,3 +108,18 @@ def report_run(
             handled=len(applied),
             duplicates=len(decoded) - len(applied),
         )
+
+
+def report_failure(group: str, log: Any, message: Received, failure: Failure, *, attempts: int) -> None:
+    """A failed attempt logged, and counted as a retry unless it is dead-lettered now."""
+    log.warning(
+        "unreadable message" if failure.fault.dead_letters else "message failed",
+        error_type=type(failure.exc).__name__,
+        error=error_line(failure.exc),
+        attempts=attempts,
+        fault=failure.fault.value,
+        database_unavailable=failure.fault is Fault.INFRASTRUCTURE,
+        dead_letter=failure.dead_letter,
+    )
+    if not failure.dead_letter:
+        RETRIES.labels(group, message.topic).inc()
