@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import cProfile
 import json
+import os
 import pstats
 import sys
 import time
@@ -52,7 +53,11 @@ PARTS = (
     ("tracing", ("opentelemetry", "pin/observability/tracing")),
     ("log line", ("structlog", "/logging/", "pin/observability/logging")),
     ("metrics", ("prometheus_client", "pin/observability/metrics", "/metrics.py")),
-    ("payload and outbox rows", ("pin/outbox/writer", "contracts.py", "pin/messaging/envelope", "pydantic")),
+    # the workers build payloads and outbox rows here; the consumers decode and validate messages here
+    (
+        "contracts: payloads, outbox rows, envelopes",
+        ("pin/outbox/writer", "contracts.py", "pin/messaging/envelope", "pydantic"),
+    ),
     ("cycle bookkeeping and unit of work", ("pin/jobs/", "pin/unit_of_work", "pin/faults", "pin/db.py")),
     (PSYCOPG, ("psycopg",)),
     ("relay machinery", ("pin/outbox/",)),
@@ -138,8 +143,20 @@ def _top_cumulative(raw: dict[Any, Any], count: int = 40) -> list[dict[str, Any]
     return [{"function": f, "calls": nc, "seconds": round(ct, 4)} for ct, nc, f in rows[:count]]
 
 
+# PIN_BENCH_PROFILE_CLOCK=thread: the profile counts the main thread's CPU time (time.thread_time) instead of wall
+# time, so that a busy machine's waits for a CPU and every blocked call (PostgreSQL, the broker) count nothing: what
+# is left is the client's own work, by part (bench/where_time_goes.py sets it).
+THREAD_CLOCK = os.environ.get("PIN_BENCH_PROFILE_CLOCK") == "thread"
+# With it, a job's first PIN_BENCH_PROFILE_UNPROFILED_ITEMS items (whole cycles) run without the profiler, their
+# CPU and wall time per item reported as "unprofiled" (the profiler's own cost is then known).
+
+
+def _profiler() -> cProfile.Profile:
+    return cProfile.Profile(time.thread_time) if THREAD_CLOCK else cProfile.Profile()
+
+
 def _profiled(work: Any) -> tuple[Any, dict[str, Any]]:
-    profiler = cProfile.Profile()
+    profiler = _profiler()
     started = time.perf_counter()
     profiler.enable()
     try:
@@ -226,7 +243,22 @@ def main(argv: list[str]) -> int:
 
         job = ExpirePromotionsJob(pool, ExpirePromotionsConfig(batch_size=settings.expire_promotions_batch_size))
         items = "expired_count"
-    profiler = cProfile.Profile()
+    unprofiled: dict[str, float] = {}
+    if THREAD_CLOCK:  # the first items without the profiler: the client's CPU per item as it runs
+        half = int(os.environ.get("PIN_BENCH_PROFILE_UNPROFILED_ITEMS", "0"))
+        cpu, wall, done = time.thread_time(), time.perf_counter(), 0
+        while done < half:
+            n = getattr(job.run_once(), items)
+            done += n
+            if n == 0:
+                break
+        if done:
+            unprofiled = {
+                "items": done,
+                "cpu_us_per_item": round((time.thread_time() - cpu) / done * 1e6, 1),
+                "wall_us_per_item": round((time.perf_counter() - wall) / done * 1e6, 1),
+            }
+    profiler = _profiler()
     done = 0
     started = time.perf_counter()
     profiler.enable()
@@ -239,6 +271,7 @@ def main(argv: list[str]) -> int:
     wall = time.perf_counter() - started
     pool.close()
     summary = summarize(pstats.Stats(profiler), wall)
+    summary["unprofiled"] = unprofiled
     summary["items"] = done
     summary["items_per_second_under_profiler"] = round(done / wall, 1)
     out.write_text(json.dumps(summary, indent=2))

@@ -2,13 +2,15 @@
 
 For each workload, on the bench's own servers (embedded, or PIN_DATABASE_URL / PIN_KAFKA_BOOTSTRAP_SERVERS as
 `python -m bench`): the unprofiled rate and its same-run baseline (the phases' own functions, at ``--items``), then
-cProfile of the same work (bench/profile_worker.py) with its self time split into the parts of the issue (tracing,
-the log line, metrics, the payload and outbox rows, the cycle's bookkeeping, psycopg's client work, waiting for
-PostgreSQL, ...; ``profile_worker.PARTS``), as microseconds per item. cProfile slows Python by a factor the table
-shows (profiled wall per item against unprofiled), and slows small functions most: read the parts as shares, the
-unprofiled figures as the absolute ones. Workloads: one appointment-timeout worker per appointment,
-expire-promotions per purchase (batches of 200), the relay per message, the crm and notifications consumers per
-message. Prints a markdown table per workload; ``--out`` keeps the JSON.
+cProfile of the same work (bench/profile_worker.py) counting the main thread's CPU time
+(``PIN_BENCH_PROFILE_CLOCK=thread``: a busy machine's waits for a CPU and every blocked call count nothing), its self
+time split into the parts of issue 38 (tracing, the log line, metrics, contracts: payloads and outbox rows, the
+cycle's bookkeeping, psycopg's client work, ...; ``profile_worker.PARTS``), as microseconds per item. The two
+workers also run their first half of the items without the profiler, which gives their CPU per item as it runs:
+cProfile inflates the parts by about that ratio, small functions most, so read the parts as shares of that figure.
+Workloads: one appointment-timeout worker per appointment, expire-promotions per purchase (batches of 200), the
+relay per message (its main thread: the settling thread's DELETE is not in it), the crm and notifications consumers
+per message (one lane: all of it on the main thread). Prints a markdown table per workload; ``--out`` keeps the JSON.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ def _workload(name: str, rate: float, baseline: float, baseline_what: str, prof:
         "baseline": baseline_what,
         "ratio": round(rate / baseline, 3) if baseline else None,
         "profiled_us_per_item": round(prof["wall_seconds"] / items * 1e6, 1),
+        "profiled_cpu_us_per_item": round(prof["profiled_seconds"] / items * 1e6, 1),
+        "unprofiled_job": prof.get("unprofiled") or {},
         "parts_us_per_item": {k: round(v / items * 1e6, 1) for k, v in prof["parts"].items()},
         "top_cumulative_us_per_item": [
             {**t, "us_per_item": round(t["seconds"] / items * 1e6, 1)} for t in prof["top_cumulative"][:25]
@@ -100,9 +104,17 @@ def markdown(workloads: list[dict[str, Any]]) -> str:
             "",
             f"Unprofiled {w['unprofiled_us_per_item']:,.0f} µs per item against {w['baseline_us_per_item']:,.0f} for "
             f"the baseline ({w['baseline']}; ratio {w['ratio']}); under cProfile {w['profiled_us_per_item']:,.0f} µs "
-            f"({w['items']:,} items, load {w['load_1m']:.2f}).",
+            f"({w['items']:,} items, load {w['load_1m']:.2f}); the main thread's CPU under the profiler "
+            f"{w['profiled_cpu_us_per_item']:,.0f} µs per item"
+            + (
+                f", without it {w['unprofiled_job']['cpu_us_per_item']:,.0f} µs (the first "
+                f"{w['unprofiled_job']['items']:,} items, in process)"
+                if w["unprofiled_job"]
+                else ""
+            )
+            + ".",
             "",
-            "| part | µs per item (profiled) | share |",
+            "| part | µs of the main thread's CPU per item (profiled) | share |",
             "|---|---:|---:|",
         ]
         total = sum(w["parts_us_per_item"].values()) or 1.0
@@ -123,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     from pin.observability.logging import configure_unstarted
 
     configure_unstarted(logging.WARNING)
+    os.environ["PIN_BENCH_PROFILE_CLOCK"] = "thread"  # the profiled children count their main thread's CPU
+    os.environ["PIN_BENCH_PROFILE_UNPROFILED_ITEMS"] = str(args.items // 2)
     env = make_env()
     started = time.monotonic()
     try:
