@@ -2,7 +2,8 @@
 
 No server here: the durable server's environment is replaced by a stand-in, so what is checked is where the figures
 go (summary.json's ``durable`` under each figure, the two-column table of summary.md, docs/capacity.md's section)
-and that the phase ran with the durable environment and got the main one back, also when it failed.
+and that the phase ran with the durable environment and got the main one back, also when it failed. Beside it, the
+rule that splits a profile into issue 38's parts (bench/profile_worker.py: PARTS), which bench/README.md's tables use.
 """
 
 from __future__ import annotations
@@ -116,3 +117,24 @@ def test_results_without_a_durable_run_have_no_second_column() -> None:
     results.figures["promotion_drain"] = Figure(1.0, "purchases_per_second", 2.0, 0.5)
 
     assert "Both columns" not in results.markdown(mode="quick", seconds=1)
+
+
+@pytest.mark.parametrize(
+    ("filename", "name", "part"),
+    [
+        ("/x/site-packages/structlog/_base.py", "_process_event", "log line"),
+        ("/x/src/pin/observability/logging.py", "redact_sensitive", "log line"),
+        ("/x/src/pin/observability/tracing.py", "current_traceparent", "tracing"),
+        ("/x/src/pin/calendar/metrics.py", "inc", "metrics"),
+        ("/x/src/pin/outbox/writer.py", "build_rows", "contracts: payloads, outbox rows, envelopes"),
+        ("/x/src/pin/jobs/cycle.py", "info", "cycle bookkeeping and unit of work"),
+        ("/x/site-packages/psycopg/_queries.py", "dump", "psycopg client work"),
+        ("/x/site-packages/psycopg/connection.py", "wait", "waiting for PostgreSQL"),
+        ("/x/src/pin/calendar/repository.py", "cluster_save", "domain, service, repository, handler"),
+        ("~", "<built-in method builtins.isinstance>", None),
+    ],
+)
+def test_each_profiled_file_goes_to_its_most_specific_part(filename: str, name: str, part: str | None) -> None:
+    from bench.profile_worker import _part
+
+    assert _part(filename, name) == part
