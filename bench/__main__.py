@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import console, consumers, live, plots, pressure, promotion, relay, timeout
+from bench import console, consumers, durable, live, plots, pressure, promotion, relay, timeout
 from bench.env import BenchEnv, make_env
 from bench.results import Figure, LoadWindow, Results, aggregate, ratio
 from bench.seed import MessageFactory
@@ -80,8 +80,25 @@ class Run:
         self.results = Results()
         self.factory: MessageFactory | None = None
         self.scaling_runs: list[dict[str, Any]] = []
-        self.lag: dict[str, Any] | None = None
+        self.lags: dict[str, dict[str, Any]] = {}  # the expiry lag of each column (end to end's baseline)
         self.timeout_script: timeout.Script | None = None
+        self.durable_url = durable.configured_url()
+        self.column = durable.MAIN  # which server the phase runs on (bench.durable)
+
+    @property
+    def main_column(self) -> bool:
+        """Whether this run of a phase is on the main server (profiles, plots and gauges are taken there only)."""
+        return self.column == durable.MAIN
+
+    def on_durable(self, phase: Callable[[], None]) -> None:
+        """Run ``phase`` on the durable server, in databases of its own there, dropped when it ends."""
+        env = self.env
+        with durable.twin(env, self.durable_url) as twin:
+            self.env, self.column = twin, durable.DURABLE
+            try:
+                phase()
+            finally:
+                self.env, self.column = env, durable.MAIN
 
     # ------------------------------------------------------------------------------------------- phases
 
@@ -110,6 +127,8 @@ class Run:
                 Figure(value, "items_per_second", baseline, r, ">= 0.8", r is not None and r >= 0.8,
                        f"{n:,} due appointments; pgbench -M prepared -c {workers} on the captured statements"),
             )  # fmt: skip
+        if not self.main_column:
+            return
         prof = timeout.profile(self.env, self.sizes["profile"])
         self.results.details["timeout_profile"] = prof
         self.results.sections.append(_profile_section("appointment-timeout", prof, self.timeout_script))
@@ -118,7 +137,7 @@ class Run:
         """2. Expiry lag with one worker."""
         count, spread = self.sizes["lag"]
         lag = live.expiry_lag(self.env, count, spread)
-        self.lag = lag
+        self.lags[self.column] = lag
         self.results.details["expiry_lag"] = {k: v for k, v in lag.items() if k not in ("lags_ms", "due_offsets_s")}
         for q in ("p50", "p99", "max"):
             value = lag[f"{q}_ms"]
@@ -128,7 +147,8 @@ class Run:
                 f"expiry_lag_{q}",
                 Figure(value, "ms", None, None, goal, met, f"{count:,} deadlines over {spread:.0f} s, one worker"),
             )
-        plots.expiry_lag(self.results, self.out, lag)
+        if self.main_column:
+            plots.expiry_lag(self.results, self.out, lag)
 
     def phase_promotion(self) -> None:
         """3. expire-promotions drain vs pgbench on the per-batch statements."""
@@ -144,6 +164,8 @@ class Run:
             Figure(run["items_per_second"], "purchases_per_second", base["items_per_second"], r, ">= 0.8",
                    r is not None and r >= 0.8, f"{n:,} due purchases, 1-3 targets, BatchSize 200, one worker"),
         )  # fmt: skip
+        if not self.main_column:
+            return
         prof = promotion_profile(self.env, min(n, 4_000))
         self.results.details["promotion_profile"] = prof
         self.results.sections.append(_profile_section("expire-promotions", prof, None))
@@ -159,7 +181,8 @@ class Run:
             Figure(drain["messages_per_second"], "messages_per_second", drain["baseline_messages_per_second"], r,
                    ">= 0.5", r is not None and r >= 0.5, f"{drain['count']:,} outbox rows, one relay"),
         )  # fmt: skip
-        plots.relay_drain(self.results, self.out, drain)
+        if self.main_column:
+            plots.relay_drain(self.results, self.out, drain)
         lat = relay.latency(self.env, self.factory, RELAY_RATE, self.sizes["latency_seconds"])
         self.results.details["relay_latency"] = {
             k: v for k, v in lat.items() if k not in {"latencies_ms", "baseline"}
@@ -172,6 +195,8 @@ class Run:
             self.results.add(
                 f"relay_latency_{q}", Figure(value, "ms", baseline, ratio(value, baseline), goal, met, note)
             )
+        if not self.main_column:
+            return  # the gauges are a read and the profile the relay's CPU: the main server's figures say it
         plots.relay_latency(self.results, self.out, lat)
         gauge = relay.gauges(self.env, self.sizes["gauges"])
         self.results.details["outbox_gauges"] = gauge
@@ -237,14 +262,16 @@ class Run:
         self.results.details["end_to_end"] = {k: v for k, v in e2e.items() if k != "totals_ms"}
         for q in ("p50", "p99"):
             value = e2e["total"][f"{q}_ms"]
-            baseline = self.lag[f"{q}_ms"] if self.lag else None
+            lag = self.lags.get(self.column)
+            baseline = lag[f"{q}_ms"] if lag else None
             self.results.add(
                 f"end_to_end_{q}",
                 Figure(value, "ms", baseline, ratio(value, baseline), None, None,
                        f"{e2e['both_notified']}/{count} appointments with both notifications; "
                        "baseline: the expiry lag alone (phase 2)"),
             )  # fmt: skip
-        plots.end_to_end(self.results, self.out, e2e)
+        if self.main_column:
+            plots.end_to_end(self.results, self.out, e2e)
 
     def phase_scaling(self) -> None:
         """7. Drain time against the amount of work, one worker, and dead tuples after each run."""
@@ -393,15 +420,12 @@ def main(argv: list[str] | None = None) -> int:
     configure_unstarted(logging.WARNING)
     env = make_env()
     run = Run(env, mode, out, args.rate)
-    failures = 0
+    server = pressure.DurableServer(env) if run.durable_url and set(phases) & set(durable.PHASES) else None
     try:
         print(f"bench: mode {mode}, phases {','.join(phases)}, {args.repeat} run(s) each, work dir {env.work_dir}")
         env.start()
         run.results.machine = env.machine()
-        if set(phases) - set(EXTRA_PHASES):
-            _step("capture", run.capture)
-        for phase in phases:
-            failures += _run_phase(run, phase, args.repeat)
+        failures = _run_phases(run, phases, args.repeat, server)
         plots.ratios(run.results, out)
     finally:
         try:
@@ -409,7 +433,11 @@ def main(argv: list[str] | None = None) -> int:
             run.results.machine["loadavg_at_end"] = [round(x, 2) for x in load]
         except OSError:
             pass
-        env.close()
+        try:
+            if server is not None:
+                server.close()
+        finally:
+            env.close()
     seconds = time.monotonic() - started
     run.results.write(out, mode=mode, seconds=seconds)
     if out.resolve() == (Path(__file__).parent / "results").resolve():
@@ -422,42 +450,64 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failures else 0
 
 
-def _run_phase(run: Run, phase: str, repeat: int) -> int:
+def _run_phases(run: Run, phases: list[str], repeat: int, server: pressure.DurableServer | None) -> int:
+    """The capture, then each phase ``repeat`` times, each commit-bound one then again on the durable server when one
+    is configured (its autovacuum on from here on; the caller puts it back); the count of failed runs."""
+    if server is not None:
+        server.start()
+        run.results.machine["durable"] = durable.describe(run.durable_url)
+        print(f"bench: durable column on {durable.URL_VARIABLE}: {run.results.machine['durable']}")
+    if set(phases) - set(EXTRA_PHASES):
+        _step("capture", run.capture)
+    failures = 0
+    for phase in phases:
+        failures += _run_phase(run, phase, repeat)
+        if server is not None and phase in durable.PHASES:
+            failures += _run_phase(run, phase, repeat, on_durable=True)
+    return failures
+
+
+def _run_phase(run: Run, phase: str, repeat: int, *, on_durable: bool = False) -> int:
     """Run a phase ``repeat`` times, each between two load samples; keep the median of each figure; count failures.
 
     Each run fills fresh figures and details; the last run's details, profiles and plots are kept, every run's
-    details go to run.json under ``repeats`` when there is more than one.
+    details go to run.json under ``repeats`` when there is more than one. ``on_durable``: the runs are on the
+    durable server (bench.durable); their figures go to the durable column, their details under ``durable``.
     """
     results = run.results
     figures, details = results.figures, results.details
+    target, kept = (results.durable, details.setdefault("durable", {})) if on_durable else (figures, details)
+    key = f"{phase} ({durable.DURABLE})" if on_durable else phase
     sections_before = len(results.sections)
     per_run: dict[str, list[Figure]] = {}
     failures = 0
+    action: Callable[[], None] = getattr(run, f"phase_{phase}")
     for i in range(repeat):
-        label = phase if repeat == 1 else f"{phase} (run {i + 1}/{repeat})"
+        label = key if repeat == 1 else f"{key} (run {i + 1}/{repeat})"
         results.figures, results.details = {}, {}
-        del results.sections[sections_before:]  # an earlier run's profile sections: the last run's replace them
+        if not on_durable:
+            del results.sections[sections_before:]  # an earlier run's profile sections: the last run's replace them
         start = _load_1m()
-        ok = _step(label, getattr(run, f"phase_{phase}"), results)
+        ok = _step(label, (lambda: run.on_durable(action)) if on_durable else action, results)
         end = _load_1m()
         failures += 0 if ok else 1
         window = None if start is None or end is None else LoadWindow(start, end, os.cpu_count() or 1)
         if window is not None:
             print(f"bench: {label} load (1 min) {window.describe()}", flush=True)
-            details.setdefault("phase_load", {}).setdefault(phase, []).append(window.as_dict())
+            details.setdefault("phase_load", {}).setdefault(key, []).append(window.as_dict())
         for name, figure in results.figures.items():
             figure.loads = [window] if window is not None else []
             per_run.setdefault(name, []).append(figure)
         run_details = results.details
         details.setdefault("phase_seconds", {}).update(run_details.pop("phase_seconds", {}))
-        details.update(run_details)
+        kept.update(run_details)
         if repeat > 1:
-            details.setdefault("repeats", {}).setdefault(phase, []).append(run_details)
+            details.setdefault("repeats", {}).setdefault(key, []).append(run_details)
     results.figures, results.details = figures, details
     for name, runs in per_run.items():
-        figures[name] = runs[0] if len(runs) == 1 else aggregate(runs)
+        target[name] = runs[0] if len(runs) == 1 else aggregate(runs)
         if repeat > 1:
-            _print_aggregate(name, figures[name])
+            _print_aggregate(name, target[name])
     return failures
 
 

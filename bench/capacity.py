@@ -230,6 +230,39 @@ def _costs_table(costs: Costs) -> list[str]:
     ]
 
 
+def _durable_section(summary: Mapping[str, Any]) -> list[str]:
+    """The commit-bound figures on the main server and on the durable one (bench.durable), each against its own
+    same-run baseline; nothing when the run had no durable server."""
+    names = [name for name, entry in summary.items() if isinstance(entry, Mapping) and "durable" in entry]
+    if not names:
+        return []
+
+    def cell(entry: Mapping[str, Any] | None) -> str:
+        if not entry or entry.get("value") is None:
+            return "-"
+        ratio = "" if entry.get("ratio") is None else f" (ratio {entry['ratio']:.3g})"
+        return f"{_n(entry['value'], 1 if entry['value'] < 100 else 0)} {entry['unit']}{ratio}"
+
+    lines = [
+        "## On a durable server",
+        "",
+        *_para(
+            "The same phases ran again on a PostgreSQL with `fsync` and `synchronous_commit` on",
+            "(`PIN_BENCH_DURABLE_DATABASE_URL`), each against its own baseline measured on that server in the same run",
+            "(pgbench on the same statements, the bare producer, the expiry lag alone). The model above uses the",
+            "first column; the second is what one commit's flush costs each role on that server's disk.",
+        ),
+        "| figure | main server | durable server | durable / main |",
+        "|---|---|---|---|",
+    ]
+    for name in names:
+        main, durable = summary[name], summary[name]["durable"]
+        both = main.get("value") and durable.get("value")
+        change = f"{durable['value'] / main['value']:.2f}" if both else "-"
+        lines.append(f"| `{name}` | {cell(main)} | {cell(durable)} | {change} |")
+    return [*lines, ""]
+
+
 def _plans_table(plans: list[Plan], usable: float) -> list[str]:
     rows = [
         "| volume | events/s at peak | expiries/s at peak | appointment-timeout | expire-promotions: a day's "
@@ -413,6 +446,7 @@ def render(summary: Mapping[str, Any]) -> str:
             "baseline ran the same statements without the role (the two workers); for the relay and the consumers it",
             "is the whole machine's.",
         ),
+        *_durable_section(summary),
         "## Assumptions",
         "",
         *_assumptions(costs),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import cProfile
 import json
+import os
 import pstats
 import sys
 import time
@@ -45,6 +46,42 @@ CATEGORIES = (
 
 BROKER = "waiting for the broker (librdkafka poll, commit, flush, produce)"
 
+# The parts of issue 38's per-item profile (bench/where_time_goes.py): finer than CATEGORIES, by source file; the
+# first whose needle is in a function's file takes its self time (a builtin's goes to its heaviest caller's part).
+WAITING, PSYCOPG = "waiting for PostgreSQL", "psycopg client work"
+PARTS = (
+    ("tracing", ("opentelemetry", "pin/observability/tracing")),
+    ("log line", ("structlog", "/logging/", "pin/observability/logging")),
+    ("metrics", ("prometheus_client", "pin/observability/metrics", "/metrics.py")),
+    # the workers build payloads and outbox rows here; the consumers decode and validate messages here
+    (
+        "contracts: payloads, outbox rows, envelopes",
+        ("pin/outbox/writer", "contracts.py", "pin/messaging/envelope", "pydantic"),
+    ),
+    ("cycle bookkeeping and unit of work", ("pin/jobs/", "pin/unit_of_work", "pin/faults", "pin/db.py")),
+    (PSYCOPG, ("psycopg",)),
+    ("relay machinery", ("pin/outbox/",)),
+    ("consumer runtime (decode, inbox, offsets)", ("pin/messaging/",)),
+    ("domain, service, repository, handler", ("pin/",)),
+    ("confluent_kafka (Python side)", ("confluent_kafka",)),
+    ("stdlib (uuid, datetime, json, threading, ...)", ("/lib/python", "<frozen")),
+)
+
+
+def _part(filename: str, name: str) -> str | None:
+    if filename == "~":
+        if "cimpl" in name or "confluent_kafka" in name:
+            return BROKER
+        if "wait" in name or "select" in name or "poll" in name:
+            return WAITING
+        return None
+    if name in _BLOCKING and "psycopg" in filename:
+        return WAITING
+    for label, needles in PARTS:
+        if any(needle in filename for needle in needles):
+            return label
+    return "other"
+
 
 def _category(filename: str, name: str) -> str | None:
     if filename == "~":
@@ -65,16 +102,19 @@ def summarize(stats: pstats.Stats, wall: float) -> dict[str, Any]:
     """Self time grouped by category; a builtin's self time goes to the category of its heaviest caller."""
     raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
     totals: dict[str, float] = {}
+    parts: dict[str, float] = {}
     top: list[tuple[float, str]] = []
     for func, (_cc, _nc, tottime, _ct, callers) in raw.items():
         filename, _line, name = func
+        heaviest = max(callers.items(), key=lambda item: item[1][2] if len(item[1]) > 2 else 0)[0] if callers else None
         label = _category(filename, name)
         if label is None:
-            label = "other"
-            if callers:
-                heaviest = max(callers.items(), key=lambda item: item[1][2] if len(item[1]) > 2 else 0)[0]
-                label = _category(heaviest[0], heaviest[2]) or "other"
+            label = (_category(heaviest[0], heaviest[2]) if heaviest else None) or "other"
         totals[label] = totals.get(label, 0.0) + tottime
+        part = _part(filename, name)
+        if part is None:
+            part = (_part(heaviest[0], heaviest[2]) if heaviest else None) or "other"
+        parts[part] = parts.get(part, 0.0) + tottime
         top.append((tottime, f"{Path(filename).name}:{name}"))
     profiled = sum(totals.values())
     breakdown = {
@@ -87,11 +127,36 @@ def summarize(stats: pstats.Stats, wall: float) -> dict[str, Any]:
         "profiled_seconds": round(profiled, 3),
         "breakdown": breakdown,
         "top_self_time": [{"function": f, "seconds": round(t, 3)} for t, f in top[:15]],
+        "parts": {k: round(v, 4) for k, v in sorted(parts.items(), key=lambda kv: -kv[1])},
+        "top_cumulative": _top_cumulative(raw),
     }
 
 
+def _top_cumulative(raw: dict[Any, Any], count: int = 40) -> list[dict[str, Any]]:
+    """The pin functions with the most cumulative time (what each step costs with what it calls)."""
+    rows = [
+        (ct, nc, f"{filename.split('/src/')[-1]}:{name}")
+        for (filename, _line, name), (_cc, nc, _tt, ct, _callers) in raw.items()
+        if "/pin/" in filename
+    ]
+    rows.sort(reverse=True)
+    return [{"function": f, "calls": nc, "seconds": round(ct, 4)} for ct, nc, f in rows[:count]]
+
+
+# PIN_BENCH_PROFILE_CLOCK=thread: the profile counts the main thread's CPU time (time.thread_time) instead of wall
+# time, so that a busy machine's waits for a CPU and every blocked call (PostgreSQL, the broker) count nothing: what
+# is left is the client's own work, by part (bench/where_time_goes.py sets it).
+THREAD_CLOCK = os.environ.get("PIN_BENCH_PROFILE_CLOCK") == "thread"
+# With it, a job's first PIN_BENCH_PROFILE_UNPROFILED_ITEMS items (whole cycles) run without the profiler, their
+# CPU and wall time per item reported as "unprofiled" (the profiler's own cost is then known).
+
+
+def _profiler() -> cProfile.Profile:
+    return cProfile.Profile(time.thread_time) if THREAD_CLOCK else cProfile.Profile()
+
+
 def _profiled(work: Any) -> tuple[Any, dict[str, Any]]:
-    profiler = cProfile.Profile()
+    profiler = _profiler()
     started = time.perf_counter()
     profiler.enable()
     try:
@@ -180,7 +245,22 @@ def main(argv: list[str]) -> int:
 
         job = ExpirePromotionsJob(pool, ExpirePromotionsConfig(batch_size=settings.jobs.expire_promotions_batch_size))
         items = "expired_count"
-    profiler = cProfile.Profile()
+    unprofiled: dict[str, float] = {}
+    if THREAD_CLOCK:  # the first items without the profiler: the client's CPU per item as it runs
+        half = int(os.environ.get("PIN_BENCH_PROFILE_UNPROFILED_ITEMS", "0"))
+        cpu, wall, done = time.thread_time(), time.perf_counter(), 0
+        while done < half:
+            n = getattr(job.run_once(), items)
+            done += n
+            if n == 0:
+                break
+        if done:
+            unprofiled = {
+                "items": done,
+                "cpu_us_per_item": round((time.thread_time() - cpu) / done * 1e6, 1),
+                "wall_us_per_item": round((time.perf_counter() - wall) / done * 1e6, 1),
+            }
+    profiler = _profiler()
     done = 0
     started = time.perf_counter()
     profiler.enable()
@@ -193,6 +273,7 @@ def main(argv: list[str]) -> int:
     wall = time.perf_counter() - started
     pool.close()
     summary = summarize(pstats.Stats(profiler), wall)
+    summary["unprofiled"] = unprofiled
     summary["items"] = done
     summary["items_per_second_under_profiler"] = round(done / wall, 1)
     out.write_text(json.dumps(summary, indent=2))

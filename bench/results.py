@@ -177,6 +177,7 @@ class Results:
     machine: dict[str, Any] = field(default_factory=dict)
     plots: list[str] = field(default_factory=list)
     sections: list[str] = field(default_factory=list)  # extra markdown (profiles, dead tuples, statements)
+    durable: dict[str, Figure] = field(default_factory=dict)  # the same figures on the durable server (bench.durable)
 
     def add(self, name: str, figure: Figure) -> Figure:
         """Record a figure (and print it, so a long run shows progress)."""
@@ -189,6 +190,8 @@ class Results:
         """summary.json and summary.md in ``directory``."""
         directory.mkdir(parents=True, exist_ok=True)
         summary = {name: figure.as_dict() for name, figure in self.figures.items()}
+        for name, figure in self.durable.items():
+            summary.setdefault(name, {})["durable"] = figure.as_dict()
         (directory / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
         meta = {"mode": mode, "seconds": round(seconds, 1), "machine": self.machine, "notes": self.notes}
         meta["details"] = self.details
@@ -218,6 +221,7 @@ class Results:
                 f"| {name} | {_show(d['value'])} | {figure.unit} | {_show(d['baseline'])} | {_show(d['ratio'])} "
                 f"| {spread} | {figure.goal or ''} | {met} | {load} |"
             )
+        lines += self._durable_table()
         if self.notes:
             lines += ["", "Notes:", ""]
             lines += [f"- {note}" for note in self.notes]
@@ -227,6 +231,38 @@ class Results:
             lines += ["", "## Plots", ""]
             lines += [f"![{name}]({name})" for name in dict.fromkeys(self.plots)]  # --repeat redraws each plot
         return "\n".join(lines) + "\n"
+
+    def _durable_table(self) -> list[str]:
+        """Both columns side by side: each commit-bound figure on the main server and on the durable one, each
+        against its own baseline measured on that server."""
+        if not self.durable:
+            return []
+        server = self.machine.get("durable") or {}
+        shown = ", ".join(f"{k}={v}" for k, v in server.items())
+        lines = [
+            "",
+            "## Both columns: the main server and a durable one",
+            "",
+            f"The commit-bound phases again on `PIN_BENCH_DURABLE_DATABASE_URL` ({shown}), each against its own "
+            "baseline on that server in the same run (summary.json: `durable` under each figure).",
+            "",
+            "| figure | unit | main: value | baseline | ratio | durable: value | baseline | ratio | spread | goal "
+            "| met | load (1 min, per run) |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---|---|---|---|",
+        ]
+        for name, figure in self.durable.items():
+            d = figure.as_dict()
+            main = self.figures.get(name)
+            m = main.as_dict() if main is not None else {"value": None, "baseline": None, "ratio": None}
+            met = "" if figure.met is None else ("yes" if figure.met else "**no**")
+            spread = "" if figure.spread is None else f"{figure.spread[0]:.3g}..{figure.spread[1]:.3g} ({figure.runs})"
+            load = ", ".join(window.cell() for window in figure.loads)
+            lines.append(
+                f"| {name} | {figure.unit} | {_show(m['value'])} | {_show(m['baseline'])} | {_show(m['ratio'])} "
+                f"| {_show(d['value'])} | {_show(d['baseline'])} | {_show(d['ratio'])} | {spread} "
+                f"| {figure.goal or ''} | {met} | {load} |"
+            )
+        return lines
 
 
 def _show(value: Any) -> str:
