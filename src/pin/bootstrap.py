@@ -37,7 +37,7 @@ def run_api(*, host: str, port: int) -> None:
     settings = context.settings
     policy = ConnectionPolicy.from_settings(settings, "api")
     # with the database unreachable a request is answered 503 within pin.db.pool_answer_bound_seconds; every
-    # session waits at most PIN_API_LOCK_TIMEOUT_SECONDS for a held row (pin.lock_waits), below the pool's wait
+    # session waits at most PIN_API_LOCK_TIMEOUT_SECONDS for a held row (pin.db.ConnectionPolicy), below the pool's wait
     # A fixed size: psycopg's pool grows one connection at a time, so a burst on a held row (every connection
     # waiting its lock timeout) would also wait for the pool to grow, a connection's start each, which a loaded
     # machine makes slow (the held-row test's slowest 409 went past its bound at load 5).
@@ -161,7 +161,7 @@ def _carry_out_replay_jobs(settings: Settings, pool: ConnectionPool[Conn], stop:
 def run_expire_promotions(*, once: bool) -> dict[str, int] | None:
     """`pin worker expire-promotions`: expire due purchases until SIGTERM/SIGINT, or (``once``) one cycle."""
     from pin.promotion import metrics
-    from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
+    from pin.promotion.expiry import ExpirePromotionsConfig, ExpirePromotionsJob
 
     def build(pool: ConnectionPool[Conn], settings: Settings, stop: threading.Event) -> PollingJob:
         interval = settings.expire_promotions_interval_seconds
@@ -184,7 +184,7 @@ def run_expire_promotions(*, once: bool) -> dict[str, int] | None:
 
 def run_appointment_timeout(*, once: bool) -> dict[str, int] | None:
     """`pin worker appointment-timeout`: expire due Pending appointments until SIGTERM/SIGINT, or one cycle."""
-    from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
+    from pin.calendar.expiry import AppointmentTimeoutConfig, AppointmentTimeoutJob
 
     def build(pool: ConnectionPool[Conn], settings: Settings, stop: threading.Event) -> PollingJob:
         config = AppointmentTimeoutConfig(

@@ -137,7 +137,7 @@ def test_the_pools_check_refuses_a_session_the_server_ended(database_url: str) -
 
 
 def test_the_apis_sessions_carry_its_lock_timeout_and_no_other_role_does(database_url: str) -> None:
-    """The one rule for the API's row-lock waits is one of its session settings (pin.lock_waits)."""
+    """The one rule for the API's row-lock waits is one of its session settings (pin.db.ConnectionPolicy)."""
     api = create_pool(
         database_url, min_size=1, max_size=1, name="policy-api", policy=_policy("api", api_lock_timeout_seconds=1.5)
     )

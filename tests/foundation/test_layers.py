@@ -22,7 +22,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "pin"
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"settings", "domain_errors", "rfc3339", "backoff"}),
     frozenset({"db", "faults", "cancellation", "operations"}),
-    frozenset({"observability", "lock_waits"}),
+    frozenset({"observability"}),
     frozenset({"messaging", "jobs"}),
     frozenset({"outbox", "api"}),
 )

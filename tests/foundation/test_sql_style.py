@@ -1,8 +1,8 @@
 """One SQL style: a context's statements are named in its ``queries.sql`` and loaded by ``pin.db.load_queries``.
 
 For the packages listed here no statement is written in Python, and every statement a query file names is used by
-its package. What is left outside them is plumbing: the pool's check and session settings (``pin.db``,
-``pin.lock_waits``), the health probe's ``SELECT 1`` and the migrations' advisory lock.
+its package. What is left outside them is plumbing: the pool's check and session settings (``pin.db``),
+the health probe's ``SELECT 1`` and the migrations' advisory lock.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ CONVERTED = {
     "status": None,
     "jobs": ("bookkeeping.py",),
     "calendar": None,
-    "promotion": ("repository.py", "service.py", "worker.py"),  # the worker's claim and batch write in expiry.sql
+    "promotion": ("repository.py", "service.py", "expiry.py"),
     "observability": ("database_health.py",),
     "outbox": ("writer.py", "dead_letters.py", "gauges.py", "floors.py"),
     "outbox.relay": None,
@@ -40,6 +40,7 @@ CONVERTED = {
 
 # package -> its query files (queries.sql when not named)
 QUERY_FILES = {
+    "calendar": ("queries.sql", "expiry.sql"),
     "promotion": ("queries.sql", "expiry.sql"),
     "observability": ("database_health.sql",),
     "outbox": ("queries.sql", "gauges.sql"),

@@ -20,14 +20,14 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
+from pin.calendar.expiry import AppointmentTimeoutConfig, AppointmentTimeoutJob
 from pin.db import Conn
 from pin.local.embedded.postgres import EmbeddedPostgres
 from pin.outbox.dead_letters import dead_letter_replay
 from pin.outbox.relay.batch import PendingRow
 from pin.outbox.relay.producing import _produce_row
 from pin.outbox.writer import HEADER_COLUMNS, OutboxMode, set_outbox_mode
-from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
+from pin.promotion.expiry import ExpirePromotionsConfig, ExpirePromotionsJob
 from pin.settings import Settings
 from pin.status import collect_status
 from tests.calendar.conftest import CalendarApi

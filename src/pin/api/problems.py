@@ -170,7 +170,7 @@ def install_problem_handlers(app: FastAPI, problems: ProblemTable) -> None:
 
     @app.exception_handler(pg_errors.LockNotAvailable)
     async def _row_locked(_: Request, exc: pg_errors.LockNotAvailable) -> JSONResponse:
-        # a row (or table) held by another transaction past the session's lock_timeout (pin.lock_waits): the
+        # a row (or table) held by another transaction past the session's lock_timeout (pin.db.ConnectionPolicy): the
         # same answer as the calendar's concurrent modification, and retryable
         response = problem_response(409, "concurrent-modification", ROW_LOCKED_DETAIL)
         response.headers["Retry-After"] = "1"
