@@ -116,23 +116,12 @@ def _statement(name: str) -> LiteralString:
     )
 
 
-# The claim of each pass (poison: False, the first), its cluster locked by the same statement or (lock_cluster
-# false: the fallback when a lock of the cluster timed out) the claim alone. Each stays under psycopg's 4,096
-# characters, or it would be parsed again on every execute.
-CLAIMS: dict[bool, LiteralString] = {
-    False: _statement("appointment_claim_fresh"),
-    True: _statement("appointment_claim_poison"),
-}
 # The due appointments, poison ones included: the backlog gauge.
 DUE_SQL: LiteralString = _statement("appointments_due")
-# How many appointments a cycle may claim: the due ones from the claim floor on and the poison ones, up to count_limit.
-DUE_COUNT_SQL: LiteralString = _statement("appointments_due_count")
 # The earliest PendingExpiresAt of a Pending appointment that is not poison (a poison one never wakes the worker).
 NEXT_DEADLINE_SQL: LiteralString = _statement("appointment_next_deadline")
 # A poison appointment's failure record is kept while the appointment still waits (is Pending).
 STILL_PENDING_SQL: LiteralString = _statement("appointment_still_pending")
-# Due, a predicate on calendar.appointment AS a (binds %(as_of)s): pin status's.
-APPOINTMENT_IS_DUE: LiteralString = _statement("appointment_is_due")
 
 DEFINITION = JobDefinition(
     JOB_NAME,
@@ -147,6 +136,15 @@ DEFINITION = JobDefinition(
     traceback_on_cycle_failure=True,
     commits_each_item=True,
 )
+
+# The claim, of either pass, its cluster locked by the same statement or (lock_cluster false: the fallback when a
+# lock of the cluster timed out) the claim alone. It stays under psycopg's 4,096 characters, or it would be parsed
+# again on every execute.
+CLAIM_SQL: LiteralString = _statement("appointment_claim")
+# How many appointments a cycle may claim: the due ones from the claim floor on and the poison ones, up to count_limit.
+DUE_COUNT_SQL: LiteralString = _statement("appointments_due_count")
+# Due, a predicate on calendar.appointment AS a (binds %(as_of)s): pin status's.
+APPOINTMENT_IS_DUE: LiteralString = _statement("appointment_is_due")
 
 
 @dataclass(frozen=True)
@@ -194,11 +192,11 @@ def appointment_claim_next(
     after_at, after_id = after or (None, None)
     params = {
         "as_of": as_of, "after_at": after_at, "after_id": after_id, "job": JOB_NAME, "lock_cluster": lock_cluster,
-        "failed": failed or [], "passed_over_cap": bookkeeping.BACKLOG_CAP,
+        "poison": poison, "failed": failed or [], "passed_over_cap": bookkeeping.BACKLOG_CAP,
     }  # fmt: skip
     # A tuple in binary: no dict of some 50 columns per item, and uuids and times load from their binary form.
     with conn.cursor(row_factory=tuple_row, binary=True) as cur:
-        row = cur.execute(CLAIMS[poison], params).fetchone()
+        row = cur.execute(CLAIM_SQL, params).fetchone()
     assert row is not None  # the statement returns one row, claimed or not
     return ClaimedItem(
         row[_ID],

@@ -72,22 +72,20 @@ class ExpireResult(CycleCounts):
 
 _QUERIES = load_queries(__package__, "expiry.sql")
 
-# The claim of each pass (poison: False, the first), locked in a materialized CTE (the planner cannot run it twice
+# The claim of either pass (poison: False, the first), locked in a materialized CTE (the planner cannot run it twice
 # or lock more than the limit); the lock is held until the batch commits. A cycle claims in two passes, in its one
 # transaction: the purchases that are not poison first, then the poison ones with the room left in the batch, so
 # that a poison purchase is tried on every cycle (seed 002, A2: "Poison — на следующий цикл") but never holds up
 # the head of the queue. The first walks ix_purchase_active_ends_at in order, the failure check a primary-key probe
-# per row; the second may as well start from the few jobs.item_failure rows. Neither sorts the backlog.
+# per row (the pass is a parameter: each execution is planned on it), the second the same way. Neither sorts the
+# backlog.
 #
 # SkippedLocked is counted in the same statement, so on the same snapshot: the due rows (same predicate) that
 # sort before the last claimed row (or all due rows when the batch was not full) and were not claimed. Those
 # are exactly the rows SKIP LOCKED passed over: locked by another instance or by an in-flight cancel. (A row
 # that another instance expired and committed between our snapshot and our lock attempt also counts: it too
 # was "taken by someone else".) The scan is bounded by the last claimed EndsAt and by the backlog cap.
-CLAIMS: dict[bool, LiteralString] = {
-    False: repository.with_purchase_shape(_QUERIES["purchase_claim_fresh"]),
-    True: repository.with_purchase_shape(_QUERIES["purchase_claim_poison"]),
-}
+CLAIM_SQL: LiteralString = repository.with_purchase_shape(_QUERIES["purchase_claim_due"])
 # The backlog (seed 002: Active with EndsAt < now, poison purchases included), bounded by the caller. The poison
 # ones are also counted on their own (promotion_expire_poison_items).
 BACKLOG_SQL: LiteralString = _QUERIES["purchases_due"]
@@ -115,10 +113,12 @@ def purchase_claim_due(conn: Conn, *, job: str, as_of: datetime, batch_size: int
     """
     if batch_size <= 0:
         return Claim([], 0)
-    params = {"job": job, "as_of": as_of, "batch_size": batch_size, "skipped_cap": bookkeeping.BACKLOG_CAP}
+    params = {
+        "job": job, "as_of": as_of, "batch_size": batch_size, "poison": poison, "skipped_cap": bookkeeping.BACKLOG_CAP,
+    }  # fmt: skip
     # Tuples in binary: no dict per row, and uuids and times load from their binary form (cheaper than parsing text).
     with conn.cursor(row_factory=tuple_row, binary=True) as cur:
-        rows = cur.execute(CLAIMS[poison], params).fetchall()
+        rows = cur.execute(CLAIM_SQL, params).fetchall()
     skipped = rows[0][0] if rows else 0
     assert isinstance(skipped, int)
     return Claim([repository.purchase_from_values(row[1:]) for row in rows if row[1] is not None], skipped)

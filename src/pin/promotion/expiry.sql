@@ -1,18 +1,19 @@
--- expire-promotions' statements (seed 002, UC-PRM-003): the claim of each pass, the set-based write of a batch, the
+-- expire-promotions' statements (seed 002, UC-PRM-003): the claim (the pass a parameter), the set-based write, the
 -- backlog, the next deadline and the poison predicate (expiry.py). Each starts with a "-- name --" line and a
 -- one-line description; loaded by pin.db.load_queries. Each is whole but for the purchase's read shape
 -- ({purchase_columns} and {purchase_targets}, written once in queries.sql) and the batch write's outbox insert
 -- ({outbox_insert}, pin.outbox.writer's); docs/rendered-statements.md holds the batch write as the database
 -- receives it.
 
--- purchase_claim_fresh --
--- The first pass's claim (seed 002, step 2): Active, EndsAt <= AsOf, without a failure record, EndsAt asc, at most
--- batch_size, locked FOR NO KEY UPDATE SKIP LOCKED, with the count of due rows SKIP LOCKED passed over (at most
--- skipped_cap) (docs/design/claims.md).
+-- purchase_claim_due --
+-- The claim of a pass (seed 002, step 2): Active, EndsAt <= AsOf, without a failure record (poison false) or with
+-- one (true), EndsAt asc, at most batch_size, locked FOR NO KEY UPDATE SKIP LOCKED, with the count of due rows SKIP
+-- LOCKED passed over (at most skipped_cap) (docs/design/claims.md).
 WITH claimed AS MATERIALIZED (
     SELECT p.id, p.ends_at
       FROM promotion.purchase AS p
-     WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s AND NOT EXISTS (SELECT 1 FROM jobs.item_failure AS f WHERE f.job = %(job)s AND f.item_id = p.id)
+     WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s
+       AND EXISTS (SELECT FROM jobs.item_failure AS f WHERE f.job = %(job)s AND f.item_id = p.id) = %(poison)s
      ORDER BY p.ends_at, p.id
      LIMIT %(batch_size)s
        FOR NO KEY UPDATE OF p SKIP LOCKED
@@ -30,48 +31,8 @@ skipped AS (
     SELECT count(*) AS n FROM (
         SELECT 1
           FROM promotion.purchase AS p
-         WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s AND NOT EXISTS (SELECT 1 FROM jobs.item_failure AS f WHERE f.job = %(job)s AND f.item_id = p.id)
-           AND p.ends_at <= coalesce((SELECT h.ends_at FROM horizon AS h), %(as_of)s)
-           AND (NOT EXISTS (SELECT 1 FROM horizon AS h WHERE h.ends_at IS NOT NULL)
-                OR (p.ends_at, p.id) < (SELECT h.ends_at, h.id FROM horizon AS h))
-           AND NOT EXISTS (SELECT 1 FROM claimed AS c WHERE c.id = p.id)
-         LIMIT %(skipped_cap)s
-    ) AS s
-)
-SELECT s.n AS skipped_locked, due.*
-  FROM skipped AS s
-  LEFT JOIN (
-      SELECT {purchase_columns}
-        FROM claimed AS c JOIN promotion.purchase AS p ON p.id = c.id {purchase_targets}
-  ) AS due ON true
- ORDER BY due.ends_at, due.id
-
--- purchase_claim_poison --
--- The poison pass's claim: as purchase_claim_fresh, of the due purchases with a failure record, with the room left
--- in the batch. A statement of its own, not the first pass's with the pass as a parameter: the planner turns an
--- EXISTS into a join (here: from the few failure records) before it reads any parameter.
-WITH claimed AS MATERIALIZED (
-    SELECT p.id, p.ends_at
-      FROM promotion.purchase AS p
-     WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s AND EXISTS (SELECT 1 FROM jobs.item_failure AS f WHERE f.job = %(job)s AND f.item_id = p.id)
-     ORDER BY p.ends_at, p.id
-     LIMIT %(batch_size)s
-       FOR NO KEY UPDATE OF p SKIP LOCKED
-),
-last_claimed AS (
-    SELECT c.ends_at, c.id FROM claimed AS c ORDER BY c.ends_at DESC, c.id DESC LIMIT 1
-),
-horizon AS (
-    -- When the batch was full, a skipped row can only sort before the last claimed one: that bounds the
-    -- index range scanned below. Otherwise (NULL) every due row up to AsOf was a candidate.
-    SELECT CASE WHEN (SELECT count(*) FROM claimed) >= %(batch_size)s THEN l.ends_at END AS ends_at, l.id
-      FROM last_claimed AS l
-),
-skipped AS (
-    SELECT count(*) AS n FROM (
-        SELECT 1
-          FROM promotion.purchase AS p
-         WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s AND EXISTS (SELECT 1 FROM jobs.item_failure AS f WHERE f.job = %(job)s AND f.item_id = p.id)
+         WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s
+           AND EXISTS (SELECT FROM jobs.item_failure AS f WHERE f.job = %(job)s AND f.item_id = p.id) = %(poison)s
            AND p.ends_at <= coalesce((SELECT h.ends_at FROM horizon AS h), %(as_of)s)
            AND (NOT EXISTS (SELECT 1 FROM horizon AS h WHERE h.ends_at IS NOT NULL)
                 OR (p.ends_at, p.id) < (SELECT h.ends_at, h.id FROM horizon AS h))

@@ -65,7 +65,7 @@ def _claim_params(as_of: datetime, after: tuple[datetime, uuid.UUID] | None) -> 
     after_at, after_id = after or (None, None)
     return {
         "as_of": as_of, "after_at": after_at, "after_id": after_id, "job": "appointment-timeout", "lock_cluster": True,
-        "failed": [], "passed_over_cap": BACKLOG_CAP,
+        "poison": False, "failed": [], "passed_over_cap": BACKLOG_CAP,
     }  # fmt: skip
 
 
@@ -125,7 +125,7 @@ def test_under_a_held_xmin_the_claim_reads_from_its_floor_not_from_the_dead_head
     assert floor is not None  # the last claimed deadline less the 5 s margin
     fresh = seed_appointments(pool, 5, pending_expires_at=now - timedelta(minutes=1))
     as_of = db_now(pool)
-    claim = expiry.CLAIMS[False]
+    claim = expiry.CLAIM_SQL
 
     from_head = index_entries_read(database_url, claim, _claim_params(as_of, None))
     from_floor = index_entries_read(database_url, claim, _claim_params(as_of, (floor, uuid.UUID(int=0))))
