@@ -234,14 +234,14 @@ def main(argv: list[str]) -> int:
     pool = create_pool(settings.database.require_url(), min_size=1, max_size=2, name=job_name)
     job: Any
     if job_name == "appointment-timeout":
-        from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
+        from pin.calendar.expiry import AppointmentTimeoutConfig, AppointmentTimeoutJob
 
         job = AppointmentTimeoutJob(
             pool, AppointmentTimeoutConfig(batch_size=settings.jobs.appointment_timeout_batch_size)
         )
         items = "expired_count"
     else:
-        from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
+        from pin.promotion.expiry import ExpirePromotionsConfig, ExpirePromotionsJob
 
         job = ExpirePromotionsJob(pool, ExpirePromotionsConfig(batch_size=settings.jobs.expire_promotions_batch_size))
         items = "expired_count"

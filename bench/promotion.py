@@ -33,7 +33,7 @@ HOT_TABLES = ("promotion.purchase", "promotion.purchase_target", "outbox.message
 
 def capture(env: BenchEnv) -> tuple[list[trace.Statement], dict[str, dict[str, Any]]]:
     """One full cycle (BatchSize 200) of ExpirePromotionsJob on a recording pool; and the outbox templates."""
-    from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
+    from pin.promotion.expiry import ExpirePromotionsConfig, ExpirePromotionsJob
 
     url = env.fresh_database("capture_promotion")
     with connect(url, autocommit=True) as conn:

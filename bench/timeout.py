@@ -53,7 +53,7 @@ class Capture:
 
 def capture(env: BenchEnv) -> Capture:
     """Run one cycle of AppointmentTimeoutJob (in this process, on a recording pool) over three due items."""
-    from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
+    from pin.calendar.expiry import AppointmentTimeoutConfig, AppointmentTimeoutJob
 
     url = env.fresh_database("capture_timeout")
     with connect(url, autocommit=True) as conn:

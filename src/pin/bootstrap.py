@@ -163,7 +163,7 @@ def _carry_out_replay_jobs(settings: Settings, pool: ConnectionPool[Conn], stop:
 def run_expire_promotions(*, once: bool) -> dict[str, int] | None:
     """`pin worker expire-promotions`: expire due purchases until SIGTERM/SIGINT, or (``once``) one cycle."""
     from pin.promotion import metrics
-    from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
+    from pin.promotion.expiry import ExpirePromotionsConfig, ExpirePromotionsJob
 
     def build(pool: ConnectionPool[Conn], role: RoleContext) -> PollingJob:
         settings = role.settings
@@ -188,7 +188,7 @@ def run_expire_promotions(*, once: bool) -> dict[str, int] | None:
 
 def run_appointment_timeout(*, once: bool) -> dict[str, int] | None:
     """`pin worker appointment-timeout`: expire due Pending appointments until SIGTERM/SIGINT, or one cycle."""
-    from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
+    from pin.calendar.expiry import AppointmentTimeoutConfig, AppointmentTimeoutJob
 
     def build(pool: ConnectionPool[Conn], role: RoleContext) -> PollingJob:
         config = AppointmentTimeoutConfig(

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Literal, LiteralString, cast
 from urllib.parse import urlencode
 
 import psycopg
+import structlog
 from psycopg import generators
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.errors import _WaitTimeout
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
     from pin.settings import Settings
 
 Conn = psycopg.Connection[dict[str, object]]
+
+log = structlog.get_logger(__name__)
 
 # A statement of a query file starts at a "-- name --" line; the comment lines right after it are its description.
 _QUERY_HEADER = re.compile(r"^-- ([a-z0-9_]+) --\n(?:--.*\n)*", re.MULTILINE)
@@ -309,3 +313,77 @@ def parse_queries(text: str) -> dict[str, LiteralString]:
 def load_queries(package: str, file_name: str = "queries.sql") -> dict[str, LiteralString]:
     """The named statements of a package's query file, as written (never reformatted)."""
     return parse_queries(resources.files(package).joinpath(file_name).read_text(encoding="utf-8"))
+
+
+def _milliseconds(seconds: float | None) -> int | None:
+    """``seconds`` as a limit's milliseconds: 0 is none, any other at least 1 (rounding must not make it none)."""
+    if seconds is None or seconds == 0:
+        return None if seconds is None else 0
+    return max(1, round(seconds * 1000))
+
+
+@contextmanager
+def limits(
+    conn: Conn,
+    *,
+    lock_timeout: float | None = None,
+    statement_timeout: float | None = None,
+    idle_in_transaction: float | None = None,
+    session: bool = False,
+) -> Iterator[None]:
+    """The one place a connection's limits change after the role's policy (:class:`ConnectionPolicy`) set them.
+
+    In seconds, each left as it is when None: ``lock_timeout`` (the wait for a row lock; 0: none),
+    ``statement_timeout`` (a cap: a lower one already set stays) and ``idle_in_transaction`` (the server ends a
+    transaction idle that long; 0: never).
+    They hold for ``conn``'s current transaction only (``SET LOCAL``), put back at the end of the block while it is
+    still open; with ``session`` for every transaction until the block ends (set and committed at once when no
+    transaction was open; at the end any open transaction is rolled back and the limits put back, and a connection
+    that cannot be put back is closed: its pool then discards it). As River's ``WithTimeoutV``.
+    """
+    params = {
+        "lock_timeout_ms": _milliseconds(lock_timeout),
+        "statement_timeout_ms": _milliseconds(statement_timeout),
+        "idle_ms": _milliseconds(idle_in_transaction),
+        "local": not session,
+    }
+    if all(value is None for name, value in params.items() if name != "local"):
+        yield
+        return
+    was_idle = conn.info.transaction_status is TransactionStatus.IDLE
+    row = conn.execute(_QUERIES["limits_set"], params).fetchone()
+    assert row is not None
+    before = {
+        "lock_timeout": row["lock_timeout"],
+        "statement_timeout": row["statement_timeout"],
+        "idle_in_transaction_session_timeout": row["idle_in_transaction_session_timeout"],
+        "local": not session,
+    }
+    if session and was_idle:
+        conn.commit()  # a session's setting outlives the commit, and is undone by a rollback
+    if not session:
+        yield
+        if conn.info.transaction_status is TransactionStatus.INTRANS:
+            conn.execute(_QUERIES["limits_restore"], before)
+        return
+    try:
+        yield
+    finally:
+        _restore_session(conn, before)
+
+
+def _restore_session(conn: Conn, before: Mapping[str, object]) -> None:
+    """End any open transaction and put the session's limits back; close the connection when that fails."""
+    if conn.closed or conn.broken:
+        return
+    try:
+        if conn.info.transaction_status is not TransactionStatus.IDLE:
+            conn.rollback()
+        conn.execute(_QUERIES["limits_restore"], before)
+        conn.commit()
+    except psycopg.Error:
+        log.warning("could not put a connection's limits back; closing it", exc_info=True)
+        conn.close()
+
+
+_QUERIES = load_queries("pin", "db.sql")

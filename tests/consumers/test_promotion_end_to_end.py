@@ -20,7 +20,7 @@ from pin.bootstrap import build_app, build_relay
 from pin.messaging.kafka import ensure_topics
 from pin.outbox.relay import RelayConfig
 from pin.promotion.domain import Target, TargetKind
-from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
+from pin.promotion.expiry import ExpirePromotionsConfig, ExpirePromotionsJob
 from tests.conftest import JWT_SECRET
 from tests.consumers.conftest import FAST_SESSION_TIMEOUT_MS
 from tests.consumers.support import in_inbox, notifications_about, rows, running_groups, wait_for

@@ -29,7 +29,7 @@ CONVERTED = {
     "status": None,
     "jobs": ("bookkeeping.py",),
     "calendar": None,
-    "promotion": ("repository.py", "service.py", "worker.py"),  # the worker's claim and batch write in expiry.sql
+    "promotion": ("repository.py", "service.py", "expiry.py"),
     "observability": ("database_health.py",),
     "outbox": ("writer.py", "dead_letters.py", "gauges.py", "floors.py"),
     "outbox.relay": None,
@@ -40,6 +40,7 @@ CONVERTED = {
 
 # package -> its query files (queries.sql when not named)
 QUERY_FILES = {
+    "calendar": ("queries.sql", "expiry.sql"),
     "promotion": ("queries.sql", "expiry.sql"),
     "observability": ("database_health.sql",),
     "outbox": ("queries.sql", "gauges.sql"),

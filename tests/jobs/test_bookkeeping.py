@@ -32,7 +32,10 @@ def items(pool: ConnectionPool[Conn]) -> list[uuid.UUID]:
 
 def _claimable(conn: Conn, *, poison: bool = False) -> list[uuid.UUID]:
     """The items a claim's pass sees: those without a failure record, or (``poison``) only those with one."""
-    which = ("" if poison else "NOT ") + bookkeeping.has_failure("i")
+    # the predicate each job's claim of a pass writes (expiry.sql)
+    which = (
+        "" if poison else "NOT "
+    ) + "EXISTS (SELECT 1 FROM jobs.item_failure AS f WHERE f.job = %(job)s AND f.item_id = i.id)"
     rows = conn.execute(
         f"SELECT i.id FROM public.test_item AS i WHERE i.due_at <= %(as_of)s AND {which} ORDER BY i.due_at",
         {"job": JOB, "as_of": database_now(conn)},

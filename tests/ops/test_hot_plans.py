@@ -20,10 +20,10 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
+from pin.calendar.expiry import AppointmentTimeoutConfig, AppointmentTimeoutJob
 from pin.db import Conn, ConnectionPolicy, create_pool, default_policy
 from pin.messaging.consumer.inbox import inbox_insert, inbox_prune
-from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
+from pin.promotion.expiry import ExpirePromotionsConfig, ExpirePromotionsJob
 from tests.calendar.worker.factory import db_now, seed_appointments
 from tests.promotion.support import seed_purchases
 from tests.support import deep

@@ -40,7 +40,7 @@ def test_reasons_tokens_and_contacts_never_reach_a_log_line(
     make_settings: Callable[..., Settings],
     token: Callable[..., str],
 ) -> None:
-    from pin.calendar.timeout_worker import AppointmentTimeoutJob
+    from pin.calendar.expiry import AppointmentTimeoutJob
 
     settings = make_settings()
     client = TestClient(build_app(settings, pool), raise_server_exceptions=False)

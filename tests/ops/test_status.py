@@ -28,7 +28,7 @@ from pin.local.embedded.kafka import EmbeddedKafka
 from pin.messaging import topics
 from pin.messaging.consumer.dead_letters import store
 from pin.messaging.kafka import ensure_topics
-from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
+from pin.promotion.expiry import ExpirePromotionsConfig, ExpirePromotionsJob
 from pin.settings import Settings
 from pin.status import collect_status, render
 from tests.promotion.support import db_now, seed_purchases

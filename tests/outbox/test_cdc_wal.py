@@ -22,14 +22,14 @@ from fastapi import FastAPI
 from psycopg_pool import ConnectionPool
 
 from pin.bootstrap import build_app
-from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
+from pin.calendar.expiry import AppointmentTimeoutConfig, AppointmentTimeoutJob
 from pin.db import Conn
 from pin.local.embedded.postgres import EmbeddedPostgres
 from pin.outbox.dead_letters import dead_letter_replay
 from pin.outbox.relay.batch import PendingRow
 from pin.outbox.relay.producing import _produce_row
 from pin.outbox.writer import HEADER_COLUMNS, OutboxMode, OutboxPolicy
-from pin.promotion.worker import ExpirePromotionsConfig, ExpirePromotionsJob
+from pin.promotion.expiry import ExpirePromotionsConfig, ExpirePromotionsJob
 from pin.settings import Settings
 from pin.status import collect_status
 from tests.calendar.conftest import CalendarApi

@@ -18,7 +18,7 @@ from pin.messaging import topics
 from pin.outbox.writer import RELAY_POLICY
 from pin.promotion import contracts, service
 from pin.promotion.domain import TargetKind
-from pin.promotion.worker import ExpirePromotionsJob
+from pin.promotion.expiry import ExpirePromotionsJob
 from tests.promotion.support import STANDARD_7D, TOP_1D, db_now, seed_purchases
 from tests.support.json_schema import errors, kafka_headers
 

@@ -25,13 +25,14 @@ from psycopg_pool import ConnectionPool
 from structlog.testing import capture_logs
 
 from pin.db import Conn, connect
+from pin.jobs import bookkeeping
 from pin.messaging import topics
 from pin.messaging.contracts import utc_iso
 from pin.observability.tracing import spans_exported
 from pin.outbox.writer import RELAY_POLICY
-from pin.promotion import repository, service
+from pin.promotion import expiry, service
 from pin.promotion.domain import PromotionPurchase, PurchaseTerminalError, Target, TargetKind
-from pin.promotion.worker import JOB_NAME, ExpirePromotionsConfig, ExpirePromotionsJob
+from pin.promotion.expiry import JOB_NAME, ExpirePromotionsConfig, ExpirePromotionsJob
 from tests.promotion.support import (
     RUB,
     TOP_1D,
@@ -286,9 +287,9 @@ def test_A1_a_version_conflict_on_write_is_read_again_and_a_purchase_no_longer_a
     cancelled = purchases[1]
     if path == "item by item":
         fail_updates_of(pool, purchases[2].id)  # one refused row makes the set-based write fail: item by item
-    claim_due = repository.purchase_claim_due
+    claim_due = expiry.purchase_claim_due
 
-    def claim_then_cancel(conn: Conn, **kwargs: Any) -> repository.Claim:
+    def claim_then_cancel(conn: Conn, **kwargs: Any) -> expiry.Claim:
         claim = claim_due(conn, **kwargs)
         if any(p.id == cancelled.id for p in claim.purchases):
             conn.execute(
@@ -298,7 +299,7 @@ def test_A1_a_version_conflict_on_write_is_read_again_and_a_purchase_no_longer_a
             )
         return claim
 
-    monkeypatch.setattr(repository, "purchase_claim_due", claim_then_cancel)
+    monkeypatch.setattr(expiry, "purchase_claim_due", claim_then_cancel)
     errors_before = _metric("promotion_expire_errors_total")
 
     with capture_logs() as logs:
@@ -322,9 +323,11 @@ def test_A1_a_version_conflict_on_write_is_read_again_and_a_purchase_no_longer_a
     assert cancelled.id not in [row["item_id"] for row in poisoned]
 
 
-def test_the_claim_uses_the_partial_index_in_both_passes(pool: ConnectionPool[Conn]) -> None:
+@pytest.mark.parametrize("plan_cache_mode", plans.PLAN_CACHE_MODES)
+def test_the_claim_uses_the_partial_index_in_both_passes(pool: ConnectionPool[Conn], plan_cache_mode: str) -> None:
     """With many rows (20,000 due, 50 of them poison), the first pass walks ix_purchase_active_ends_at in order and
-    sorts nothing; the second never scans the table (it walks the index too, or starts from the few poison rows)."""
+    sorts nothing; the second never scans the table (it walks the index too, or starts from the few poison rows). So
+    too in the plan made for any parameters (a generic plan: psycopg prepares a statement after a few runs)."""
     now = db_now(pool)
     with pool.connection() as conn:
         conn.execute(
@@ -343,8 +346,10 @@ def test_the_claim_uses_the_partial_index_in_both_passes(pool: ConnectionPool[Co
         )
         conn.execute("ANALYZE promotion.purchase")
         conn.execute("ANALYZE jobs.item_failure")
-        for poison, sql in repository.CLAIMS.items():
-            claimed = plans.cte(plans.explain(conn, sql, {"job": JOB_NAME, "as_of": now, "batch_size": 200}), "claimed")
+        params = {"job": JOB_NAME, "as_of": now, "batch_size": 200, "skipped_cap": bookkeeping.BACKLOG_CAP}
+        for poison in (False, True):
+            plan = plans.explain(conn, expiry.CLAIM_SQL, {**params, "poison": poison}, plan_cache_mode)
+            claimed = plans.cte(plan, "claimed")
             assert "purchase" not in plans.seq_scanned(claimed), (poison, claimed)
             if not poison:
                 assert "ix_purchase_active_ends_at" in plans.index_names(claimed), claimed
@@ -406,16 +411,16 @@ def test_a_purchase_the_set_based_guard_does_not_match_is_left_alone_without_an_
 ) -> None:
     purchases = sorted(seed_purchases(pool, 3, ends_at=db_now(pool) - timedelta(minutes=1)), key=lambda p: p.id)
     stale = purchases[1]
-    claim_due = repository.purchase_claim_due
+    claim_due = expiry.purchase_claim_due
 
-    def claim_with_a_stale_read(conn: Conn, **kwargs: Any) -> repository.Claim:
+    def claim_with_a_stale_read(conn: Conn, **kwargs: Any) -> expiry.Claim:
         claim = claim_due(conn, **kwargs)
         for purchase in claim.purchases:
             if purchase.id == stale.id:
                 purchase.version = 7  # as if read before a change the database already has
         return claim
 
-    monkeypatch.setattr(repository, "purchase_claim_due", claim_with_a_stale_read)
+    monkeypatch.setattr(expiry, "purchase_claim_due", claim_with_a_stale_read)
 
     with capture_logs() as logs:
         result = _job(pool).run_once()

@@ -12,7 +12,7 @@ from psycopg_pool import ConnectionPool
 from structlog.testing import capture_logs
 
 from pin.db import Conn
-from pin.promotion.worker import JOB_NAME, ExpirePromotionsConfig, ExpirePromotionsJob
+from pin.promotion.expiry import JOB_NAME, ExpirePromotionsConfig, ExpirePromotionsJob
 from tests.promotion.support import (
     db_now,
     execute,

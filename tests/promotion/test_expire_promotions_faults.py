@@ -20,7 +20,7 @@ from structlog.testing import capture_logs
 
 from pin.db import Conn
 from pin.promotion.domain import PromotionPurchase
-from pin.promotion.worker import JOB_NAME, ExpirePromotionsConfig, ExpirePromotionsJob
+from pin.promotion.expiry import JOB_NAME, ExpirePromotionsConfig, ExpirePromotionsJob
 from tests.promotion.support import db_now, execute, purchase_events, purchase_rows, seed_purchases
 from tests.support.contention import Background, arm_deadlocks, hold_blocker, install_blocker, provoke_deadlocks
 

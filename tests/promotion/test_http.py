@@ -180,7 +180,7 @@ def test_cancel_moves_active_to_cancelled_once_then_conflicts(
 def test_cancel_of_an_expired_purchase_is_409(
     client: TestClient, manager: dict[str, str], pool: ConnectionPool[Conn], tenant: uuid.UUID
 ) -> None:
-    from pin.promotion.worker import ExpirePromotionsJob
+    from pin.promotion.expiry import ExpirePromotionsJob
 
     (purchase,) = seed_purchases(pool, ends_at=db_now(pool) - timedelta(seconds=1), tenant_id=tenant)
     assert ExpirePromotionsJob(pool).run_once().expired_count == 1

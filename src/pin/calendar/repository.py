@@ -70,8 +70,6 @@ EVENT_GET = _query("event_get")
 EVENT_LOCK = _query("event_lock")
 REMINDERS_GET = _query("reminders_get")
 REMINDERS_LOCK = _query("reminders_lock")
-# Due for appointment-timeout (seed 000), a predicate on calendar.appointment AS a (binds %(as_of)s).
-APPOINTMENT_IS_DUE = _QUERIES["appointment_is_due"]
 
 
 # ------------------------------------------------------------------------------------------------- errors
@@ -185,7 +183,7 @@ def _cluster_lock(
     return AppointmentCluster(appointment, slot, event_from_row(event_row, reminder_rows)), other
 
 
-# Where each part of the cluster is in the claim's row (pin.calendar.claims: the appointment's columns, the slot's,
+# Where each part of the cluster is in the claim's row (pin.calendar.expiry: the appointment's columns, the slot's,
 # the event's, the reminders' three arrays, then passed_over).
 _SLOT_AT = len(APPOINTMENT_NAMES)
 _EVENT_AT = _SLOT_AT + len(SLOT_NAMES)

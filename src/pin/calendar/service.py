@@ -13,13 +13,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Unpack
+from typing import TYPE_CHECKING, Unpack
 
 import structlog
 from psycopg_pool import ConnectionPool
 
-from pin import faults
-from pin.calendar import claims, repository
+from pin.calendar import repository
 from pin.calendar.contracts import payload_of
 from pin.calendar.domain import (
     Appointment,
@@ -34,12 +33,14 @@ from pin.calendar.domain import (
     VersionMismatchError,
 )
 from pin.db import Conn, database_now
-from pin.faults import Fault
 from pin.jobs import bookkeeping
 from pin.observability.tracing import current_traceparent
 from pin.outbox.writer import MessageContext, OutboxPolicy
 from pin.settings import CalendarSettings, Settings
 from pin.unit_of_work import UnitOfWork
+
+if TYPE_CHECKING:
+    from pin.calendar.expiry import ClaimedItem
 
 log = structlog.get_logger(__name__)
 _stdlib_log = logging.getLogger(__name__)  # the logger structlog renders through (its level decides)
@@ -263,38 +264,12 @@ def expire_locked_cluster(uow: UnitOfWork, cluster: AppointmentCluster, as_of: d
     return ExpiryResult(ExpiryStatus.EXPIRED, outcome, cluster)
 
 
-def claim_due(
-    uow: UnitOfWork,
-    *,
-    as_of: datetime,
-    after: tuple[datetime, uuid.UUID] | None,
-    poison: bool,
-    failed: list[uuid.UUID],
-) -> claims.ClaimedItem:
-    """The worker's claim: the next due appointment after ``after`` that nobody holds, with its whole cluster locked
-    by the same statement (the pass and ``failed`` as :func:`claims.appointment_claim_next` takes them).
-
-    When a row of that cluster was held past the lock timeout (or deadlocked), the statement failed as a whole: the
-    claim again, alone, in a new transaction; :func:`expire_claimed` then locks the cluster statement by statement,
-    where the held row is a ConflictError (the item is known, skipped and counted).
-    """
-    try:
-        return claims.appointment_claim_next(uow.conn, as_of=as_of, after=after, poison=poison, failed=failed)
-    except Exception as exc:
-        if faults.fault_of(exc, uow.conn) is not Fault.CONTENDED:
-            raise
-    uow.rollback()
-    return claims.appointment_claim_next(
-        uow.conn, as_of=as_of, after=after, lock_cluster=False, poison=poison, failed=failed
-    )
-
-
-def expire_claimed(uow: UnitOfWork, claim: claims.ClaimedItem, as_of: datetime) -> ExpiryResult:
+def expire_claimed(uow: UnitOfWork, claim: ClaimedItem, as_of: datetime, *, job: str) -> ExpiryResult:
     """The worker's item: expire the claimed appointment with its cascade and commit (INV-APT-6).
 
     The cluster is the claim's locked row, or (a claim alone) locked here statement by statement; a former poison
-    item's failure record is cleared in the same transaction. NOT_DUE (re-read under the lock: no longer Pending or
-    not due, idempotent by state) or LOCKED commit nothing. Raises as :func:`expire_appointment`.
+    item's failure record (of ``job``) is cleared in the same transaction. NOT_DUE (re-read under the lock: no
+    longer Pending or not due, idempotent by state) or LOCKED commit nothing. Raises as :func:`expire_appointment`.
     """
     assert claim.appointment_id is not None
     if claim.row is not None:
@@ -303,7 +278,7 @@ def expire_claimed(uow: UnitOfWork, claim: claims.ClaimedItem, as_of: datetime) 
         expiry = expire_appointment(uow, claim.appointment_id, as_of)
     if expiry.status is ExpiryStatus.EXPIRED:
         if claim.has_failure:  # a former poison item healed
-            bookkeeping.item_failure_clear(uow.conn, claims.JOB_NAME, [claim.appointment_id])
+            bookkeeping.item_failure_clear(uow.conn, job, [claim.appointment_id])
         _commit(uow)  # the transition, the cascade and the two outbox rows, atomically
     return expiry
 

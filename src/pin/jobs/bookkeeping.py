@@ -1,7 +1,8 @@
 """Bookkeeping SQL every polling job shares: poison items, cycle records, bounded backlog counts, next deadlines.
 
 Nothing here commits: the caller decides the transaction. Poison items and the two claim passes:
-docs/design/poison-items.md. In a claim: ``WHERE <due> AND NOT {has_failure("p")}`` (binds ``%(job)s``).
+docs/design/poison-items.md; a claim of the first pass has ``AND NOT EXISTS (SELECT 1 FROM jobs.item_failure AS f
+WHERE f.job = %(job)s AND f.item_id = <its item>)``, of the second ``AND EXISTS (...)`` (each job's expiry.sql).
 """
 
 from __future__ import annotations
@@ -17,19 +18,10 @@ _QUERIES = load_queries(__package__)
 ITEM_FAILURE_RECORD = _QUERIES["item_failure_record"]
 ITEM_FAILURE_CLEAR = _QUERIES["item_failure_clear"]
 CYCLE_RECORD = _QUERIES["cycle_record"]
-STATEMENT_TIMEOUT_CAP = _QUERIES["statement_timeout_cap"]
 _ITEM_FAILURES_OF_JOB = _QUERIES["item_failures_of_job"]
 
 # Backlog gauges count at most this many rows (a bounded index scan, never a table count; alert threshold 100).
 BACKLOG_CAP = 10_001
-
-
-def has_failure(alias: str, id_column: str = "id") -> str:
-    """SQL predicate: the item ``alias.id_column`` is a poison item of the job (it has a failure record).
-
-    The statement must bind ``%(job)s`` (the job name).
-    """
-    return _QUERIES["has_failure"].format(alias=alias, id_column=id_column)
 
 
 def item_failure_record(conn: Conn, job: str, item_id: uuid.UUID, error: BaseException) -> int:
@@ -42,14 +34,6 @@ def item_failure_record(conn: Conn, job: str, item_id: uuid.UUID, error: BaseExc
     attempts = row["attempts"]
     assert isinstance(attempts, int)
     return attempts
-
-
-def statement_timeout_cap(conn: Conn, cap_ms: int, *, local: bool) -> str:
-    """No statement of the session (``local``: of the transaction) outlives ``cap_ms`` (a cycle's budget); returns
-    the setting before, to restore when a session-wide cap is lifted."""
-    row = conn.execute(STATEMENT_TIMEOUT_CAP, {"cap_ms": max(1, cap_ms), "local": local}).fetchone()
-    assert row is not None
-    return str(row["previous"])
 
 
 def poison_count(conn: Conn, job: str) -> int:

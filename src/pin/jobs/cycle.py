@@ -1,9 +1,16 @@
 """The cycle every polling job runs: run id, AsOf, span, the two passes, the per-item span, the poison-aware
 counters, the seeds' log lines, metrics, poison and cycle records.
 
-A job supplies a :class:`JobDefinition` and the body of its cycle: its claim and its per-item or per-batch write,
-driven by :meth:`Cycle.two_passes`; see docs/design/claims.md and docs/design/poison-items.md. Whose fault a
-failure is, is :func:`pin.faults.fault_of`'s answer.
+A job supplies a :class:`JobDefinition` and owns the loop of its cycle, top-down::
+
+    with harness.cycle(tracer()) as cycle:
+        for poison in cycle.passes():
+            while cycle.has_room():
+                ...  # claim, write, count with cycle.claimed / cycle.add
+    return cycle.result()
+
+See docs/design/claims.md and docs/design/poison-items.md. Whose fault a failure is, is
+:func:`pin.faults.fault_of`'s answer.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import structlog
 from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode, Tracer
@@ -49,13 +56,45 @@ class JobMetrics:
     budget_exhausted: Counter | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class CycleCounts:
+    """What every job's cycle counts, poison-aware: the base of each job's result (docs/design/poison-items.md)."""
+
+    duration_ms: int = 0
+    skipped_locked: int = 0  # due items another transaction held, or found changed under us
+    failed_count: int = 0  # poison items rolled back this cycle
+    claimed_count: int = 0  # items claimed (written, failed, skipped or left for the next cycle)
+    retried_count: int = 0  # of those, poison items claimed by the second pass (tried again)
+    batch_size: int = JOB_BATCH_SIZE
+    budget_exhausted: bool = False  # the cycle stopped claiming: its time budget was spent
+
+    @property
+    def is_full(self) -> bool:
+        """The first pass alone claimed BatchSize items: more due items are probably waiting.
+
+        Claims of poison items do not count: a batch they fill must not make the runner loop at once, or a
+        handful of poison items would be retried back to back instead of once per cycle. A cycle over its budget is
+        not full either: the rest waits for the next tick (seeds 000 and 002, "Max duration").
+        """
+        return not self.budget_exhausted and self.claimed_count - self.retried_count >= self.batch_size
+
+    def as_dict(self) -> Mapping[str, int]:
+        """The result as the job's seed names it."""
+        raise NotImplementedError
+
+
+C = TypeVar("C", bound=CycleCounts)
+
+
 @dataclass(frozen=True)
-class JobDefinition:
+class JobDefinition(Generic[C]):
     """What the cycle skeleton knows of one job; every statement binds ``%(job)s``."""
 
     # the job's name in logs, jobs.cycle and jobs.item_failure
     name: str
     metrics: JobMetrics
+    # the counters of one cycle: the shared ones and the job's own (each an int, 0 at the start)
+    result: type[C]
     # the due items (``SELECT 1 ... WHERE <due at %(as_of)s>``), poison ones included: the backlog gauge
     due_sql: str
     # the earliest deadline (column ``at``) of an item that is not poison
@@ -70,6 +109,8 @@ class JobDefinition:
     error_field: str = "error"
     # whether "cycle failed" carries the traceback (the runner's "job cycle failed" always does)
     traceback_on_cycle_failure: bool = True
+    # items commit one by one: a failed cycle keeps the counts of those committed (else a failure keeps nothing)
+    commits_each_item: bool = False
 
 
 class CycleResult(Protocol):
@@ -95,35 +136,6 @@ class CycleResult(Protocol):
     def as_dict(self) -> Mapping[str, int]: ...
 
 
-R = TypeVar("R", bound=CycleResult)
-
-
-@dataclass(frozen=True, kw_only=True)
-class CycleCounts:
-    """What every job's cycle counts, poison-aware: the base of each job's result (docs/design/poison-items.md)."""
-
-    duration_ms: int = 0
-    skipped_locked: int = 0  # due items another transaction held, or found changed under us
-    failed_count: int = 0  # poison items rolled back this cycle
-    claimed_count: int = 0  # items claimed (written, failed, skipped or left for the next cycle)
-    retried_count: int = 0  # of those, poison items claimed by the second pass (tried again)
-    batch_size: int = JOB_BATCH_SIZE
-    budget_exhausted: bool = False  # the cycle stopped claiming: its time budget was spent
-
-    @property
-    def is_full(self) -> bool:
-        """The first pass alone claimed BatchSize items: more due items are probably waiting.
-
-        Claims of poison items do not count: a batch they fill must not make the runner loop at once, or a
-        handful of poison items would be retried back to back instead of once per cycle. A cycle over its budget is
-        not full either: the rest waits for the next tick (seeds 000 and 002, "Max duration").
-        """
-        return not self.budget_exhausted and self.claimed_count - self.retried_count >= self.batch_size
-
-
-C = TypeVar("C", bound=CycleCounts)
-
-
 class InfrastructureError(Exception):
     """The database could not be reached or the connection broke; the cycle ends and the next one retries."""
 
@@ -135,16 +147,17 @@ def infrastructure_error(conn: Conn, exc: Exception) -> InfrastructureError:
     return InfrastructureError(bookkeeping.describe_error(exc))
 
 
-class Cycle:
-    """One cycle in progress: its run id, AsOf, and what it keeps if it fails."""
+class Cycle(Generic[C]):
+    """One cycle in progress: its run id, AsOf, its counters, and what it keeps if it fails."""
 
     def __init__(
         self,
-        definition: JobDefinition,
+        definition: JobDefinition[C],
         *,
         budget_seconds: float = float("inf"),
         batch_size: int = JOB_BATCH_SIZE,
         canceller: Canceller | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         self.definition = definition
         self.batch_size = batch_size  # the most items the cycle claims
@@ -156,17 +169,16 @@ class Cycle:
         self._log = log.bind(job=definition.name, RunId=str(self.run_id))
         self.started = time.monotonic()
         self.as_of: datetime | None = None
-        # the counters so far, for a job whose items commit one by one; None: a failure keeps nothing
-        self.partial: Callable[[], CycleResult] | None = None
-        # the counters of what the cycle committed, when a cancel of its own (a stop, the budget) ends it; None:
-        # ``partial``'s
-        self.kept: Callable[[], CycleResult] | None = None
+        # the job's own counters (its result's fields beyond CycleCounts'), of what it committed so far
+        self.own: dict[str, int] = {}
+        self._result: C | None = None  # the result, once the cycle ended
+        self._stop = stop  # a stop request: no more claims (the canceller cancels the statement in flight)
         # what is in flight now (the fields naming the item or the batch), for the line a cancel of its own logs
         self.in_flight: dict[str, object] = {}
         self._canceller = canceller if canceller is not None else Canceller()
         self._watches: list[Watch] = []  # the watches open, and those that sent a cancel or ended past the deadline
-        self.tracer: Tracer | None = None  # the cycle span's (set by CycleHarness.run)
-        # the shared counters (two_passes, claimed, skip, item_failed)
+        self.tracer: Tracer | None = None  # the cycle span's (set by CycleHarness.cycle)
+        # the shared counters (has_room, claimed, skip, item_failed)
         self.claimed_count = 0
         self.retried_count = 0
         self.failed: list[uuid.UUID] = []  # the items that failed (poison) in this cycle
@@ -216,25 +228,34 @@ class Cycle:
         for watch in self._watches:
             watch.end()
 
-    def two_passes(self, claim: Callable[[bool, int], bool], *, stop: threading.Event | None = None) -> None:
-        """Claim and write up to BatchSize items: the fresh ones, then the poison ones with the room left (each
-        once per cycle, after everything else: docs/design/poison-items.md).
-
-        ``claim(poison, room)`` claims up to ``room`` items of the pass and writes them, counting them with
-        :meth:`claimed`, and says whether the pass may have more. Before each claim a stop request ends the cycle,
-        and so does a spent budget (the cycle is then ``budget_exhausted``: what was finished is committed, the rest
-        waits for the next tick).
-        """
-        batch_size = self.batch_size
+    def passes(self) -> Iterator[bool]:
+        """The cycle's two passes: False, the fresh items, then True, the poison ones with the room left (each
+        once per cycle, after everything else: docs/design/poison-items.md); none after the budget was spent."""
         self.item_spans = self.tracer is not None and spans_exported(self.tracer)
         self.traceparent = current_traceparent()
         for poison in (False, True):
-            while self.claimed_count < batch_size and not (stop is not None and stop.is_set()):
-                if self.budget_spent():
-                    self.budget_exhausted = True
-                    return
-                if not claim(poison, batch_size - self.claimed_count):
-                    break
+            if self.budget_exhausted:
+                return
+            yield poison
+
+    def has_room(self) -> bool:
+        """Whether the cycle may claim more: fewer than BatchSize claimed, no stop requested, and its budget not
+        spent (then it is ``budget_exhausted``: what was finished is committed, the rest waits for the next tick)."""
+        if self.claimed_count >= self.batch_size or (self._stop is not None and self._stop.is_set()):
+            return False
+        if self.budget_spent():
+            self.budget_exhausted = True
+            return False
+        return True
+
+    def room(self) -> int:
+        """How many more items the cycle may claim."""
+        return self.batch_size - self.claimed_count
+
+    def add(self, **own: int) -> None:
+        """Count what the job committed, in its own counters (its result's fields)."""
+        for name, count in own.items():
+            self.own[name] = self.own.get(name, 0) + count
 
     def claimed(self, count: int, *, poison: bool) -> None:
         """``count`` items were claimed, by the poison pass or not."""
@@ -264,8 +285,10 @@ class Cycle:
         }
         return self.tracer.start_as_current_span(f"{self.definition.name} item", attributes=attributes)
 
-    def counts(self, kind: type[C], **own: int) -> C:
-        """The cycle's result: its shared counters so far and the job's ``own``."""
+    def result(self) -> C:
+        """The cycle's result: its shared counters and the job's own, so far (fixed once the cycle ended)."""
+        if self._result is not None:
+            return self._result
         shared: dict[str, Any] = {
             "duration_ms": self.elapsed_ms(),
             "skipped_locked": len(self.skipped) + self.skipped_unnamed,
@@ -275,7 +298,12 @@ class Cycle:
             "batch_size": self.batch_size,
             "budget_exhausted": self.budget_exhausted,
         }
-        return cast(Callable[..., C], kind)(**shared, **own)
+        return cast(Callable[..., C], self.definition.result)(**shared, **self.own)
+
+    def end(self) -> C:
+        """The cycle ended: its result, fixed."""
+        self._result = self.result()
+        return self._result
 
     def begin(self, as_of: datetime) -> None:
         """AsOf was read: "cycle started" (seed 000: runId, AsOf) is logged once the batch has something in it
@@ -336,12 +364,12 @@ class Cycle:
         self._log.error("item failed", **fields, Attempts=attempts, exc_info=exc)
 
 
-class CycleHarness:
+class CycleHarness(Generic[C]):
     """What runs around each cycle of one job instance: the cycle span, its connection, the records after it."""
 
     def __init__(
         self,
-        definition: JobDefinition,
+        definition: JobDefinition[C],
         pool: ConnectionPool[Conn],
         *,
         instance: str,
@@ -354,6 +382,7 @@ class CycleHarness:
         self._batch_size = batch_size  # each cycle's BatchSize
         # a stop request (SIGTERM, Ctrl-C) and each cycle's budget reach the statement in flight
         self._canceller = Canceller(stop)
+        self._stop = stop
         self._pool = pool
         self._instance = instance
         self._connection_wait = connection_wait_seconds  # None: the pool's own timeout
@@ -365,26 +394,29 @@ class CycleHarness:
             return self._pool.connection()
         return self._pool.connection(timeout=self._connection_wait)
 
-    def run(self, tracer: Tracer, body: Callable[[Cycle], R]) -> R:
-        """One cycle: the body inside the cycle span; a failure is logged, counted, recorded and raised."""
+    @contextmanager
+    def cycle(self, tracer: Tracer) -> Iterator[Cycle[C]]:
+        """One cycle, the job's loop inside the cycle span; then its result is fixed (:meth:`Cycle.result`) and
+        recorded. A failure is logged, counted, recorded and raised; a cancel the cycle asked for itself (a stop, its
+        budget) ends it without one."""
         cycle = Cycle(
-            self.definition, budget_seconds=self._budget, batch_size=self._batch_size, canceller=self._canceller
-        )
+            self.definition, budget_seconds=self._budget, batch_size=self._batch_size, canceller=self._canceller,
+            stop=self._stop,
+        )  # fmt: skip
         cycle.tracer = tracer
         name = self.definition.name
         with tracer.start_as_current_span(f"{name} cycle", attributes={"pin.run_id": str(cycle.run_id)}):
             try:
-                result = body(cycle)
+                yield cycle
             except Exception as exc:
                 cause = cycle.cancelled(exc)
                 if cause is None:
                     self._failed(cycle, exc)
                     raise
-                result = cast(R, self._cancelled(cycle, cause))
-        self._completed(cycle, result)
-        return result
+                self._cancelled(cycle, cause)
+        self._completed(cycle, cycle.end())
 
-    def _cancelled(self, cycle: Cycle, cause: Cause) -> CycleResult:
+    def _cancelled(self, cycle: Cycle[C], cause: Cause) -> None:
         """A cancel the cycle asked for itself ended it: a stop request, or its budget spent. Not a failure: what
         was in flight rolled back whole (its locks with it), what was committed is kept, the rest waits for the next
         cycle; one line says what was rolled back."""
@@ -399,9 +431,6 @@ class CycleHarness:
                 "cycle budget spent: the statement in flight was cancelled and its work rolled back",
                 BudgetSeconds=cycle.budget_seconds, **rolled_back,
             )  # fmt: skip
-        kept = cycle.kept or cycle.partial
-        assert kept is not None, "a job whose cycle can be cancelled says what it kept"
-        return kept()
 
     def seconds_until_next_due(self, params: Mapping[str, object] | None = None) -> float | None:
         """Seconds until the earliest deadline of an item that is not poison, on the database clock (``params``:
@@ -411,7 +440,7 @@ class CycleHarness:
                 conn, self.definition.next_deadline_sql, {"job": self.definition.name, **(params or {})}
             )
 
-    def _completed(self, cycle: Cycle, result: CycleResult) -> None:
+    def _completed(self, cycle: Cycle[C], result: C) -> None:
         metrics = self.definition.metrics
         if metrics.runs is not None:
             metrics.runs.inc()
@@ -434,10 +463,10 @@ class CycleHarness:
             cycle.info("cycle completed", **fields)
         self._after_cycle(cycle, cycle.as_of, counters, succeeded=True)
 
-    def _failed(self, cycle: Cycle, exc: Exception) -> None:
+    def _failed(self, cycle: Cycle[C], exc: Exception) -> None:
         definition = self.definition
         definition.metrics.errors.inc()
-        partial = cycle.partial() if cycle.partial is not None else None
+        partial = cycle.result() if definition.commits_each_item else None
         fields = dict(partial.as_dict()) if partial is not None else {"DurationMs": cycle.elapsed_ms()}
         log.error(
             "cycle failed", job=definition.name, RunId=str(cycle.run_id), **fields,
@@ -451,7 +480,7 @@ class CycleHarness:
             self._after_cycle(cycle, cycle.as_of, {**fields, "FailedCount": partial.failed_count}, succeeded=False)
 
     def _after_cycle(
-        self, cycle: Cycle, as_of: datetime | None, counters: Mapping[str, int], *, succeeded: bool
+        self, cycle: Cycle[C], as_of: datetime | None, counters: Mapping[str, int], *, succeeded: bool
     ) -> None:
         """Backlog and poison gauges, poison pruning and the jobs.cycle record, in a short transaction (best effort)."""
         definition, metrics = self.definition, self.definition.metrics

@@ -1,5 +1,5 @@
 -- The statements of the jobs' shared bookkeeping. Each starts with a "-- name --" line and a one-line
--- description; see docs/design/poison-items.md and docs/design/claims.md for why. The last four are templates
+-- description; see docs/design/poison-items.md and docs/design/claims.md for why. The last three are templates
 -- that wrap what a job supplies (its predicate, its deadline or due query): bookkeeping.py fills their {fields}
 -- in, the one place a job's SQL and this shared SQL are put together.
 
@@ -23,19 +23,9 @@ ON CONFLICT (job, instance) DO UPDATE
    SET run_id = excluded.run_id, as_of = excluded.as_of, finished_at = clock_timestamp(),
        duration_ms = excluded.duration_ms, counters = excluded.counters, succeeded = excluded.succeeded
 
--- statement_timeout_cap --
--- Cap the statement timeout at cap_ms (a lower one already set stays; 0, none, is capped); returns the one before.
-SELECT s.previous, set_config('statement_timeout',
-       (CASE WHEN s.ms = 0 OR s.ms > %(cap_ms)s THEN %(cap_ms)s ELSE s.ms END)::text, %(local)s) AS now_set
-  FROM (SELECT setting AS previous, setting::bigint AS ms FROM pg_settings WHERE name = 'statement_timeout') AS s
-
 -- item_failures_of_job --
 -- The poison items of a job (its rows of jobs.item_failure), counted by backlog_count.
 SELECT 1 FROM jobs.item_failure AS f WHERE f.job = %(job)s
-
--- has_failure --
--- A predicate, not a statement: the item {alias}.{id_column} is a poison item of the job (binds %(job)s).
-EXISTS (SELECT 1 FROM jobs.item_failure AS f WHERE f.job = %(job)s AND f.item_id = {alias}.{id_column})
 
 -- item_failure_prune --
 -- Delete the failures of items that are no longer waiting; {still_pending} is true over f.item_id while it waits.

@@ -1,20 +1,19 @@
--- expire-promotions' statements (seed 002, UC-PRM-003): the claim, the set-based write of a batch, the worker's
--- bookkeeping predicates and its transaction limit (repository.py, worker.py). Each starts with a "-- name --"
--- line and a one-line description; loaded by pin.db.load_queries. A {field} is filled in by repository.py: the
--- purchase's columns, the pass, the backlog cap and the outbox insert (pin.outbox.writer), each written once.
-
--- purchase_is_due --
--- A predicate, not a statement: due for expire-promotions (Status = Active && EndsAt <= AsOf), on
--- promotion.purchase AS p.
-p.status = 'Active' AND p.ends_at <= %(as_of)s
+-- expire-promotions' statements (seed 002, UC-PRM-003): the claim (the pass a parameter), the set-based write, the
+-- backlog, the next deadline and the poison predicate (expiry.py). Each starts with a "-- name --" line and a
+-- one-line description; loaded by pin.db.load_queries. Each is whole but for the purchase's read shape
+-- ({purchase_columns} and {purchase_targets}, written once in queries.sql) and the batch write's outbox insert
+-- ({outbox_insert}, pin.outbox.writer's); docs/rendered-statements.md holds the batch write as the database
+-- receives it.
 
 -- purchase_claim_due --
--- The claim (seed 002, step 2): Active, EndsAt <= AsOf, EndsAt asc, at most BatchSize, locked FOR NO KEY UPDATE
--- SKIP LOCKED, with the count of due rows SKIP LOCKED passed over; {which} is the pass (docs/design/claims.md).
+-- The claim of a pass (seed 002, step 2): Active, EndsAt <= AsOf, without a failure record (poison false) or with
+-- one (true), EndsAt asc, at most batch_size, locked FOR NO KEY UPDATE SKIP LOCKED, with the count of due rows SKIP
+-- LOCKED passed over (at most skipped_cap) (docs/design/claims.md).
 WITH claimed AS MATERIALIZED (
     SELECT p.id, p.ends_at
       FROM promotion.purchase AS p
-     WHERE {due} AND {which}
+     WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s
+       AND EXISTS (SELECT FROM jobs.item_failure AS f WHERE f.job = %(job)s AND f.item_id = p.id) = %(poison)s
      ORDER BY p.ends_at, p.id
      LIMIT %(batch_size)s
        FOR NO KEY UPDATE OF p SKIP LOCKED
@@ -32,29 +31,22 @@ skipped AS (
     SELECT count(*) AS n FROM (
         SELECT 1
           FROM promotion.purchase AS p
-         WHERE {due} AND {which}
+         WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s
+           AND EXISTS (SELECT FROM jobs.item_failure AS f WHERE f.job = %(job)s AND f.item_id = p.id) = %(poison)s
            AND p.ends_at <= coalesce((SELECT h.ends_at FROM horizon AS h), %(as_of)s)
            AND (NOT EXISTS (SELECT 1 FROM horizon AS h WHERE h.ends_at IS NOT NULL)
                 OR (p.ends_at, p.id) < (SELECT h.ends_at, h.id FROM horizon AS h))
            AND NOT EXISTS (SELECT 1 FROM claimed AS c WHERE c.id = p.id)
-         LIMIT {cap}
+         LIMIT %(skipped_cap)s
     ) AS s
 )
 SELECT s.n AS skipped_locked, due.*
   FROM skipped AS s
   LEFT JOIN (
-      SELECT {columns}
-        FROM claimed AS c JOIN promotion.purchase AS p ON p.id = c.id {targets}
+      SELECT {purchase_columns}
+        FROM claimed AS c JOIN promotion.purchase AS p ON p.id = c.id {purchase_targets}
   ) AS due ON true
  ORDER BY due.ends_at, due.id
-
--- pass_fresh --
--- A predicate of purchase_claim_due: the first pass claims the purchases without a failure record.
-NOT {has_failure}
-
--- pass_poison --
--- A predicate of purchase_claim_due: the second pass claims the poison ones, with the room left in the batch.
-{has_failure}
 
 -- purchase_expire_many --
 -- The set-based write of a batch (seed 002, steps 3 and 4): the domain's new status, Version and UpdatedAt as
@@ -79,12 +71,13 @@ SELECT c.id FROM changed AS c
 
 -- purchases_due --
 -- The backlog (Active with EndsAt passed, not processed yet, poison purchases included), bounded by the caller.
-SELECT 1 FROM promotion.purchase AS p WHERE {due}
+SELECT 1 FROM promotion.purchase AS p WHERE p.status = 'Active' AND p.ends_at <= %(as_of)s
 
 -- purchase_next_deadline --
 -- The earliest EndsAt among Active purchases that are not poison (a poison one never wakes the worker early).
 SELECT p.ends_at AS at FROM promotion.purchase AS p
- WHERE p.status = 'Active' AND NOT {has_failure}
+ WHERE p.status = 'Active'
+   AND NOT EXISTS (SELECT 1 FROM jobs.item_failure AS f WHERE f.job = %(job)s AND f.item_id = p.id)
  ORDER BY p.ends_at, p.id LIMIT 1
 
 -- purchase_still_active --
@@ -92,6 +85,7 @@ SELECT p.ends_at AS at FROM promotion.purchase AS p
 -- keeps it a lookup by primary key per failure record (never an anti-join over every Active purchase).
 EXISTS (SELECT 1 FROM promotion.purchase AS p WHERE p.id = f.item_id AND p.status = 'Active' OFFSET 0)
 
--- batch_transaction_limit --
--- The batch transaction ends when it is idle this long (a hung process releases its row locks).
-SELECT set_config('idle_in_transaction_session_timeout', %s, true)
+-- purchase_is_due --
+-- A predicate, not a statement: due (seed 002: Status = Active && EndsAt <= AsOf), on promotion.purchase AS p, as
+-- the statements above write it; pin status's oldest due items read it.
+p.status = 'Active' AND p.ends_at <= %(as_of)s

@@ -1,7 +1,7 @@
 -- The promotion's statements; each starts with a "-- name --" line and its description, loaded by
 -- pin.db.load_queries. The first block is the purchase's read shape and the statements of the HTTP use cases
 -- (repository.py: packages, a purchase's insert, read and guarded transition); the expire-promotions worker's
--- statements (its claim, its set-based write, its backlog) follow it in a block of their own.
+-- statements (its claims, its set-based write, its backlog) are in expiry.sql.
 -- {purchase_columns} and {purchase_targets} in a statement stand for the two fragments below (repository.py fills
 -- them in once, when it loads this file).
 

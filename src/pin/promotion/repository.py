@@ -11,8 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any, LiteralString
 
@@ -20,7 +19,6 @@ from psycopg import errors
 from psycopg.rows import tuple_row
 
 from pin.db import Conn, load_queries
-from pin.jobs import bookkeeping
 from pin.outbox.writer import OutboxRow, insert_unnest_params, insert_unnest_sql
 from pin.promotion.domain import (
     Money,
@@ -36,7 +34,7 @@ from pin.promotion.domain import (
 
 TERMINAL_FROZEN_CONSTRAINT = "purchase_terminal_frozen"
 
-# expire-promotions' statements (the claim, the batch write, its bookkeeping predicates)
+# expire-promotions' statements (its batch write here; the rest in expiry.py)
 _EXPIRY = load_queries(__package__, "expiry.sql")
 
 
@@ -53,13 +51,13 @@ def translated_errors() -> Iterator[None]:
 
 _QUERIES = load_queries(__package__)
 # The purchase's read shape, written once in queries.sql: its columns (the order of purchase_from_values) and the
-# lateral join of its targets, shared by purchase_get and the expire-promotions claim.
+# lateral join of its targets, shared by purchase_get and the expire-promotions claim (expiry.py).
 _PURCHASE_COLUMNS = _QUERIES["purchase_columns"]
 _PURCHASE_NAMES = tuple(name.strip().removeprefix("p.").removeprefix("t.") for name in _PURCHASE_COLUMNS.split(","))
 _TARGETS = _QUERIES["purchase_targets"]
 
 
-def _with_purchase_shape(statement: LiteralString) -> LiteralString:
+def with_purchase_shape(statement: LiteralString) -> LiteralString:
     """A statement of queries.sql with the purchase's read shape filled in."""
     return statement.replace("{purchase_columns}", _PURCHASE_COLUMNS).replace("{purchase_targets}", _TARGETS)
 
@@ -69,8 +67,8 @@ _PACKAGE_GET = _QUERIES["package_get"]
 _PURCHASE_INSERT = _QUERIES["purchase_insert"]
 _PURCHASE_TARGET_INSERT = _QUERIES["purchase_target_insert"]
 _PURCHASE_GET = {
-    False: _with_purchase_shape(_QUERIES["purchase_get"]),
-    True: _with_purchase_shape(_QUERIES["purchase_get_locked"]),
+    False: with_purchase_shape(_QUERIES["purchase_get"]),
+    True: with_purchase_shape(_QUERIES["purchase_get_locked"]),
 }
 _PURCHASE_UPDATE_STATUS = _QUERIES["purchase_update_status"]
 
@@ -146,7 +144,7 @@ def purchase_update_status(conn: Conn, purchase: PromotionPurchase, *, expected_
 # exactly the rows it changed inserted by the writer's fragment. The rows were locked by the claim before. The
 # arrays go in binary format (%b): psycopg's text format escapes every element with a regular expression, which
 # for 200 JSON payloads costs more than the whole statement on the server.
-_EXPIRE_MANY = _EXPIRY["purchase_expire_many"].format(
+EXPIRE_MANY = _EXPIRY["purchase_expire_many"].format(
     outbox_insert=insert_unnest_sql(where="m.message_key IN (SELECT c.id::text FROM changed AS c)")
 )
 
@@ -175,71 +173,8 @@ def purchase_expire_many(
         **insert_unnest_params(outbox_rows),
     }
     with translated_errors(), conn.cursor(row_factory=tuple_row, binary=True) as cur:
-        rows = cur.execute(_EXPIRE_MANY, params).fetchall()
+        rows = cur.execute(EXPIRE_MANY, params).fetchall()
     return {row[0] for row in rows}
-
-
-@dataclass(frozen=True)
-class Claim:
-    """What one claim locked: due purchases oldest first, and how many due rows were skipped as locked."""
-
-    purchases: list[PromotionPurchase]
-    skipped_locked: int
-
-
-# Due for expire-promotions (seed 002: Status = Active && EndsAt <= AsOf), a condition on promotion.purchase AS p.
-PURCHASE_IS_DUE = _EXPIRY["purchase_is_due"]
-_HAS_FAILURE = bookkeeping.has_failure("p")
-
-# The claim of expire-promotions (seed 002, step 2), locked in a materialized CTE (the planner cannot run it twice or
-# lock more than the limit); the lock is held until the batch commits. A cycle claims in two passes, in its one
-# transaction: the purchases that are not poison first, then the poison ones with the room left in the batch, so
-# that a poison purchase is tried on every cycle (seed 002, A2: "Poison — на следующий цикл") but never holds up
-# the head of the queue. The first walks ix_purchase_active_ends_at in order, the failure check a primary-key probe
-# per row; the second may as well start from the few jobs.item_failure rows. Neither sorts the backlog.
-#
-# SkippedLocked is counted in the same statement, so on the same snapshot: the due rows (same predicate) that
-# sort before the last claimed row (or all due rows when the batch was not full) and were not claimed. Those
-# are exactly the rows SKIP LOCKED passed over: locked by another instance or by an in-flight cancel. (A row
-# that another instance expired and committed between our snapshot and our lock attempt also counts: it too
-# was "taken by someone else".) The scan is bounded by the last claimed EndsAt and by the backlog cap.
-CLAIMS = {
-    poison: _EXPIRY["purchase_claim_due"].format(
-        due=PURCHASE_IS_DUE,
-        which=_EXPIRY["pass_poison" if poison else "pass_fresh"].format(has_failure=_HAS_FAILURE),
-        cap=bookkeeping.BACKLOG_CAP,
-        columns=_PURCHASE_COLUMNS,
-        targets=_TARGETS,
-    )
-    for poison in (False, True)
-}
-
-
-def purchase_claim_due(conn: Conn, *, job: str, as_of: datetime, batch_size: int, poison: bool = False) -> Claim:
-    """Lock up to ``batch_size`` due Active purchases with their targets, skipping rows locked elsewhere.
-
-    ``poison`` chooses the pass: False claims the purchases without a failure record of ``job``, True the poison
-    ones.
-    """
-    if batch_size <= 0:
-        return Claim([], 0)
-    # Tuples in binary: no dict per row, and uuids and times load from their binary form (cheaper than parsing text).
-    with conn.cursor(row_factory=tuple_row, binary=True) as cur:
-        rows = cur.execute(CLAIMS[poison], {"job": job, "as_of": as_of, "batch_size": batch_size}).fetchall()
-    skipped = rows[0][0] if rows else 0
-    assert isinstance(skipped, int)
-    return Claim([purchase_from_values(row[1:]) for row in rows if row[1] is not None], skipped)
-
-
-# The backlog (seed 002: Active with EndsAt < now, poison purchases included), bounded by the caller. The poison
-# ones are also counted on their own (promotion_expire_poison_items).
-BACKLOG_SQL = _EXPIRY["purchases_due"].format(due=PURCHASE_IS_DUE)
-# The next deadline: a poison purchase waits for the next tick of the interval, it never wakes the worker early.
-NEXT_DEADLINE_SQL = _EXPIRY["purchase_next_deadline"].format(has_failure=_HAS_FAILURE)
-# While a poison purchase still waits its turn: its failure row is worth keeping.
-STILL_ACTIVE_SQL = _EXPIRY["purchase_still_active"]
-# The batch transaction's idle limit (the worker's).
-BATCH_TRANSACTION_LIMIT = _EXPIRY["batch_transaction_limit"]
 
 
 def purchase_from_row(row: Mapping[str, Any]) -> PromotionPurchase:

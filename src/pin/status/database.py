@@ -13,16 +13,16 @@ from typing import LiteralString, TypeVar
 import psycopg
 from psycopg.rows import class_row
 
-from pin.calendar.claims import JOB_NAME as APPOINTMENT_TIMEOUT
-from pin.calendar.repository import APPOINTMENT_IS_DUE
+from pin.calendar.expiry import APPOINTMENT_IS_DUE
+from pin.calendar.expiry import JOB_NAME as APPOINTMENT_TIMEOUT
 from pin.db import Conn, ConnectionPolicy, connect, load_queries
 from pin.messaging import topics
 from pin.messaging.groups import SLA_SECONDS, SLA_WINDOW_SECONDS
 from pin.observability import database_health
 from pin.outbox.floors import FLOORS, PLAN_BY_INDEX
 from pin.outbox.writer import VPARTS
-from pin.promotion.repository import PURCHASE_IS_DUE
-from pin.promotion.worker import JOB_NAME as EXPIRE_PROMOTIONS
+from pin.promotion.expiry import JOB_NAME as EXPIRE_PROMOTIONS
+from pin.promotion.expiry import PURCHASE_IS_DUE
 from pin.settings import Settings
 from pin.status.snapshot import (
     Backlog,

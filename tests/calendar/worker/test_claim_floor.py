@@ -23,9 +23,10 @@ from hypothesis import strategies as st
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
-from pin.calendar import claims
-from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
+from pin.calendar import expiry
+from pin.calendar.expiry import AppointmentTimeoutConfig, AppointmentTimeoutJob
 from pin.db import Conn, database_now
+from pin.jobs.bookkeeping import BACKLOG_CAP
 from tests.calendar.worker.factory import db_now, seed_appointments, statuses
 from tests.support import deep
 
@@ -62,7 +63,10 @@ def held_xmin(database_url: str) -> Iterator[int]:
 
 def _claim_params(as_of: datetime, after: tuple[datetime, uuid.UUID] | None) -> dict[str, object]:
     after_at, after_id = after or (None, None)
-    return {"as_of": as_of, "after_at": after_at, "after_id": after_id, "job": "appointment-timeout"}
+    return {
+        "as_of": as_of, "after_at": after_at, "after_id": after_id, "job": "appointment-timeout", "lock_cluster": True,
+        "poison": False, "failed": [], "passed_over_cap": BACKLOG_CAP,
+    }  # fmt: skip
 
 
 def index_entries_read(database_url: str, sql: str, params: dict[str, object]) -> int:
@@ -121,7 +125,7 @@ def test_under_a_held_xmin_the_claim_reads_from_its_floor_not_from_the_dead_head
     assert floor is not None  # the last claimed deadline less the 5 s margin
     fresh = seed_appointments(pool, 5, pending_expires_at=now - timedelta(minutes=1))
     as_of = db_now(pool)
-    claim = claims.CLAIMS[False, False]
+    claim = expiry.CLAIM_SQL
 
     from_head = index_entries_read(database_url, claim, _claim_params(as_of, None))
     from_floor = index_entries_read(database_url, claim, _claim_params(as_of, (floor, uuid.UUID(int=0))))
@@ -136,7 +140,7 @@ def test_under_a_held_xmin_the_claim_reads_from_its_floor_not_from_the_dead_head
     # of pages) the page counts are too few for a ratio, and the entries read above carry the proof
     assert buffers_head > (2 * buffers_floor if deep.DEEP else buffers_floor)
     # the count and the next deadline start at the floor too; the cycle expires the new ones
-    next_deadline = index_entries_read(database_url, claims.NEXT_DEADLINE_SQL, {"floor": floor, "job": "x"})
+    next_deadline = index_entries_read(database_url, expiry.NEXT_DEADLINE_SQL, {"floor": floor, "job": "x"})
     assert next_deadline <= 50 + 5 + 2
     assert job.run_once().expired_count == 5
     assert statuses(pool, "appointment", [c.appointment_id for c in fresh]) == ["Expired"] * 5

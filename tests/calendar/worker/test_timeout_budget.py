@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY
 from psycopg_pool import ConnectionPool
 from structlog.testing import capture_logs
 
-from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
+from pin.calendar.expiry import AppointmentTimeoutConfig, AppointmentTimeoutJob
 from pin.db import Conn
 from tests.calendar.worker.factory import Cluster, seed_appointments, slow_expiry, statuses
 from tests.support.contention import holding_connection

@@ -23,11 +23,10 @@ from prometheus_client import REGISTRY
 from psycopg_pool import ConnectionPool
 from structlog.testing import capture_logs
 
-from pin.calendar import service, timeout_worker
-from pin.calendar.claims import CLAIMS
+from pin.calendar import expiry, service
 from pin.calendar.domain import AppointmentNotPendingError, SlotNotAvailableError
+from pin.calendar.expiry import CLAIM_SQL, AppointmentTimeoutConfig, AppointmentTimeoutJob
 from pin.calendar.service import Actor, CalendarPolicy, UseCaseContext
-from pin.calendar.timeout_worker import AppointmentTimeoutConfig, AppointmentTimeoutJob
 from pin.db import Conn, connect, database_now
 from pin.jobs import bookkeeping
 from pin.jobs import runner as jobs_runner
@@ -161,7 +160,7 @@ def test_timeout_slot_still_bookable(pool: ConnectionPool[Conn], monkeypatch: py
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(timeout_worker, "tracer", lambda: provider.get_tracer("pin"))
+    monkeypatch.setattr(expiry, "tracer", lambda: provider.get_tracer("pin"))
     (c,) = seed_appointments(pool, 1, start_at=db_now(pool) + timedelta(days=2), lead_minutes=60)
     clock = RecordingClock()
 
@@ -414,20 +413,28 @@ def test_a_poison_item_at_the_head_of_1000_due_items_holds_none_of_them_up(pool:
     assert metric("calendar_appointment_timeout_errors_total") == errors_before + 3
 
 
-def test_the_claim_uses_the_partial_index_in_both_passes(pool: ConnectionPool[Conn]) -> None:
+@pytest.mark.parametrize("plan_cache_mode", plans.PLAN_CACHE_MODES)
+def test_the_claim_uses_the_partial_index_in_both_passes(pool: ConnectionPool[Conn], plan_cache_mode: str) -> None:
     """With many rows (20,000 due, 50 of them poison, 20,000 not due), the first pass walks
-    ix_appointments_pending_expires_at in order and sorts nothing; neither pass scans the table."""
+    ix_appointments_pending_expires_at in order and sorts nothing; neither pass scans the table. So too in the plan
+    made for any parameters (a generic plan: psycopg prepares a statement after a few runs), with the cluster locked
+    or the claim alone (parameters of the one statement, as the pass is)."""
     clusters = seed_appointments(pool, 20_000, spread=timedelta(microseconds=1))
     seed_appointments(pool, 20_000, pending_expires_at=db_now(pool) + timedelta(days=1))
     with pool.connection() as conn:
         for c in clusters[::400]:
-            bookkeeping.item_failure_record(conn, timeout_worker.JOB_NAME, c.appointment_id, RuntimeError("x"))
+            bookkeeping.item_failure_record(conn, expiry.JOB_NAME, c.appointment_id, RuntimeError("x"))
         conn.execute("ANALYZE calendar.appointment")
         conn.execute("ANALYZE jobs.item_failure")
-    params = {"as_of": db_now(pool), "after_at": None, "after_id": None, "job": timeout_worker.JOB_NAME, "failed": []}
-    for (lock_cluster, poison), sql in CLAIMS.items():
+    params = {
+        "as_of": db_now(pool), "after_at": None, "after_id": None, "job": expiry.JOB_NAME, "failed": [],
+        "passed_over_cap": bookkeeping.BACKLOG_CAP,
+    }  # fmt: skip
+    for lock_cluster, poison in [(lock, poison) for lock in (True, False) for poison in (False, True)]:
         with pool.connection() as conn:
-            claimed = plans.cte(plans.explain(conn, sql, params), "claimed")
+            values = {**params, "lock_cluster": lock_cluster, "poison": poison}
+            plan = plans.explain(conn, CLAIM_SQL, values, plan_cache_mode)
+            claimed = plans.cte(plan, "claimed")
         assert "appointment" not in plans.seq_scanned(claimed), (lock_cluster, poison, claimed)
         if not poison:  # the poison pass may as well start from the few poison rows
             assert "ix_appointments_pending_expires_at" in plans.index_names(claimed), (lock_cluster, claimed)

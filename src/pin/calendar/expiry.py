@@ -1,6 +1,7 @@
 """The worker appointment-timeout (seed 000): due Pending appointments become Expired, one per transaction.
 
-How it claims, why one item per transaction, and what a poison item is: docs/design/claims.md,
+Its statements are in ``expiry.sql``: the claim, the count of a cycle's batch, the backlog, the next deadline. How
+it claims, why one item per transaction, and what a poison item is: docs/design/claims.md,
 docs/design/poison-items.md, docs/design/one-statement-writes.md.
 """
 
@@ -15,19 +16,18 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, LiteralString, cast
 
-import psycopg
 import structlog
-from psycopg.pq import TransactionStatus
+from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from pin import faults
-from pin.calendar import claims, metrics, service
-from pin.calendar.claims import JOB_NAME
+from pin.calendar import metrics, service
 from pin.calendar.domain import SlotOutcome
+from pin.calendar.rows import APPOINTMENT_NAMES, EVENT_NAMES, REMINDER_NAMES, SLOT_NAMES, columns
 from pin.calendar.service import ExpiryResult, ExpiryStatus
-from pin.db import Conn, database_now
+from pin.db import Conn, database_now, limits, load_queries
 from pin.faults import Fault
 from pin.jobs import bookkeeping
 from pin.jobs.cycle import Cycle, CycleCounts, CycleHarness, JobDefinition, infrastructure_error
@@ -38,7 +38,9 @@ from pin.unit_of_work import UnitOfWork
 
 log = structlog.get_logger(__name__)
 
-# ----------------------------------------------------------------------------------------------- the job
+JOB_NAME = "appointment-timeout"
+
+# ------------------------------------------------------------------------------------ the job and its limits
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,148 @@ class TimeoutResult(CycleCounts):
             "SkippedLockedCount": self.skipped_locked,
             "DurationMs": self.duration_ms,
         }
+
+
+# ---------------------------------------------------------------------------------------- its statements
+
+_QUERIES = load_queries(__package__, "expiry.sql")
+
+
+def _prefixed(names: tuple[str, ...], alias: str) -> str:
+    """The columns of a locked part under its alias, each named with the alias as its prefix (``s.id AS s_id``)."""
+    return ", ".join(f"{alias}.{name} AS {alias}_{name}" for name in names)
+
+
+def _statement(name: str) -> LiteralString:
+    """A statement of expiry.sql with the tables' column lists filled in (rows.py: the one place they are written)."""
+    return _QUERIES[name].format(
+        appointment_columns=columns(APPOINTMENT_NAMES, "a"),
+        slot_columns=columns(SLOT_NAMES, "s"),
+        event_columns=columns(EVENT_NAMES, "e"),
+        reminder_columns=columns(REMINDER_NAMES, "r"),
+        slot_columns_prefixed=_prefixed(SLOT_NAMES, "s"),
+        event_columns_prefixed=_prefixed(EVENT_NAMES, "e"),
+    )
+
+
+# The due appointments, poison ones included: the backlog gauge.
+DUE_SQL: LiteralString = _statement("appointments_due")
+# The earliest PendingExpiresAt of a Pending appointment that is not poison (a poison one never wakes the worker).
+NEXT_DEADLINE_SQL: LiteralString = _statement("appointment_next_deadline")
+# A poison appointment's failure record is kept while the appointment still waits (is Pending).
+STILL_PENDING_SQL: LiteralString = _statement("appointment_still_pending")
+
+DEFINITION = JobDefinition(
+    JOB_NAME,
+    metrics.JOB_METRICS,
+    TimeoutResult,
+    DUE_SQL,
+    NEXT_DEADLINE_SQL,
+    STILL_PENDING_SQL,
+    item_field="AppointmentId",
+    item_attribute="pin.appointment_id",
+    error_field="error",
+    traceback_on_cycle_failure=True,
+    commits_each_item=True,
+)
+
+# The claim, of either pass, its cluster locked by the same statement or (lock_cluster false: the fallback when a
+# lock of the cluster timed out) the claim alone. It stays under psycopg's 4,096 characters, or it would be parsed
+# again on every execute.
+CLAIM_SQL: LiteralString = _statement("appointment_claim")
+# How many appointments a cycle may claim: the due ones from the claim floor on and the poison ones, up to count_limit.
+DUE_COUNT_SQL: LiteralString = _statement("appointments_due_count")
+# Due, a predicate on calendar.appointment AS a (binds %(as_of)s): pin status's.
+APPOINTMENT_IS_DUE: LiteralString = _statement("appointment_is_due")
+
+
+@dataclass(frozen=True)
+class ClaimedItem:
+    """What one claim returned: the locked appointment (None when nothing was free) and the rows it passed over."""
+
+    appointment_id: uuid.UUID | None
+    tenant_id: uuid.UUID | None
+    pending_expires_at: datetime | None
+    has_failure: bool
+    passed_over: list[uuid.UUID]
+    # the earliest PendingExpiresAt of the rows passed over (None: none was): the claim floor stays at or below it
+    passed_over_from: datetime | None = None
+    # with the cluster locked by the claim: the whole row, in the order repository.cluster_from_locked_row reads
+    row: tuple[Any, ...] | None = None
+
+    @property
+    def cursor(self) -> tuple[datetime, uuid.UUID] | None:
+        """The claimed row's position in the index: where the cycle's next claim starts."""
+        if self.pending_expires_at is None or self.appointment_id is None:
+            return None
+        return self.pending_expires_at, self.appointment_id
+
+
+# Where the claimed appointment's id, tenant and deadline are in a claim's row.
+_ID, _TENANT, _DEADLINE = (APPOINTMENT_NAMES.index(name) for name in ("id", "tenant_id", "pending_expires_at"))
+
+
+def appointment_claim_next(
+    conn: Conn,
+    *,
+    as_of: datetime,
+    after: tuple[datetime, uuid.UUID] | None,
+    lock_cluster: bool = True,
+    poison: bool = False,
+    failed: list[uuid.UUID] | None = None,
+) -> ClaimedItem:
+    """Lock the next due Pending appointment (after ``after``) that nobody else holds, in the caller's transaction.
+
+    ``poison`` chooses the pass: False claims only appointments without a failure record, True only poison ones
+    (except ``failed``, those that failed in this cycle already). With ``lock_cluster`` its slot, event and
+    reminders are locked by the same statement (waits bounded by the session's lock_timeout: LockNotAvailable
+    when one was held longer) and ``row`` holds the whole cluster.
+    """
+    after_at, after_id = after or (None, None)
+    params = {
+        "as_of": as_of, "after_at": after_at, "after_id": after_id, "job": JOB_NAME, "lock_cluster": lock_cluster,
+        "poison": poison, "failed": failed or [], "passed_over_cap": bookkeeping.BACKLOG_CAP,
+    }  # fmt: skip
+    # A tuple in binary: no dict of some 50 columns per item, and uuids and times load from their binary form.
+    with conn.cursor(row_factory=tuple_row, binary=True) as cur:
+        row = cur.execute(CLAIM_SQL, params).fetchone()
+    assert row is not None  # the statement returns one row, claimed or not
+    return ClaimedItem(
+        row[_ID],
+        row[_TENANT],
+        row[_DEADLINE],
+        poison,
+        list(row[-1]),
+        passed_over_from=row[-2],
+        row=row if lock_cluster else None,
+    )
+
+
+def claim_due(
+    uow: UnitOfWork,
+    *,
+    as_of: datetime,
+    after: tuple[datetime, uuid.UUID] | None,
+    poison: bool,
+    failed: list[uuid.UUID],
+) -> ClaimedItem:
+    """The next due appointment after ``after`` that nobody holds, with its whole cluster locked by the same
+    statement (the pass and ``failed`` as :func:`appointment_claim_next` takes them).
+
+    When a row of that cluster was held past the lock timeout (or deadlocked), the statement failed as a whole: the
+    claim again, alone, in a new transaction; :func:`service.expire_claimed` then locks the cluster statement by
+    statement, where the held row is a ConflictError (the item is known, skipped and counted).
+    """
+    try:
+        return appointment_claim_next(uow.conn, as_of=as_of, after=after, poison=poison, failed=failed)
+    except Exception as exc:
+        if faults.fault_of(exc, uow.conn) is not Fault.CONTENDED:
+            raise
+    uow.rollback()
+    return appointment_claim_next(uow.conn, as_of=as_of, after=after, lock_cluster=False, poison=poison, failed=failed)
+
+
+# ------------------------------------------------------------------------------------------ the claim floor
 
 
 _NO_ID = uuid.UUID(int=0)  # the smallest id: (floor, _NO_ID) is the position just before every row at the floor
@@ -154,37 +298,7 @@ class ClaimFloor:
         self.value = self._low if self._start is None else max(self._start, self._low)
 
 
-@dataclass
-class _Expired:
-    """What a cycle has expired so far (kept when an infrastructure error ends it early), and where it claims next."""
-
-    expired: int = 0
-    released: int = 0
-    slots_expired: int = 0
-    poison: bool = False  # the pass the cursor is in (it starts again at the head of the poison pass)
-    cursor: tuple[datetime, uuid.UUID] | None = None  # the last claimed row: the next claim starts after it
-    fresh_cursor: tuple[datetime, uuid.UUID] | None = None  # the fresh pass's last claimed row
-
-    def result(self, cycle: Cycle) -> TimeoutResult:
-        return cycle.counts(
-            TimeoutResult,
-            expired_count=self.expired,
-            slots_released_count=self.released,
-            slots_expired_count=self.slots_expired,
-        )
-
-
-DEFINITION = JobDefinition(
-    JOB_NAME,
-    metrics.JOB_METRICS,
-    claims.DUE_SQL,
-    claims.NEXT_DEADLINE_SQL,
-    claims.STILL_PENDING_SQL,
-    item_field="AppointmentId",
-    item_attribute="pin.appointment_id",
-    error_field="error",
-    traceback_on_cycle_failure=True,
-)
+# ---------------------------------------------------------------------------------------------- the cycle
 
 
 class AppointmentTimeoutJob:
@@ -206,14 +320,13 @@ class AppointmentTimeoutJob:
         self._outbox = outbox  # the process's outbox policy (the composition root's), for every item's rows
         self._clock = clock  # AsOf: the database clock every instance shares (docs/design/claims.md)
         # set by SIGTERM: the statement in flight is cancelled, its item rolled back, and the cycle ends
-        self._stop = stop or threading.Event()
         self._floor = ClaimFloor(
             self._config.claim_floor_reset_seconds, timedelta(seconds=self._config.claim_floor_margin_seconds)
         )
         self._cycles = CycleHarness(
             DEFINITION, pool, instance=self._config.instance,
             connection_wait_seconds=self._config.connection_wait_seconds,
-            budget_seconds=self._config.cycle_budget_seconds, batch_size=self._config.batch_size, stop=self._stop,
+            budget_seconds=self._config.cycle_budget_seconds, batch_size=self._config.batch_size, stop=stop,
         )  # fmt: skip
 
     @property
@@ -221,62 +334,62 @@ class AppointmentTimeoutJob:
         """This instance's claim floor."""
         return self._floor
 
-    def run_once(self) -> TimeoutResult:
-        """One cycle; an infrastructure failure is logged, counted and raised (the current item rolled back)."""
-        return self._cycles.run(tracer(), self._cycle)
-
     def seconds_until_next_due(self) -> float | None:
         """Seconds until the earliest PendingExpiresAt of a Pending appointment that is not poison, DB clock."""
         return self._cycles.seconds_until_next_due({"floor": self._floor.next_deadline_floor()})
 
-    def _cycle(self, cycle: Cycle) -> TimeoutResult:
-        """Count the due appointments, then claim and expire one per transaction in the cycle's two passes until
-        none is free, BatchSize is reached, the budget is spent or a stop is requested."""
-        expired = _Expired()
-        cycle.partial = lambda: expired.result(cycle)  # items commit one by one
+    def run_once(self) -> TimeoutResult:
+        """One cycle: count the due appointments, then claim and expire one per transaction, the fresh ones from the
+        claim floor on, then the poison ones from the head, until none is free, BatchSize is reached, the budget is
+        spent or a stop is requested. An infrastructure failure is logged, counted and raised (the current item
+        rolled back); a stop or the budget's end cancels the statement in flight and ends the cycle."""
         floor = self._floor.begin()
-        with self._cycle_connection() as conn:
+        last_fresh: datetime | None = None  # the deadline of the last appointment the fresh pass claimed
+        with self._cycles.cycle(tracer()) as cycle, self._cycle_connection() as conn:
             with cycle.watch(conn):
                 cycle.begin(self._clock(conn))
                 params = {"as_of": cycle.as_of, "count_limit": self._config.batch_size, "floor": floor, "job": JOB_NAME}
-                count = conn.execute(claims.DUE_COUNT_SQL, params)
+                count = conn.execute(DUE_COUNT_SQL, params)
                 selected = int(cast(dict[str, Any], count.fetchone())["n"])  # a bounded scan of the partial index
-                conn.commit()  # the session's lock_timeout with it
+                conn.commit()
             cycle.selected(selected)
-            if selected > 0:  # an empty batch is a no-op: no claim transaction at all
-                cycle.two_passes(lambda poison, _room: self._expire_next(conn, cycle, expired, poison), stop=self._stop)
-        # only a cycle that ended without an error moves the floor (an error leaves it where it was)
-        self._floor.finish(None if expired.fresh_cursor is None else expired.fresh_cursor[0])
-        return expired.result(cycle)
+            for poison in cycle.passes() if selected > 0 else ():  # an empty batch: no claim transaction at all
+                # the fresh pass starts at the claim floor, the poison one at the head (few rows: docs/design/claims.md)
+                after = None if poison else self._floor.start_position()
+                while cycle.has_room():
+                    claim = self._expire_next(conn, cycle, after, poison)
+                    if claim.appointment_id is None:
+                        break
+                    after = claim.cursor
+                    if not poison:
+                        last_fresh = claim.pending_expires_at
+            # only a cycle that ended without an error moves the floor (an error leaves it where it was)
+            self._floor.finish(last_fresh)
+        return cycle.result()
 
     @contextmanager
     def _cycle_connection(self) -> Iterator[Conn]:
         """One pooled connection for the whole cycle: AsOf, the count, then every item's transaction.
 
         Its session's lock_timeout is the item lock timeout and its statement_timeout at most the cycle's budget,
-        set here once and reset before the connection goes back to the pool (a connection that cannot be reset is
-        closed: the pool then discards it).
+        until the connection goes back to the pool (:func:`pin.db.limits`).
         """
-        timeout_ms = max(1, int(self._config.item_lock_timeout_seconds * 1000))
-        with self._cycles.connection() as conn:
-            conn.execute(claims.LOCK_TIMEOUT_SET, {"lock_timeout": f"{timeout_ms}ms"})
-            budget_ms = int(self._config.cycle_budget_seconds * 1000)
-            previous = bookkeeping.statement_timeout_cap(conn, budget_ms, local=False)
-            try:
-                yield conn
-            finally:
-                _reset_session(conn, previous)
+        config = self._config
+        with self._cycles.connection() as conn, limits(
+            conn, lock_timeout=config.item_lock_timeout_seconds, statement_timeout=config.cycle_budget_seconds,
+            session=True,
+        ):  # fmt: skip
+            yield conn
 
-    def _expire_next(self, conn: Conn, cycle: Cycle, expired: _Expired, poison: bool) -> bool:
-        """One item in one transaction: the service's claim, then its item; False when none was free to claim.
+    def _expire_next(
+        self, conn: Conn, cycle: Cycle[TimeoutResult], after: tuple[datetime, uuid.UUID] | None, poison: bool
+    ) -> ClaimedItem:
+        """One item in one transaction: the claim after ``after``, then its item; what it claimed (no appointment
+        when none was free).
 
         A stop request or the end of the cycle's budget cancels the statement in flight: the item rolls back whole
         (the watch ends before the unit of work rolls back) and the harness ends the cycle."""
         assert cycle.as_of is not None
-        if poison is not expired.poison:
-            expired.poison, expired.cursor = poison, None
-        # the fresh pass starts at the claim floor, the poison pass at the head (few rows, docs/design/claims.md)
-        after = expired.cursor if poison or expired.cursor is not None else self._floor.start_position()
         context = MessageContext(str(cycle.run_id), cycle.traceparent)
         provider = current_traceparent if cycle.item_spans else None  # the item span's, when there is one
         cycle.in_flight = {"RolledBack": "the claim"}
@@ -285,26 +398,23 @@ class AppointmentTimeoutJob:
             cycle.watch(conn),
         ):
             try:
-                claim = service.claim_due(uow, as_of=cycle.as_of, after=after, poison=poison, failed=cycle.failed)
+                claim = claim_due(uow, as_of=cycle.as_of, after=after, poison=poison, failed=cycle.failed)
             except Exception as exc:
                 raise infrastructure_error(conn, exc) from exc  # a claim is about no item yet
             cycle.skip(claim.passed_over)
             if not poison:
                 self._floor.keep_at_most(claim.passed_over_from)  # held by others, who may roll back
-                if claim.appointment_id is not None:
-                    expired.fresh_cursor = claim.cursor
             if claim.appointment_id is None:
                 # End the read-only transaction with COMMIT: psycopg answers a ROLLBACK with DEALLOCATE ALL, and
                 # a cycle that ends with an empty claim would re-plan every statement of the next one.
                 conn.commit()
-                return False
+                return claim
             appointment_id = claim.appointment_id
             cycle.in_flight = {"RolledBack": "the item", "AppointmentId": str(appointment_id)}
             cycle.claimed(1, poison=claim.has_failure)
-            expired.cursor = claim.cursor
             with cycle.item_span(appointment_id, claim.tenant_id) as span:
                 try:
-                    expiry = service.expire_claimed(uow, claim, cycle.as_of)
+                    expiry = service.expire_claimed(uow, claim, cycle.as_of, job=JOB_NAME)
                 except Exception as exc:
                     fault = faults.fault_of(exc, conn)
                     if fault is Fault.INFRASTRUCTURE:
@@ -316,44 +426,27 @@ class AppointmentTimeoutJob:
                         if not poison:
                             self._floor.keep_at_most(claim.pending_expires_at)
                         cycle.item_skipped(appointment_id)
-                        return True
+                        return claim
                     uow.rollback()  # the whole item, before its failure is recorded in a transaction of its own
                     cycle.item_failed(conn, appointment_id, exc, commit=True, span=span)
-                    return True
+                    return claim
         cycle.in_flight = {}
         if expiry.status is ExpiryStatus.EXPIRED:
-            self._expired(cycle, expiry, expired)
-        return True
+            self._expired(cycle, expiry)
+        return claim
 
-    def _expired(self, cycle: Cycle, expiry: ExpiryResult, expired: _Expired) -> None:
+    def _expired(self, cycle: Cycle[TimeoutResult], expiry: ExpiryResult) -> None:
         assert expiry.cluster is not None
         assert expiry.slot_outcome is not None
         appointment = expiry.cluster.appointment
         outcome = expiry.slot_outcome
-        expired.expired += 1
         if outcome is SlotOutcome.RELEASED:
-            expired.released += 1
+            cycle.add(expired_count=1, slots_released_count=1)
         else:
-            expired.slots_expired += 1
+            cycle.add(expired_count=1, slots_expired_count=1)
         metrics.ITEMS_BY_OUTCOME[outcome].inc()
         cycle.info(
             "appointment expired", AppointmentId=str(appointment.id), SlotId=str(appointment.slot_id),
             CalendarEventId=str(appointment.calendar_event_id), TenantId=str(appointment.tenant_id),
             SlotOutcome=outcome.value,
         )  # fmt: skip
-
-
-def _reset_session(conn: Conn, statement_timeout: str) -> None:
-    """End any open transaction, reset the cycle's lock_timeout and put ``statement_timeout`` back; close the
-    connection when that fails."""
-    if conn.closed or conn.broken:
-        return
-    try:
-        if conn.info.transaction_status is not TransactionStatus.IDLE:
-            conn.rollback()
-        conn.execute(claims.LOCK_TIMEOUT_RESET)
-        conn.execute(claims.STATEMENT_TIMEOUT_RESTORE, {"statement_timeout": statement_timeout})
-        conn.commit()
-    except psycopg.Error:
-        log.warning("could not reset the cycle's connection; closing it", job=JOB_NAME, exc_info=True)
-        conn.close()

@@ -1,6 +1,7 @@
 """The worker expire-promotions (seed 002, UC-PRM-003): due Active purchases become Expired, one batch per transaction.
 
-How it claims, writes a batch in one statement and isolates a poison purchase: docs/design/claims.md,
+Its statements are in ``expiry.sql``: the claim of each pass, the batch write, the backlog, the next deadline. How
+it claims, writes a batch in one statement and isolates a poison purchase: docs/design/claims.md,
 docs/design/one-statement-writes.md, docs/design/poison-items.md.
 """
 
@@ -10,15 +11,17 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, LiteralString
 
+from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from pin import faults
 from pin.cancellation import Cause
-from pin.db import Conn, database_now
+from pin.db import Conn, database_now, limits, load_queries
 from pin.jobs import bookkeeping
 from pin.jobs.cycle import Cycle, CycleCounts, CycleHarness, JobDefinition
 from pin.observability.tracing import current_traceparent, tracer
@@ -30,6 +33,8 @@ from pin.settings import CYCLE_BUDGET_MAX_SECONDS, JOB_BATCH_SIZE
 from pin.unit_of_work import UnitOfWork
 
 JOB_NAME = "expire-promotions"
+
+# ------------------------------------------------------------------------------------ the job and its limits
 
 
 @dataclass(frozen=True)
@@ -63,17 +68,77 @@ class ExpireResult(CycleCounts):
         }
 
 
+# ---------------------------------------------------------------------------------------- its statements
+
+_QUERIES = load_queries(__package__, "expiry.sql")
+
+# The claim of either pass (poison: False, the first), locked in a materialized CTE (the planner cannot run it twice
+# or lock more than the limit); the lock is held until the batch commits. A cycle claims in two passes, in its one
+# transaction: the purchases that are not poison first, then the poison ones with the room left in the batch, so
+# that a poison purchase is tried on every cycle (seed 002, A2: "Poison — на следующий цикл") but never holds up
+# the head of the queue. The first walks ix_purchase_active_ends_at in order, the failure check a primary-key probe
+# per row (the pass is a parameter: each execution is planned on it), the second the same way. Neither sorts the
+# backlog.
+#
+# SkippedLocked is counted in the same statement, so on the same snapshot: the due rows (same predicate) that
+# sort before the last claimed row (or all due rows when the batch was not full) and were not claimed. Those
+# are exactly the rows SKIP LOCKED passed over: locked by another instance or by an in-flight cancel. (A row
+# that another instance expired and committed between our snapshot and our lock attempt also counts: it too
+# was "taken by someone else".) The scan is bounded by the last claimed EndsAt and by the backlog cap.
+CLAIM_SQL: LiteralString = repository.with_purchase_shape(_QUERIES["purchase_claim_due"])
+# The backlog (seed 002: Active with EndsAt < now, poison purchases included), bounded by the caller. The poison
+# ones are also counted on their own (promotion_expire_poison_items).
+BACKLOG_SQL: LiteralString = _QUERIES["purchases_due"]
+# The next deadline: a poison purchase waits for the next tick of the interval, it never wakes the worker early.
+NEXT_DEADLINE_SQL: LiteralString = _QUERIES["purchase_next_deadline"]
+# While a poison purchase still waits its turn: its failure row is worth keeping.
+STILL_ACTIVE_SQL: LiteralString = _QUERIES["purchase_still_active"]
+# Due, a predicate on promotion.purchase AS p (binds %(as_of)s): pin status's.
+PURCHASE_IS_DUE: LiteralString = _QUERIES["purchase_is_due"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What one claim locked: due purchases oldest first, and how many due rows were skipped as locked."""
+
+    purchases: list[PromotionPurchase]
+    skipped_locked: int
+
+
+def purchase_claim_due(conn: Conn, *, job: str, as_of: datetime, batch_size: int, poison: bool = False) -> Claim:
+    """Lock up to ``batch_size`` due Active purchases with their targets, skipping rows locked elsewhere.
+
+    ``poison`` chooses the pass: False claims the purchases without a failure record of ``job``, True the poison
+    ones.
+    """
+    if batch_size <= 0:
+        return Claim([], 0)
+    params = {
+        "job": job, "as_of": as_of, "batch_size": batch_size, "poison": poison, "skipped_cap": bookkeeping.BACKLOG_CAP,
+    }  # fmt: skip
+    # Tuples in binary: no dict per row, and uuids and times load from their binary form (cheaper than parsing text).
+    with conn.cursor(row_factory=tuple_row, binary=True) as cur:
+        rows = cur.execute(CLAIM_SQL, params).fetchall()
+    skipped = rows[0][0] if rows else 0
+    assert isinstance(skipped, int)
+    return Claim([repository.purchase_from_values(row[1:]) for row in rows if row[1] is not None], skipped)
+
+
 DEFINITION = JobDefinition(
     JOB_NAME,
     metrics.JOB_METRICS,
-    repository.BACKLOG_SQL,
-    repository.NEXT_DEADLINE_SQL,
-    repository.STILL_ACTIVE_SQL,
+    ExpireResult,
+    BACKLOG_SQL,
+    NEXT_DEADLINE_SQL,
+    STILL_ACTIVE_SQL,
     item_field="PurchaseId",
     item_attribute="pin.purchase_id",
     error_field="exception",
     traceback_on_cycle_failure=False,  # the runner logs it once
 )
+
+
+# ---------------------------------------------------------------------------------------------- the cycle
 
 
 class ExpirePromotionsJob:
@@ -100,72 +165,65 @@ class ExpirePromotionsJob:
             batch_size=self._config.batch_size, stop=stop,
         )  # fmt: skip
 
-    def run_once(self) -> ExpireResult:
-        """One cycle; an infrastructure failure is logged, counted and raised (the batch rolled back)."""
-        return self._cycles.run(tracer(), self._expire_batch)
-
     def seconds_until_next_due(self) -> float | None:
         """Seconds until the earliest EndsAt of an Active purchase that is not poison, on the database clock."""
         return self._cycles.seconds_until_next_due()
 
-    def _expire_batch(self, cycle: Cycle) -> ExpireResult:
-        """One batch in one transaction. A stop request or the end of the cycle's budget cancels the statement in
-        flight: the batch rolls back whole (the watch ends before the unit of work rolls back), nothing of it is
-        kept, and the harness ends the cycle."""
-        context = MessageContext(str(cycle.run_id))  # the job run id is the correlation id of every event it writes
-        cycle.kept = lambda: cycle.counts(ExpireResult, expired_count=0)
-        cycle.in_flight = {"RolledBack": "the batch", "Count": 0}
-        with (
-            UnitOfWork(self._pool, context, outbox=self._outbox, traceparent_provider=current_traceparent) as uow,
-            cycle.watch(uow.conn),
-        ):
-            self._limit_transaction(uow.conn, cycle)
-            cycle.begin(self._clock(uow.conn))
-            as_of = cycle.as_of
-            assert as_of is not None
-            claimed: list[PromotionPurchase] = []
+    def run_once(self) -> ExpireResult:
+        """One cycle: one batch in one transaction, the fresh purchases claimed first, then the poison ones with the
+        room left, each pass one statement. An infrastructure failure is logged, counted and raised (the batch
+        rolled back). A stop request or the end of the cycle's budget cancels the statement in flight: the batch
+        rolls back whole (the watch ends before the unit of work rolls back), nothing of it is kept, and the cycle
+        ends."""
+        with self._cycles.cycle(tracer()) as cycle:
+            context = MessageContext(str(cycle.run_id))  # the job run id is the correlation id of every event it writes
+            cycle.in_flight = {"RolledBack": "the batch", "Count": 0}
+            with (
+                UnitOfWork(self._pool, context, outbox=self._outbox, traceparent_provider=current_traceparent) as uow,
+                cycle.watch(uow.conn),
+                self._limits(uow.conn, cycle),
+            ):
+                cycle.begin(self._clock(uow.conn))
+                assert cycle.as_of is not None
+                claimed: list[PromotionPurchase] = []
+                for poison in cycle.passes():  # the poison ones wait when the budget is spent first
+                    if cycle.has_room():
+                        claim = purchase_claim_due(
+                            uow.conn, job=JOB_NAME, as_of=cycle.as_of, batch_size=cycle.room(), poison=poison
+                        )
+                        claimed.extend(claim.purchases)
+                        cycle.in_flight["Count"] = len(claimed)
+                        cycle.claimed(len(claim.purchases), poison=poison)
+                        cycle.skip(unnamed=claim.skipped_locked)
+                cycle.selected(len(claimed), SkippedLocked=cycle.skipped_unnamed, PoisonCount=cycle.retried_count)
+                deferred: list[PromotionPurchase] = []  # claimed, not written: the budget ran out first
+                expired = self._expire_all(uow, claimed, cycle=cycle, deferred=deferred)
+                bookkeeping.item_failure_clear(uow.conn, JOB_NAME, (p.id for p in expired))
+                uow.commit()  # one change per batch: every transition and its outbox row, or nothing
+            cycle.budget_exhausted = cycle.budget_exhausted or bool(deferred)
+            cycle.add(expired_count=len(expired))
+            for purchase in expired:  # seed 002's log table: "promotion expired (PurchaseId, TenantId, PackageKind)"
+                cycle.info(
+                    "promotion expired", PurchaseId=str(purchase.id), TenantId=str(purchase.tenant_id),
+                    PackageKind=purchase.package_kind,
+                )  # fmt: skip
+            metrics.ITEMS.labels(outcome="expired").inc(len(expired))
+        return cycle.result()
 
-            def claim(poison: bool, room: int) -> bool:
-                found = repository.purchase_claim_due(
-                    uow.conn, job=JOB_NAME, as_of=as_of, batch_size=room, poison=poison
-                )
-                claimed.extend(found.purchases)
-                cycle.in_flight["Count"] = len(claimed)
-                cycle.claimed(len(found.purchases), poison=poison)
-                cycle.skip(unnamed=found.skipped_locked)
-                return False  # one statement per pass: it took every free due row it had room for
-
-            cycle.two_passes(claim)  # the poison ones wait when the budget is spent first
-            cycle.selected(len(claimed), SkippedLocked=cycle.skipped_unnamed, PoisonCount=cycle.retried_count)
-            deferred: list[PromotionPurchase] = []  # claimed, not written: the budget ran out first
-            expired = self._expire_all(uow, claimed, cycle=cycle, deferred=deferred)
-            bookkeeping.item_failure_clear(uow.conn, JOB_NAME, (p.id for p in expired))
-            uow.commit()  # one change per batch: every transition and its outbox row, or nothing
-        cycle.budget_exhausted = cycle.budget_exhausted or bool(deferred)
-        result = cycle.counts(ExpireResult, expired_count=len(expired))
-        for purchase in expired:  # seed 002's log table: "promotion expired (PurchaseId, TenantId, PackageKind)"
-            cycle.info(
-                "promotion expired", PurchaseId=str(purchase.id), TenantId=str(purchase.tenant_id),
-                PackageKind=purchase.package_kind,
-            )  # fmt: skip
-        metrics.ITEMS.labels(outcome="expired").inc(result.expired_count)
-        return result
-
-    def _limit_transaction(self, conn: Conn, cycle: Cycle) -> None:
+    def _limits(self, conn: Conn, cycle: Cycle[ExpireResult]) -> AbstractContextManager[None]:
         """The batch transaction's limits: idle at most the transaction timeout, and no statement longer than
         that or the cycle's budget left, whichever is shorter (the server's bound; the cycle's watch cancels the
         statement in flight when the budget is spent)."""
-        timeout = self._config.transaction_timeout_seconds
-        conn.execute(repository.BATCH_TRANSACTION_LIMIT, (f"{timeout}s",))
-        budget_ms = cycle.budget_left_ms()
-        bookkeeping.statement_timeout_cap(conn, min(budget_ms, timeout * 1000 or budget_ms), local=True)
+        timeout = self._config.transaction_timeout_seconds  # 0: none
+        budget = cycle.budget_left_ms() / 1000
+        return limits(conn, idle_in_transaction=timeout, statement_timeout=min(budget, timeout or budget))
 
     def _expire_all(
         self,
         uow: UnitOfWork,
         purchases: list[PromotionPurchase],
         *,
-        cycle: Cycle,
+        cycle: Cycle[ExpireResult],
         deferred: list[PromotionPurchase],
     ) -> list[PromotionPurchase]:
         """Expire the claimed purchases; returns those expired, in claim order. Poison ones are excluded (A2);
@@ -187,7 +245,9 @@ class ExpirePromotionsJob:
                 decided.append(transition)
         return [t.purchase for t in self._write_all(uow, decided, cycle, deferred)]
 
-    def _decide(self, uow: UnitOfWork, purchase: PromotionPurchase, *, cycle: Cycle) -> _Transition | None:
+    def _decide(
+        self, uow: UnitOfWork, purchase: PromotionPurchase, *, cycle: Cycle[ExpireResult]
+    ) -> _Transition | None:
         """The domain's transition of one purchase and its events' payloads; None (recorded as poison) when it
         fails."""
         with cycle.item_span(purchase.id, purchase.tenant_id) as span:
@@ -207,7 +267,7 @@ class ExpirePromotionsJob:
         self,
         uow: UnitOfWork,
         decided: list[_Transition],
-        cycle: Cycle,
+        cycle: Cycle[ExpireResult],
         deferred: list[PromotionPurchase],
     ) -> list[_Transition]:
         """Write the decided transitions and their outbox rows: one set-based statement, or one purchase at a time
@@ -255,7 +315,7 @@ class ExpirePromotionsJob:
                 self._conflicted(uow, transition.purchase, VersionConflictError(), cycle)
         return written
 
-    def _write_one(self, uow: UnitOfWork, transition: _Transition, cycle: Cycle) -> bool:
+    def _write_one(self, uow: UnitOfWork, transition: _Transition, cycle: Cycle[ExpireResult]) -> bool:
         """The fallback: one purchase's guarded UPDATE and its events in its own savepoint; a poison one is rolled back
         alone. The events become outbox rows at the batch's commit."""
         try:
@@ -274,7 +334,9 @@ class ExpirePromotionsJob:
             return False
         return True
 
-    def _conflicted(self, uow: UnitOfWork, purchase: PromotionPurchase, exc: Exception, cycle: Cycle) -> None:
+    def _conflicted(
+        self, uow: UnitOfWork, purchase: PromotionPurchase, exc: Exception, cycle: Cycle[ExpireResult]
+    ) -> None:
         """A version conflict on write (seed 002, A1): read the purchase again; no longer Active, leave it alone.
 
         Only a purchase that is still Active (at another version than the claim read: a state this worker cannot
