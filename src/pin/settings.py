@@ -61,8 +61,8 @@ OTHER_VARIABLES: Mapping[str, str] = {
     "PIN_BENCH_DURABLE_DATABASE_URL": "bench/pressure.py: a durable server to run on",
     "PIN_BENCH_DURABLE_STOP_COMMAND": "bench/pressure.py: stops that server",
     "PIN_BENCH_DURABLE_START_COMMAND": "bench/pressure.py: starts that server",
-    "PIN_BENCH_PROFILE_CLOCK": "bench/where_time_goes.py: which clock a profiled role counts (thread: its main thread's CPU)",
-    "PIN_BENCH_PROFILE_UNPROFILED_ITEMS": "bench/where_time_goes.py: items a worker runs unprofiled, for its CPU per item",
+    "PIN_BENCH_PROFILE_CLOCK": "bench/where_time_goes.py: a profiled role's clock (thread)",
+    "PIN_BENCH_PROFILE_UNPROFILED_ITEMS": "bench/where_time_goes.py: items run unprofiled",
     "PIN_CDC_DATABASE_HOST": "the Debezium connector (deploy/debezium/): the database it reads",
     "PIN_CDC_DATABASE_PASSWORD": "the Debezium connector (deploy/debezium/): its password",
 }
