@@ -85,6 +85,11 @@ class ConnectionPolicy:
             # every statement of the hot path finds its rows by key: a sequential scan is never its plan, even
             # when statistics taken while a table was tiny say the whole table is a page or two (docs/design/claims.md)
             session["enable_seqscan"] = "off"
+            # nor is a JIT compilation: it pays off for long analytical queries only, and these statements' estimates
+            # (a priced-out scan, a subplan per vpart) pass its thresholds, so a server built with LLVM (jit = on by
+            # default) would compile, inline and optimize every execution anew (force_custom_plan): 1 s of its CPU a
+            # statement for the relay's floor advance, measured on PostgreSQL 15 (bench/README.md, third round)
+            session["jit"] = "off"
         if role == "api":
             # the one rule for row-lock waits of every API route: a bounded wait, then a 409 (LockNotAvailable, 55P03,
             # which the API's one error mapping answers: pin.api.problems)

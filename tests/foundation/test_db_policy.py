@@ -24,6 +24,7 @@ _SERVER_SETTINGS = (
     "client_connection_check_interval",
     "plan_cache_mode",
     "enable_seqscan",
+    "jit",
 )
 
 
@@ -57,6 +58,7 @@ def test_a_connection_carries_the_roles_client_and_session_settings(database_url
             "client_connection_check_interval": "2000",
             "plan_cache_mode": "force_custom_plan",
             "enable_seqscan": "off",  # a hot role's (docs/design/claims.md: "Plans that do not rot")
+            "jit": "off",  # a hot role's: no compilation per execution (docs/design/claims.md)
         }
 
 

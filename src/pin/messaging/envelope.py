@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
@@ -164,7 +165,16 @@ def _contract_version(payload: Mapping[str, Any], headers: Mapping[str, str]) ->
 
 def parse_rfc3339(raw: object) -> datetime:
     """An RFC 3339 time with an offset, as an aware datetime in UTC; ValueError for anything else."""
-    if not isinstance(raw, str) or len(raw) > 64 or _is_rfc3339(raw) is None:
+    if not isinstance(raw, str) or len(raw) > 64:
+        raise ValueError("not an RFC 3339 time with an offset (e.g. 2026-12-01T07:00:00Z)")
+    return _parse_text(raw)
+
+
+# A message's OccurredAt is read twice, by the envelope and by its group's model, from the same string: the second
+# reading is a look-up. Bounded (at most 64 characters a key); a failure is not kept (lru_cache keeps no exception).
+@lru_cache(maxsize=256)
+def _parse_text(raw: str) -> datetime:
+    if _is_rfc3339(raw) is None:
         raise ValueError("not an RFC 3339 time with an offset (e.g. 2026-12-01T07:00:00Z)")
     try:
         value = datetime.fromisoformat(raw.upper()).astimezone(UTC)
