@@ -22,7 +22,7 @@ import structlog
 from prometheus_client import Gauge
 from psycopg_pool import ConnectionPool
 
-from pin.db import Conn, load_queries
+from pin.db import Conn, limits, load_queries
 from pin.observability.logging import error_text
 
 log = structlog.get_logger(__name__)
@@ -149,8 +149,11 @@ class DatabaseHealth:
     def refresh(self) -> None:
         """Read the statistics once and set every gauge (one short transaction; its only write is the record of the
         slots' and standbys' holds, a handful of rows rewritten only when an xmin moves)."""
-        with self._pool.connection() as conn, conn.transaction():
-            conn.execute(_QUERIES["refresh_statement_timeout"], {"ms": STATEMENT_TIMEOUT_MS})
+        with (
+            self._pool.connection() as conn,
+            conn.transaction(),
+            limits(conn, statement_timeout=STATEMENT_TIMEOUT_MS / 1000),
+        ):
             tables = conn.execute(_QUERIES["table_health_read"], {"tables": list(HOT_TABLES)}).fetchall()
             indexes = conn.execute(_QUERIES["index_health_read"], {"indexes": list(CLAIM_INDEXES)}).fetchall()
             oldest = conn.execute(_QUERIES["transaction_oldest_age"]).fetchone()

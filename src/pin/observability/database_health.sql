@@ -2,10 +2,6 @@
 -- or catalog filtered to a fixed list, or a view bounded by the server's own limits (max_connections,
 -- max_replication_slots): never a scan of a table.
 
--- refresh_statement_timeout --
--- The refresh transaction's statement timeout (SET LOCAL): a statement slower than this is cancelled.
-SELECT set_config('statement_timeout', %(ms)s::text, true)
-
 -- table_health_read --
 -- Live and dead tuples and the last (auto)vacuum of each hot table, by the name it was asked under.
 SELECT t.name, s.n_live_tup::float8 AS live, s.n_dead_tup::float8 AS dead,
