@@ -80,16 +80,17 @@ class ConnectionPolicy:
             # every execution planned on its parameters and the tables as they are now, never a generic plan cached
             # while a table was empty or tiny (docs/design/claims.md: "Plans that do not rot")
             "plan_cache_mode": "force_custom_plan",
+            # no JIT compilation: it pays off for long analytical queries only, which no role runs, and estimates
+            # such as the relay's (a priced-out scan, a subplan per vpart) or a gauge's over a large outbox pass its
+            # thresholds, so a server built with LLVM (jit = on by default) would compile, inline and optimize every
+            # execution anew (force_custom_plan): 1 s of its CPU a statement for the relay's floor advance and the
+            # gauges read, measured on PostgreSQL 15 (bench/README.md, third round)
+            "jit": "off",
         }
         if role in HOT_ROLES:
             # every statement of the hot path finds its rows by key: a sequential scan is never its plan, even
             # when statistics taken while a table was tiny say the whole table is a page or two (docs/design/claims.md)
             session["enable_seqscan"] = "off"
-            # nor is a JIT compilation: it pays off for long analytical queries only, and these statements' estimates
-            # (a priced-out scan, a subplan per vpart) pass its thresholds, so a server built with LLVM (jit = on by
-            # default) would compile, inline and optimize every execution anew (force_custom_plan): 1 s of its CPU a
-            # statement for the relay's floor advance, measured on PostgreSQL 15 (bench/README.md, third round)
-            session["jit"] = "off"
         if role == "api":
             # the one rule for row-lock waits of every API route: a bounded wait, then a 409 (LockNotAvailable, 55P03,
             # which the API's one error mapping answers: pin.api.problems)

@@ -58,7 +58,7 @@ def test_a_connection_carries_the_roles_client_and_session_settings(database_url
             "client_connection_check_interval": "2000",
             "plan_cache_mode": "force_custom_plan",
             "enable_seqscan": "off",  # a hot role's (docs/design/claims.md: "Plans that do not rot")
-            "jit": "off",  # a hot role's: no compilation per execution (docs/design/claims.md)
+            "jit": "off",  # every role's: no compilation per execution (docs/design/claims.md)
         }
 
 
@@ -158,3 +158,10 @@ def test_an_api_lock_wait_not_below_the_pool_wait_is_a_configuration_error() -> 
     ):
         Settings.model_validate({"api_lock_timeout_seconds": 5.0, "api_pool_timeout_seconds": 5.0})
     assert Settings.model_validate({"api_lock_timeout_seconds": 8.0, "api_pool_timeout_seconds": 10.0})
+
+
+def test_every_role_runs_without_jit_and_only_the_hot_ones_without_sequential_scans(database_url: str) -> None:
+    for role in ("api", "command"):
+        with connect(database_url, policy=_policy(role)) as conn:
+            shown = _shown(conn)
+            assert (shown["jit"], shown["enable_seqscan"]) == ("off", "on"), role
