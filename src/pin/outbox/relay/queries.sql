@@ -204,6 +204,14 @@ SELECT l.vpart,
        ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) AS x) AS floor_xip
 FROM {given} AS l
 
+-- relay_plan_advance --
+-- For the rest of the heartbeat's transaction (after outbox_plan_by_index), no sort: the advance's first part
+-- (ORDER BY id LIMIT 1) stays a walk of (vpart, id) from the floor, in id order, stopped at its first row. Free to
+-- sort, on a table analyzed while all its rows were dead (an automatic analyze under a held horizon: many pages, no
+-- rows) it read the whole vpart along (vpart, xid) and sorted it: every dead row, at every heartbeat. The advance and
+-- the floors' write that follows it need no sort.
+SELECT set_config('enable_sort', 'off', true)
+
 -- relay_floor_write --
 -- Store some of the floors this instance keeps ({given}) for the other readers (outbox.unpublished, the gauges, the
 -- next owner), of the vparts it still holds: a stale owner's floor would be valid too, only older.
