@@ -83,9 +83,10 @@ class KeptFloors:
 
     def advance(self, conn: Conn) -> None:
         """Move every kept floor up under this statement's snapshot (a read; run after ``RELAY_PLAN_BY_INDEX`` in
-        the same transaction, so that each part is read along its index)."""
+        the same transaction, so that each part is read along its index; it adds ``RELAY_PLAN_ADVANCE``)."""
         if not self._floors:
             return
+        conn.execute(queries.RELAY_PLAN_ADVANCE)
         rows = conn.execute(queries.RELAY_FLOOR_ADVANCE, self.params()).fetchall()
         self._floors = {int(str(row["vpart"])): _floor_of(row) for row in rows}
 

@@ -30,6 +30,7 @@ RELAY_LEASE_ACQUIRE_FREE = _QUERIES["relay_lease_acquire_free"]
 RELAY_LEASE_RELEASE = _QUERIES["relay_lease_release"]
 RELAY_FLOOR_LOAD = _QUERIES["relay_floor_load"]
 RELAY_FLOOR_ADVANCE = _QUERIES["relay_floor_advance"].format(**FLOORS, **_LEASE)
+RELAY_PLAN_ADVANCE = _QUERIES["relay_plan_advance"]
 RELAY_FLOOR_WRITE = _QUERIES["relay_floor_write"].format(**_LEASE)
 
 

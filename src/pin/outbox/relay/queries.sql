@@ -28,12 +28,17 @@ ORDER BY m.id
 LIMIT %(limit)s
 
 -- outbox_read_sendable --
--- Fragment: row m may be sent now: not in flight, due, behind no row of its key in back-off nor a dead letter.
+-- Fragment: row m may be sent now: not in flight, due, behind no row of its key in back-off nor a dead letter. The
+-- back-off guard is fenced (OFFSET 0: a subplan, never an anti-join), so that it stays a probe of its key along
+-- ix_outbox_message_backoff: as an anti-join, some statistics (a table analyzed while its rows were all dead) make it
+-- a scan of the whole index, once per row read, filtered by key, and every row ever in back-off that a held horizon
+-- keeps dead is walked (docs/design/outbox-storage.md).
 m.id <> ALL(%(in_flight)s::bigint[])
 AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now())
 AND NOT EXISTS (
     SELECT 1 FROM outbox.message e
     WHERE e.message_key = m.message_key AND e.id < m.id AND e.next_attempt_at > now()
+    OFFSET 0
 )
 AND NOT EXISTS (SELECT 1 FROM outbox.dead_letter d WHERE d.message_key = m.message_key)
 
@@ -198,6 +203,14 @@ SELECT l.vpart,
        pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS floor_xmax,
        ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) AS x) AS floor_xip
 FROM {given} AS l
+
+-- relay_plan_advance --
+-- For the rest of the heartbeat's transaction (after outbox_plan_by_index), no sort: the advance's first part
+-- (ORDER BY id LIMIT 1) stays a walk of (vpart, id) from the floor, in id order, stopped at its first row. Free to
+-- sort, on a table analyzed while all its rows were dead (an automatic analyze under a held horizon: many pages, no
+-- rows) it read the whole vpart along (vpart, xid) and sorted it: every dead row, at every heartbeat. The advance and
+-- the floors' write that follows it need no sort.
+SELECT set_config('enable_sort', 'off', true)
 
 -- relay_floor_write --
 -- Store some of the floors this instance keeps ({given}) for the other readers (outbox.unpublished, the gauges, the
