@@ -218,6 +218,7 @@ def _scans(conn: Conn) -> dict[str, tuple[int, int, int]]:
     return {str(r["name"]): (int(r["seq"]), int(r["idx"]), int(r["read"])) for r in rows}
 
 
+@pytest.mark.deep(only=True)  # a minute of growing every hot table from two rows: make test-deep runs it
 def test_hot_statements_keep_their_indexes_after_statistics_taken_at_two_rows(
     unanalyzed: str, pool: ConnectionPool[Conn]
 ) -> None:
