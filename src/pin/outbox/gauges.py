@@ -1,8 +1,8 @@
 """The outbox's backlog, lag and dead-letter gauges: read every few seconds, never once per scrape.
 
 They describe the whole table, so every process that refreshes them reports the same values (the rules take the
-``max``). The relay refreshes them from its heartbeat; the workers refresh them too, so that the backlog and lag
-alerts still see the outbox while no relay runs (exactly when they matter).
+``max``). The relay refreshes them on a thread of their own (:func:`refresh_in_background`); the workers refresh
+them too, so that the backlog and lag alerts still see the outbox while no relay runs (exactly when they matter).
 """
 
 from __future__ import annotations
