@@ -65,8 +65,9 @@ class World:
     def send_and_wait(self, *events: dict[str, Any], groups: tuple[str, ...] = ("catalog", "news")) -> None:
         for event in events:
             self.producer.send(topics.PURCHASE_CHANGED, event)
-        last = events[-1]["MessageId"]
-        wait_for(lambda: all(in_inbox(self.pool, g, last) for g in groups), what="the purchase event handled")
+        # every event, not only the last: events of different purchases go to different partitions, handled in any order
+        ids = [event["MessageId"] for event in events]
+        wait_for(lambda: all(in_inbox(self.pool, g, i) for g in groups for i in ids), what="the purchase events handled")
 
 
 @pytest.fixture(scope="module")
