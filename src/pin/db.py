@@ -387,8 +387,10 @@ def _restore_session(conn: Conn, before: Mapping[str, object]) -> None:
             conn.rollback()
         conn.execute(_QUERIES["limits_restore"], before)
         conn.commit()
-    except psycopg.Error:
-        log.warning("could not put a connection's limits back; closing it", exc_info=True)
+    except psycopg.Error as exc:
+        # One line with the error's text, never a traceback: the usual cause is a connection the server ended
+        # (a restart, pg_terminate_backend), which the pool replaces; an operator needs the what, not the where.
+        log.warning("could not put a connection's limits back; closing it", error=f"{type(exc).__name__}: {exc}")
         conn.close()
 
 
