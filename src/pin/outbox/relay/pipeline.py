@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import math
-import time
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import ExitStack
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -32,24 +30,6 @@ class _Read(NamedTuple):
     read: int
     held: int
     more_waiting: bool
-
-
-# A read sent ahead (while a backlog lasts) and received later than this is dropped and read again: the lease it was
-# judged under must not be older than a heartbeat or so when its rows go out (docs/design/relay.md).
-READ_AHEAD_MAX_AGE_SECONDS = 0.5
-
-
-class _Sent(NamedTuple):
-    """A read sent and not yet received: what holds its connection, pipeline and cursor open, its watch, the keys to
-    hold back as they were when it was sent, its limits, and when it was sent."""
-
-    stack: ExitStack
-    cursor: psycopg.Cursor[PendingRow]
-    watch: Watch
-    held_keys: set[str]
-    limit: int
-    per_vpart: int
-    sent_at: float
 
 
 class Pipeline:
@@ -85,7 +65,6 @@ class Pipeline:
         self._settling: deque[tuple[Batch, Future[RelayCounts]]] = deque()
         self._settling_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="relay-settle")
         self._active_vparts = 0  # vparts that gave rows to the last batch
-        self._ahead: _Sent | None = None  # the next read, sent before the batch just read went to the producer
 
     @property
     def in_flight(self) -> bool:
@@ -115,13 +94,8 @@ class Pipeline:
         oldest when the pipeline is full or the read added no batch. Returns the rows read and the counters of
         the batches settled meanwhile."""
         done = self._collect(wait=False)
-        ahead, self._ahead = self._fresh_ahead(), None
-        read = self._receive(ahead) if ahead is not None else self._read()
+        read = self._read()
         if read.rows:
-            if read.more_waiting:
-                # a backlog: the database runs the next read while this batch goes to the producer (one round trip
-                # later it is received); it leaves out this batch's rows and holds back its keys, as if in flight
-                self._ahead = self._send(also=read.rows)
             self._in_flight.append(self._producer.produce(read.rows))
         if not (read.more_waiting or read.held):
             # no backlog: await what is in flight now rather than after the next read (commit -> ack latency)
@@ -137,8 +111,7 @@ class Pipeline:
 
     def settle_all(self) -> RelayCounts:
         """Await the batches in flight and wait until every batch is settled (before a stop, a lease release or
-        a synchronous round); returns their counters. A read sent ahead is dropped (its rows are read again)."""
-        self._drop_ahead()
+        a synchronous round); returns their counters."""
         done = RelayCounts()
         while self._in_flight:
             done += self._finish_oldest()
@@ -176,17 +149,12 @@ class Pipeline:
     def _read(self) -> _Read:
         """The next batch of owned, due rows, leaving out every unsettled row and every row of a key with a row
         in flight or a failure whose backoff or dead letter is not committed yet."""
-        return self._receive(self._send())
-
-    def _send(self, also: Sequence[PendingRow] = ()) -> _Sent:
-        """Send the read (in pipeline mode: the plan's setting and the read in one round trip, not awaited), leaving
-        out the unsettled rows and ``also`` (a batch about to go to the producer)."""
         # share the batch among the vparts that had rows last time (all owned ones at first), so one hot vpart
         # still gets whole batches and many busy vparts are read evenly
         limit = self._batch_size
         per_vpart = max(8, math.ceil(limit / max(1, self._active_vparts or self._owned_count())))
-        unsettled: list[int] = [row.id for row in also]
-        held_keys: set[str] = {row.key for row in also}
+        unsettled: list[int] = []
+        held_keys: set[str] = set()
         for batch in self._in_flight:
             unsettled += batch.ids
             held_keys |= batch.keys  # a row in flight may still fail
@@ -200,53 +168,26 @@ class Pipeline:
             "limit": limit,
             "in_flight": queries.id_array(unsettled),
         }
-        stack = ExitStack()
+        watch: Watch | None = None
         try:
-            conn = stack.enter_context(self._pool.connection())
-            watch = stack.enter_context(self._canceller.watch(conn))
-            stack.enter_context(conn.pipeline())  # each statement is sent at once; its results are fetched later
-            cur = stack.enter_context(conn.cursor(row_factory=pending_rows))
-            # with ids to leave out: planned with them (a hashed constant); without: the prepared plan (trickle)
-            prepare = False if unsettled else None
-            conn.execute(queries.RELAY_PLAN_BY_INDEX)
-            cur.execute(queries.OUTBOX_READ_OWNED, params, prepare=prepare)
-        except BaseException:
-            stack.close()
-            raise
-        return _Sent(stack, cur, watch, held_keys, limit, per_vpart, time.monotonic())
-
-    def _receive(self, sent: _Sent) -> _Read:
-        """The rows of a read sent, but those of a held key; its connection goes back to the pool."""
-        try:
-            with sent.stack:
-                rows = sent.cursor.fetchall()
+            with (
+                self._pool.connection() as conn,
+                self._canceller.watch(conn) as watch,
+                conn.cursor(row_factory=pending_rows) as cur,
+            ):
+                # with ids to leave out: planned with them (a hashed constant); without: the prepared plan (trickle)
+                prepare = False if unsettled else None
+                cur.execute(queries.RELAY_PLAN_BY_INDEX)
+                rows = cur.execute(queries.OUTBOX_READ_OWNED, params, prepare=prepare).fetchall()
         except psycopg.Error as exc:
-            if sent.watch.cancelled(exc) is None:
+            if watch is None or watch.cancelled(exc) is None:
                 raise
             log.info("outbox relay stopping: the read in flight was cancelled (it changed nothing)")
             return _Read([], 0, 0, more_waiting=False)
         per_vpart_counts = Counter(row.vpart for row in rows)
         self._active_vparts = len(per_vpart_counts)
-        more_waiting = bool(rows) and (len(rows) >= sent.limit or max(per_vpart_counts.values()) >= sent.per_vpart)
-        held_keys = sent.held_keys
+        more_waiting = bool(rows) and (len(rows) >= limit or max(per_vpart_counts.values()) >= per_vpart)
         if not held_keys or not rows:
             return _Read(rows, len(rows), 0, more_waiting)
         sendable = [row for row in rows if row.key not in held_keys]
         return _Read(sendable, len(rows), len(rows) - len(sendable), more_waiting)
-
-    def _fresh_ahead(self) -> _Sent | None:
-        """The read sent ahead, if it was sent recently enough to be used (an older one is dropped)."""
-        if self._ahead is not None and time.monotonic() - self._ahead.sent_at > READ_AHEAD_MAX_AGE_SECONDS:
-            self._drop_ahead()
-        return self._ahead
-
-    def _drop_ahead(self) -> None:
-        """Drop the read sent ahead, if any: its rows stay in the outbox and are read again."""
-        ahead, self._ahead = self._ahead, None
-        if ahead is None:
-            return
-        try:
-            with ahead.stack:
-                ahead.cursor.fetchall()
-        except psycopg.Error as exc:  # it changed nothing: what it would have read is read again
-            log.info("outbox relay: a read sent ahead and dropped failed", error=str(exc))
