@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from typing import cast
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, Producer
 
 from pin.db import parse_queries
 from pin.outbox.relay import RelayConfig, RelayHooks, hooks_for_fault, metrics
-from pin.outbox.relay.batch import PendingRow, waves
+from pin.outbox.relay.batch import Batch, PendingRow, waves
 from pin.outbox.relay.encoding import kafka_headers
 from pin.outbox.relay.errors import send_error_of
 from pin.outbox.relay.hooks import PauseAt
@@ -41,6 +42,17 @@ def test_waves_hold_the_nth_row_of_each_key_in_id_order() -> None:
     ids = [[row.id for row in wave] for wave in waves(rows)]
 
     assert ids == [[1, 2, 5], [3, 6], [4]]
+
+
+def test_a_batch_waves_its_rows_per_key_and_sends_distinct_keys_in_one_wave() -> None:
+    distinct = [_row(1, "a"), _row(2, "b"), _row(5, "c")]
+    repeated = [_row(1, "a"), _row(2, "b"), _row(3, "a")]
+
+    def wave_ids(rows: list[PendingRow]) -> list[list[int]]:
+        return [[row.id for row in wave] for wave in Batch(1, rows, cast(Producer, None)).waves]
+
+    assert wave_ids(distinct) == [[1, 2, 5]]
+    assert wave_ids(repeated) == [[1, 2], [3]]
 
 
 def test_row_headers_come_first_then_the_envelope() -> None:

@@ -99,7 +99,8 @@ class Batch:
         self.ids = [row.id for row in rows]
         self.keys = {row.key for row in rows}
         self.producer = producer
-        self.waves = list(waves(rows))
+        # every key once (the usual batch): one wave, the rows as read
+        self.waves = [rows] if len(self.keys) == len(rows) else list(waves(rows))
         self.next_wave = 0
         self.wave: list[PendingRow] = []  # the rows handed to the producer last, awaiting their outcomes
         self.outcomes: dict[int, SendError | None] = {}  # row id -> None when acknowledged
