@@ -204,7 +204,7 @@ class ExpirePromotionsJob:
             cycle.add(expired_count=len(expired))
             # seed 002's log table: "promotion expired (PurchaseId, TenantId, PackageKind)", one line a purchase, its
             # ids the texts its event's payload already holds
-            cycle.info_each("promotion expired", map(_expired_fields, expired))
+            cycle.info_each("promotion expired", [_expired_fields(t) for t in expired])
             metrics.ITEMS.labels(outcome="expired").inc(len(expired))
         return cycle.result()
 
