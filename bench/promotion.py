@@ -69,7 +69,8 @@ def batch_script(statements: list[trace.Statement]) -> Script:
     # The backlog gauge after the cycle counts the due purchases (at most BACKLOG_CAP) at the database's time then:
     # the baseline's count runs at its own AsOf, which is past every seeded deadline, so that it counts what the
     # worker's counts (the remaining due purchases), not none (a constant of the capture's time is before them all).
-    backlog = next((s for s in statements if s.text.startswith("SELECT count(*)") and "promotion.purchase" in s.sql), None)
+    counts = (s for s in statements if s.text.startswith("SELECT count(*)") and "promotion.purchase" in s.sql)
+    backlog = next(counts, None)
     if backlog is not None and isinstance(backlog.params, dict):
         known[str(backlog.params["as_of"])] = "as_of"
     # psycopg sends a list as one array parameter, and so does pgbench: the batch's ids in claim order, the new

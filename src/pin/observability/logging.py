@@ -431,6 +431,8 @@ def configure_logging(level: str = "INFO", fmt: str = "auto", role: str | None =
     numeric_level = logging.getLevelNamesMapping()[level.upper()]
     handler = logging.StreamHandler(sys.stderr)
     processors = [*shared, *final]
+    # log_each builds the JSON view's lines as these processors do: a change here is a change there
+    # (tests/ops/test_logging.py compares the two)
     global _json_chain  # noqa: PLW0603 - what log_each builds its lines by, beside structlog's own configuration
     _json_chain = None if use_console else _JsonChain(processors, role)
     structlog.configure(
