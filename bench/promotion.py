@@ -66,6 +66,13 @@ def batch_script(statements: list[trace.Statement]) -> Script:
     )
     if instance is not None:
         known[str(instance)] = "client_id"
+    # The backlog gauge after the cycle counts the due purchases (at most BACKLOG_CAP) at the database's time then:
+    # the baseline's count runs at its own AsOf, which is past every seeded deadline, so that it counts what the
+    # worker's counts (the remaining due purchases), not none (a constant of the capture's time is before them all).
+    counts = (s for s in statements if s.text.startswith("SELECT count(*)") and "promotion.purchase" in s.sql)
+    backlog = next(counts, None)
+    if backlog is not None and isinstance(backlog.params, dict):
+        known[str(backlog.params["as_of"])] = "as_of"
     # psycopg sends a list as one array parameter, and so does pgbench: the batch's ids in claim order, the new
     # message ids and the outbox payloads are each one variable the helper fills. (The payloads are one -D constant
     # each, gathered into an array by the helper: one -D string of them all would exceed the kernel's 128 KiB limit

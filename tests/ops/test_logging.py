@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import logging
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 import structlog
+from structlog.testing import capture_logs
 
 from pin.api.auth import mint_token
 from pin.observability.logging import (
@@ -21,6 +23,7 @@ from pin.observability.logging import (
     configure_logging,
     configure_unstarted,
     exception_text,
+    log_each,
     scrub_text,
 )
 from tests.ops.conftest import logging_into_buffer
@@ -278,3 +281,70 @@ def test_an_exception_text_is_bounded_head_and_tail_kept() -> None:
     assert text.startswith("Traceback (most recent call last):")
     assert text.endswith(" the end")
     assert "characters of the traceback cut" in text
+
+
+# -- a job's line per item: log_each writes the bytes info writes --------------------------------------------------
+
+_ITEMS = [
+    {"PurchaseId": "4e958111-a3ca-66a5-b1ff-d9a9c6cba421", "TenantId": "t-1", "PackageKind": "Boost"},
+    {"PurchaseId": "5f958111-a3ca-66a5-b1ff-d9a9c6cba421", "TenantId": "t-2", "PackageKind": 'Топ "двойной"'},
+    {"PurchaseId": "6a958111-a3ca-66a5-b1ff-d9a9c6cba421", "TenantId": "t-3", "PackageKind": f"Bearer {SECRET}"},
+    {"PurchaseId": "7b958111-a3ca-66a5-b1ff-d9a9c6cba421", "TenantId": "t-4", "password": PASSWORD, "Count": 3},
+]
+# a line's time, as structlog's TimeStamper(fmt="iso", utc=True) writes it: masked, once it matched
+_TIMESTAMP = re.compile(r'"timestamp": "\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z"')
+
+
+def _masked(text: str) -> str:
+    masked, count = _TIMESTAMP.subn('"timestamp": "T"', text)
+    assert count == len(text.splitlines())
+    return masked
+
+
+def _lines_both_ways(buffer: io.StringIO, bind: dict[str, Any]) -> tuple[str, str]:
+    log = structlog.get_logger("pin.jobs.cycle").bind(**bind)
+    for fields in _ITEMS:
+        log.info("promotion expired", **fields)
+    one_by_one = buffer.getvalue()
+    buffer.seek(0)
+    buffer.truncate()
+    log_each(log, "promotion expired", _ITEMS)
+    return _masked(one_by_one), _masked(buffer.getvalue())
+
+
+def test_log_each_writes_each_line_as_info_writes_it(json_log: Callable[[], list[dict[str, Any]]]) -> None:
+    """Written together, the lines are the bytes info writes: fields in order, redaction, escapes, role."""
+    one_by_one, together = _lines_both_ways(json_log.raw, {"job": "expire-promotions", "RunId": "r-1"})  # type: ignore[attr-defined]
+
+    assert together == one_by_one
+    lines = [json.loads(line) for line in together.splitlines()]
+    assert [line["PurchaseId"] for line in lines] == [item["PurchaseId"] for item in _ITEMS]
+    assert list(lines[0]) == [
+        "job", "RunId", "PurchaseId", "TenantId", "PackageKind", "event", "level", "logger", "timestamp", "role",
+    ]  # fmt: skip
+    assert SECRET not in together
+    assert PASSWORD not in together
+    assert lines[2]["PackageKind"] == f"Bearer {REDACTED}"
+    assert lines[3]["password"] == REDACTED
+
+
+def test_log_each_with_a_context_variable_bound_writes_it_too(json_log: Callable[[], list[dict[str, Any]]]) -> None:
+    structlog.contextvars.bind_contextvars(request_id="req-7")
+    one_by_one, together = _lines_both_ways(json_log.raw, {"job": "j"})  # type: ignore[attr-defined]
+
+    assert together == one_by_one
+    assert all(json.loads(line)["request_id"] == "req-7" for line in together.splitlines())
+
+
+def test_log_each_below_the_level_writes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    with logging_into_buffer(monkeypatch, lambda: configure_logging("WARNING", "json", role="ops-test")) as buffer:
+        log_each(structlog.get_logger("pin.test").bind(job="j"), "promotion expired", _ITEMS)
+    assert buffer.getvalue() == ""
+
+
+def test_log_each_under_another_chain_goes_through_it() -> None:
+    """A test's capture (or the console view) sees every line, as it sees info's."""
+    with capture_logs() as logs:
+        log_each(structlog.get_logger("pin.test").bind(job="j"), "promotion expired", _ITEMS)
+    assert [entry["PurchaseId"] for entry in logs] == [item["PurchaseId"] for item in _ITEMS]
+    assert all(entry["event"] == "promotion expired" and entry["job"] == "j" for entry in logs)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,6 +33,7 @@ from pin.cancellation import Canceller, Cause, Watch
 from pin.db import Conn, database_now
 from pin.faults import Fault, fault_of
 from pin.jobs import bookkeeping
+from pin.observability.logging import log_each
 from pin.observability.tracing import current_traceparent, spans_exported
 from pin.settings import JOB_BATCH_SIZE
 
@@ -333,6 +334,11 @@ class Cycle(Generic[C]):
     def info(self, event: str, **fields: object) -> None:
         """An INFO line of this cycle (job and RunId first)."""
         self._log.info(event, **fields)
+
+    def info_each(self, event: str, items: Sequence[Mapping[str, object]]) -> None:
+        """One INFO line of this cycle per item (a seed's line per item), each as :meth:`info` writes it, written
+        together (:func:`~pin.observability.logging.log_each`)."""
+        log_each(self._log, event, items)
 
     def warning(self, event: str, **fields: object) -> None:
         """A WARNING line of this cycle (job and RunId first)."""

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 import uuid
 from datetime import datetime
@@ -21,8 +22,13 @@ from pin.promotion.domain import PaymentStatus, PromotionPurchase, PurchaseStatu
 _CENT = Decimal("0.01")
 
 
+@functools.lru_cache(maxsize=256)  # a package's price: the purchases of a batch share a few
 def _amount_text(value: Decimal) -> str:
     return str(value.quantize(_CENT))
+
+
+# The text of an id that many purchases share (their package's, their currency's), written once.
+_shared_id_text = functools.lru_cache(maxsize=256)(str)
 
 
 # A decimal amount written as a string with two decimals ("1500.00"): no float rounding on any consumer.
@@ -99,7 +105,7 @@ class PromotionPurchaseChangedKafkaEvent(Contract):
             "PurchaseId": str(purchase.id),
             "TenantId": str(purchase.tenant_id),
             "BuyerUserId": str(purchase.buyer_user_id),
-            "PackageId": str(purchase.package_id),
+            "PackageId": _shared_id_text(purchase.package_id),
             "PackageCode": purchase.package_code,
             "PackageKind": purchase.package_kind,
             "Targets": [{"TargetKind": t.kind.value, "TargetId": str(t.id)} for t in purchase.targets],
@@ -110,7 +116,7 @@ class PromotionPurchaseChangedKafkaEvent(Contract):
             "EndsAt": _aware_iso(purchase.ends_at),
             "Price": {
                 "Amount": _amount_text(price.amount),
-                "CurrencyId": str(price.currency_id),
+                "CurrencyId": _shared_id_text(price.currency_id),
                 "Currency": {"Code": price.currency_code, "Symbol": price.currency_symbol},
             },
             "Version": purchase.version,

@@ -198,15 +198,13 @@ class ExpirePromotionsJob:
                 cycle.selected(len(claimed), SkippedLocked=cycle.skipped_unnamed, PoisonCount=cycle.retried_count)
                 deferred: list[PromotionPurchase] = []  # claimed, not written: the budget ran out first
                 expired = self._expire_all(uow, claimed, cycle=cycle, deferred=deferred)
-                bookkeeping.item_failure_clear(uow.conn, JOB_NAME, (p.id for p in expired))
+                bookkeeping.item_failure_clear(uow.conn, JOB_NAME, (t.purchase.id for t in expired))
                 uow.commit()  # one change per batch: every transition and its outbox row, or nothing
             cycle.budget_exhausted = cycle.budget_exhausted or bool(deferred)
             cycle.add(expired_count=len(expired))
-            for purchase in expired:  # seed 002's log table: "promotion expired (PurchaseId, TenantId, PackageKind)"
-                cycle.info(
-                    "promotion expired", PurchaseId=str(purchase.id), TenantId=str(purchase.tenant_id),
-                    PackageKind=purchase.package_kind,
-                )  # fmt: skip
+            # seed 002's log table: "promotion expired (PurchaseId, TenantId, PackageKind)", one line a purchase, its
+            # ids the texts its event's payload already holds
+            cycle.info_each("promotion expired", [_expired_fields(t) for t in expired])
             metrics.ITEMS.labels(outcome="expired").inc(len(expired))
         return cycle.result()
 
@@ -225,8 +223,8 @@ class ExpirePromotionsJob:
         *,
         cycle: Cycle[ExpireResult],
         deferred: list[PromotionPurchase],
-    ) -> list[PromotionPurchase]:
-        """Expire the claimed purchases; returns those expired, in claim order. Poison ones are excluded (A2);
+    ) -> list[_Transition]:
+        """Expire the claimed purchases; returns the transitions written, in claim order. Poison ones are excluded (A2);
         those a conflicting write found no longer Active are skipped (A1: taken by someone else), those the budget left
         no time to write to ``deferred``.
 
@@ -243,7 +241,7 @@ class ExpirePromotionsJob:
             transition = self._decide(uow, purchase, cycle=cycle)
             if transition is not None:
                 decided.append(transition)
-        return [t.purchase for t in self._write_all(uow, decided, cycle, deferred)]
+        return self._write_all(uow, decided, cycle, deferred)
 
     def _decide(
         self, uow: UnitOfWork, purchase: PromotionPurchase, *, cycle: Cycle[ExpireResult]
@@ -351,6 +349,12 @@ class ExpirePromotionsJob:
 
 
 _CONTRACT = PromotionPurchaseChangedKafkaEvent
+
+
+def _expired_fields(transition: _Transition) -> dict[str, object]:
+    """The fields of a written transition's "promotion expired" line, from its (last) event's payload."""
+    payload = transition.events[-1][0]
+    return {"PurchaseId": payload["PurchaseId"], "TenantId": payload["TenantId"], "PackageKind": payload["PackageKind"]}
 
 
 def _record(uow: UnitOfWork, transition: _Transition) -> None:
