@@ -170,7 +170,9 @@ def test_every_role_runs_without_jit_and_only_the_hot_ones_without_sequential_sc
 def test_a_kept_cursor_is_the_connections_own_until_it_closes(database_url: str) -> None:
     with connect(database_url, autocommit=True) as conn, connect(database_url, autocommit=True) as other:
         text, binary = kept_cursor(conn), kept_cursor(conn, binary=True)
-        assert kept_cursor(conn) is text and kept_cursor(conn, binary=True) is binary and text is not binary
+        assert kept_cursor(conn) is text
+        assert kept_cursor(conn, binary=True) is binary
+        assert text is not binary
         assert kept_cursor(other) is not text  # per connection
         assert text.execute("SELECT 1, 'a'").fetchone() == (1, "a")  # tuple rows
         assert binary.execute("SELECT 1::int4").fetchone() == (1,)
