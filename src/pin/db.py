@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
-from typing import TYPE_CHECKING, Literal, LiteralString, cast
+from typing import TYPE_CHECKING, Any, Literal, LiteralString, cast
 from urllib.parse import urlencode
 
 import psycopg
@@ -25,7 +25,7 @@ from psycopg import generators
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.errors import _WaitTimeout
 from psycopg.pq import ConnStatus, ExecStatus, TransactionStatus
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import ConnectionPool
 
 if TYPE_CHECKING:
@@ -314,6 +314,18 @@ def parse_queries(text: str) -> dict[str, LiteralString]:
         raise ValueError(f"a query name is used twice in {names}")
     # the file is part of the package, as trusted as a literal in the code
     return {name: cast(LiteralString, body.strip()) for name, body in zip(names, bodies, strict=True)}
+
+
+def kept_cursor(conn: Conn, *, binary: bool = False) -> psycopg.Cursor[tuple[Any, ...]]:
+    """A tuple-row cursor kept with ``conn`` for the connection's life (dropped with it), for a statement run once an
+    item: a new cursor per execute costs its construction and a cold adapters' cache (each parameter's and column's
+    type looked up again): about 85 µs of client CPU an appointment-timeout item for its two (bench/README.md). Only
+    the thread holding ``conn`` uses it; ``binary`` asks for the results in binary form."""
+    kept: dict[bool, psycopg.Cursor[tuple[Any, ...]]] = vars(conn).setdefault("_pin_kept_cursors", {})
+    cur = kept.get(binary)
+    if cur is None or cur.closed:
+        cur = kept[binary] = conn.cursor(row_factory=tuple_row, binary=binary)
+    return cur
 
 
 def load_queries(package: str, file_name: str = "queries.sql") -> dict[str, LiteralString]:

@@ -10,7 +10,7 @@ import time
 import psycopg
 import pytest
 
-from pin.db import ConnectionPolicy, Role, check_connection, connect, create_pool, migrate
+from pin.db import ConnectionPolicy, Role, check_connection, connect, create_pool, kept_cursor, migrate
 from pin.faults import Fault, fault_of
 from pin.settings import ConfigurationError, Settings
 
@@ -165,3 +165,16 @@ def test_every_role_runs_without_jit_and_only_the_hot_ones_without_sequential_sc
         with connect(database_url, policy=_policy(role)) as conn:
             shown = _shown(conn)
             assert (shown["jit"], shown["enable_seqscan"]) == ("off", "on"), role
+
+
+def test_a_kept_cursor_is_the_connections_own_until_it_closes(database_url: str) -> None:
+    with connect(database_url, autocommit=True) as conn, connect(database_url, autocommit=True) as other:
+        text, binary = kept_cursor(conn), kept_cursor(conn, binary=True)
+        assert kept_cursor(conn) is text
+        assert kept_cursor(conn, binary=True) is binary
+        assert text is not binary
+        assert kept_cursor(other) is not text  # per connection
+        assert text.execute("SELECT 1, 'a'").fetchone() == (1, "a")  # tuple rows
+        assert binary.execute("SELECT 1::int4").fetchone() == (1,)
+        text.close()
+        assert kept_cursor(conn) is not text  # a closed one is replaced

@@ -19,7 +19,6 @@ from datetime import datetime, timedelta
 from typing import Any, LiteralString, cast
 
 import structlog
-from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from pin import faults
@@ -27,7 +26,7 @@ from pin.calendar import metrics, service
 from pin.calendar.domain import SlotOutcome
 from pin.calendar.rows import APPOINTMENT_NAMES, EVENT_NAMES, REMINDER_NAMES, SLOT_NAMES, columns
 from pin.calendar.service import ExpiryResult, ExpiryStatus
-from pin.db import Conn, database_now, limits, load_queries
+from pin.db import Conn, database_now, kept_cursor, limits, load_queries
 from pin.faults import Fault
 from pin.jobs import bookkeeping
 from pin.jobs.cycle import Cycle, CycleCounts, CycleHarness, JobDefinition, infrastructure_error
@@ -190,8 +189,7 @@ def appointment_claim_next(
         "poison": poison, "failed": failed or [], "passed_over_cap": bookkeeping.BACKLOG_CAP,
     }  # fmt: skip
     # A tuple in binary: no dict of some 50 columns per item, and uuids and times load from their binary form.
-    with conn.cursor(row_factory=tuple_row, binary=True) as cur:
-        row = cur.execute(CLAIM_SQL, params).fetchone()
+    row = kept_cursor(conn, binary=True).execute(CLAIM_SQL, params).fetchone()
     assert row is not None  # the statement returns one row, claimed or not
     return ClaimedItem(
         row[_ID],

@@ -42,7 +42,7 @@ from pin.calendar.rows import (
     slot_from_row,
     values,
 )
-from pin.db import Conn, load_queries
+from pin.db import Conn, kept_cursor, load_queries
 from pin.outbox.writer import OutboxRow, insert_values_params, insert_values_sql
 
 ACTIVE_PER_SLOT_INDEX = "ux_appointment_active_per_slot"
@@ -254,8 +254,8 @@ def cluster_save(conn: Conn, cluster: AppointmentCluster, outbox_rows: Sequence[
         params["r_new_statuses"] = [str(r.status) for r in new]
     params.update(insert_values_params(outbox_rows))
     shape = (appointment.loaded is None, slot.loaded is None, event.loaded is None, bool(new), len(outbox_rows))
-    with translated_errors(), conn.cursor(row_factory=tuple_row) as cur:
-        matched = cur.execute(cluster_write_sql(*shape), params).fetchone()
+    with translated_errors():
+        matched = kept_cursor(conn).execute(cluster_write_sql(*shape), params).fetchone()
     assert matched is not None
     if tuple(matched) != (expected["a"], expected["s"], expected["e"], expected["r"]):
         raise ConflictError
