@@ -67,7 +67,9 @@ class World:
             self.producer.send(topics.PURCHASE_CHANGED, event)
         # every event, not only the last: events of different purchases go to different partitions, handled in any order
         ids = [event["MessageId"] for event in events]
-        wait_for(lambda: all(in_inbox(self.pool, g, i) for g in groups for i in ids), what="the purchase events handled")
+        wait_for(
+            lambda: all(in_inbox(self.pool, g, i) for g in groups for i in ids), what="the purchase events handled"
+        )
 
 
 @pytest.fixture(scope="module")
