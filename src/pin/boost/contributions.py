@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache, partial
-from typing import Any, LiteralString, cast
+from typing import Any, LiteralString, NamedTuple, cast
 
 from pin.boost.domain import PurchaseStatus, TargetKind, contributes
 from pin.boost.messages import PurchaseChanged
@@ -68,8 +68,7 @@ def boost_statements(schema: str, key: tuple[tuple[str, str], ...]) -> dict[str,
     return {name: template.format(**fields) for name, template in _TEMPLATES.items()}
 
 
-@dataclass(frozen=True)
-class _Applied:
+class _Applied(NamedTuple):  # a named tuple: one per event, built at a third of a frozen dataclass's cost
     """An event that applies (its Version not older than the stored one) and the contribution keys it names."""
 
     event: PurchaseChanged

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import orjson
 from pydantic import BeforeValidator
@@ -37,8 +36,9 @@ class UnreadableMessageError(Unreadable):
     """The message can never be read (too large, not JSON, too deep, not an object, no MessageId, a bad field)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Envelope:
+# Envelope and Decoded are named tuples: immutable, and built for every message at a third of a frozen dataclass's
+# cost (a frozen dataclass sets each field through object.__setattr__).
+class Envelope(NamedTuple):
     """The envelope of SPEC section 6 around a contract's payload."""
 
     message_id: uuid.UUID
@@ -49,8 +49,7 @@ class Envelope:
     payload: Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Decoded:
+class Decoded(NamedTuple):
     """A readable consumed message: its headers as text, its envelope, the route and the route's model of its
     payload."""
 
@@ -90,7 +89,7 @@ def decode_envelope(value: bytes | None, headers: Mapping[str, str], *, max_byte
         occurred_at = parse_rfc3339(occurred) if occurred is not None else None
     except ValueError as exc:
         raise UnreadableMessageError(f"OccurredAt: {exc}") from None
-    # positional: this runs for every message (the keywords of a frozen dataclass cost a third more)
+    # positional: this runs for every message
     return Envelope(
         _message_id(payload, headers),
         _contract_version(payload, headers),

@@ -33,6 +33,10 @@ def known(enum: type[E], raw: str | None) -> E | None:
     """The enum member whose value is ``raw``, or None for a value this consumer does not know."""
     if raw is None:
         return None
+    # a known value is one look-up in the enum's own map (the call below does it after two calls of its own)
+    member = enum._value2member_map_.get(raw) if type(raw) is str else None
+    if member is not None:
+        return member  # type: ignore[return-value]
     try:
         return enum(raw)
     except ValueError:

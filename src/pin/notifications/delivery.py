@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import cache
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from pin.db import Conn, load_queries
 from pin.notifications.domain import Notice
 
 
-@dataclass(frozen=True)
-class Notification:
+class Notification(NamedTuple):  # a named tuple: immutable, and cheap to build for each notification of a batch
     """A rendered notification for one recipient in one tenant."""
 
     tenant_id: uuid.UUID

@@ -31,15 +31,20 @@ def inbox_insert(
     message_ids: Sequence[uuid.UUID],
     offsets: Sequence[int],
     occurred_at: Sequence[datetime | None],
-) -> tuple[set[uuid.UUID], datetime | None]:
+) -> tuple[set[uuid.UUID] | None, datetime | None]:
     """Record messages of one partition (a lone message is a batch of one) as handled by ``group``: the ids that
-    were not there before, and the transaction's database time (None when every one was)."""
+    were not there before, and the transaction's database time (None when every one was).
+
+    The ids are None when every one was new (the usual case): as many rows went in as ids were sent, so each id was
+    new and none was sent twice (a repeat within the statement is a conflict, not a row), and the caller applies
+    them all without looking them up.
+    """
     params = (group, topic, partition, list(message_ids), list(offsets), list(occurred_at))
     cursor = conn.execute(INBOX_INSERT, params)
     if cursor.rowcount == len(message_ids):
-        # all new (the usual case): one row gives the time, the ids need not be converted
+        # all new: one row gives the time, the ids need not be converted
         first = cursor.fetchone()
-        return set(message_ids), None if first is None else cast(datetime, first["processed_at"])
+        return None, None if first is None else cast(datetime, first["processed_at"])
     fetched = cursor.fetchall()
     at = cast(datetime, fetched[0]["processed_at"]) if fetched else None
     return {cast(uuid.UUID, row["message_id"]) for row in fetched}, at

@@ -78,19 +78,22 @@ def report_run(
     (``attempts``: a retry, or one of a failed batch; a batch of one) gets its own "message handled" line instead.
     """
     first = decoded[0].message
-    applied_ids = {id(item) for item, _ in applied}
+    each = debug or attempts is not None
     for item, context in applied:
-        if context.unknown or debug or attempts is not None:
+        if context.unknown or each:
             item_log = message_log(log, item.message, item.envelope)
             report_unknown_values(group, context, item_log)
             if attempts is not None:
                 item_log.info("message handled", event_type=item.envelope.event_type, attempts=attempts)
             elif debug:
                 item_log.debug("message handled", event_type=item.envelope.event_type, attempts=1)
+    # every one applied (the usual case): none is a duplicate
+    applied_ids = {id(item) for item, _ in applied} if len(applied) < len(decoded) else None
     for item in decoded:
         # a message's log is bound only for a line it writes (binding costs more than the rest of this loop)
-        warn_if_unknown_contract(log, item)
-        if id(item) not in applied_ids:
+        if item.envelope.contract_version != item.route.contract_version:
+            warn_if_unknown_contract(log, item)
+        if applied_ids is not None and id(item) not in applied_ids:
             log_duplicate(message_log(log, item.message, item.envelope), item.envelope)
     if applied:
         PROCESSED.labels(group, first.topic).inc(len(applied))
