@@ -63,10 +63,7 @@ class Meeting(NamedTuple):
             zone = self.time_zone
         except (ZoneInfoNotFoundError, ValueError):
             local, zone = self.start_at, "UTC"
-        if local.year < 1000:  # strftime's %Y as the C library writes it (glibc: no zero padding)
-            return f"{noun} {local:%d.%m.%Y %H:%M} ({zone})"
-        # the same text without strftime (half the cost, for every notification)
-        return f"{noun} {local.day:02}.{local.month:02}.{local.year} {local.hour:02}:{local.minute:02} ({zone})"
+        return f"{noun} {local:%d.%m.%Y %H:%M} ({zone})"
 
 
 def cancellation_notices(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -61,29 +60,8 @@ SLA = Gauge(
 
 
 def observe_event_ages(group: str, topic: str, at: datetime, occurred: Iterable[datetime | None]) -> None:
-    """The age of each event whose effect committed at database time ``at`` (an event without OccurredAt has none).
-
-    A run's events at once: each age counted in its bucket, the buckets and the sum then increased once each (the
-    histogram's series are those of an observation per event; one lock each instead of one per event and series).
-    """
-    ages = [max(0.0, (at - occurred_at).total_seconds()) for occurred_at in occurred if occurred_at is not None]
-    if ages:
-        observe_many(EVENT_AGE.labels(group, topic), ages)
-
-
-def observe_many(histogram: Histogram, amounts: list[float]) -> None:
-    """``histogram.observe`` of each amount (none of them NaN), its series increased once each."""
-    bounds = getattr(histogram, "_upper_bounds", None)
-    buckets = getattr(histogram, "_buckets", None)
-    total = getattr(histogram, "_sum", None)
-    if bounds is None or buckets is None or total is None or len(bounds) != len(buckets):
-        for amount in amounts:  # a prometheus_client whose histogram is laid out otherwise: one by one
-            histogram.observe(amount)
-        return
-    counts = [0] * len(bounds)
-    for amount in amounts:
-        counts[bisect_left(bounds, amount)] += 1  # the first bound >= amount, as observe's (the last is +Inf)
-    total.inc(sum(amounts))
-    for bucket, count in zip(buckets, counts, strict=True):
-        if count:
-            bucket.inc(count)
+    """The age of each event whose effect committed at database time ``at`` (an event without OccurredAt has none)."""
+    histogram = EVENT_AGE.labels(group, topic)
+    for occurred_at in occurred:
+        if occurred_at is not None:
+            histogram.observe(max(0.0, (at - occurred_at).total_seconds()))
