@@ -18,7 +18,7 @@ from typing import Any
 
 from bench import console, consumers, durable, live, plots, pressure, promotion, relay, timeout
 from bench.env import BenchEnv, make_env
-from bench.results import Figure, LoadWindow, Results, aggregate, ratio
+from bench.results import Figure, LoadWindow, Results, aggregate, goal_met, ratio
 from bench.seed import MessageFactory
 
 SIZES: dict[str, dict[str, Any]] = {
@@ -62,6 +62,10 @@ SIZES: dict[str, dict[str, Any]] = {
         "console": (1_000_000, 100_000, 10_000, 100),
     },
 }
+# The drains' goals, as ratios to pgbench on the same statements with as many clients (issue 38: 4 workers contend
+# for the same index and rows, so their goal is lower)
+TIMEOUT_GOALS = {1: ">= 0.8", 4: ">= 0.7"}
+
 PHASES = ("timeout", "lag", "promotion", "relay", "consumers", "e2e", "scaling", "console")
 # Phases only --only runs (they take a quarter of an hour to an hour, on a server of their own).
 EXTRA_PHASES = ("pressure",)
@@ -122,9 +126,10 @@ class Run:
             value, baseline = run["items_per_second"], base["items_per_second"]
             r = ratio(value, baseline)
             plural = "worker" if workers == 1 else "workers"
+            goal = TIMEOUT_GOALS[workers]
             self.results.add(
                 f"timeout_drain_{workers}_{plural}",
-                Figure(value, "items_per_second", baseline, r, ">= 0.8", r is not None and r >= 0.8,
+                Figure(value, "items_per_second", baseline, r, goal, goal_met(goal, value, r),
                        f"{n:,} due appointments; pgbench -M prepared -c {workers} on the captured statements"),
             )  # fmt: skip
         if not self.main_column:
