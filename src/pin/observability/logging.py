@@ -370,9 +370,8 @@ def configure_logging(level: str = "INFO", fmt: str = "auto", role: str | None =
         shared.append(functools.partial(_with_role, role))
     numeric_level = logging.getLevelNamesMapping()[level.upper()]
     handler = logging.StreamHandler(sys.stderr)
-    processors = [*shared, *final]
     structlog.configure(
-        processors=processors,
+        processors=[*shared, *final],
         logger_factory=functools.partial(_LineLogger, handler),
         wrapper_class=structlog.make_filtering_bound_logger(numeric_level),
         # not cached: a module's logger follows the configuration in force (the level above) at every call

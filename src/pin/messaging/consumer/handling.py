@@ -286,16 +286,14 @@ class MessageHandling:
                 message_ids=[d.envelope.message_id for d in decoded], offsets=[d.message.offset for d in decoded],
                 occurred_at=[d.envelope.occurred_at for d in decoded],
             )  # fmt: skip
-            group, topic = self.group, first.topic
-            if new is None:  # every one new (the usual case)
-                applied: Applied = [(item, HandlingContext(group, topic, item.envelope.message_id)) for item in decoded]
-            else:
-                applied = []
-                for item in decoded:
-                    message_id = item.envelope.message_id
-                    if message_id in new:
-                        new.discard(message_id)  # a MessageId twice in one batch: the second is a duplicate
-                        applied.append((item, HandlingContext(group, topic, message_id)))
+            applied: Applied = []
+            for item in decoded:
+                message_id = item.envelope.message_id
+                if new is None:  # every one new (the usual case)
+                    applied.append((item, HandlingContext(self.group, first.topic, message_id)))
+                elif message_id in new:
+                    new.discard(message_id)  # a MessageId twice in one batch: the second is a duplicate
+                    applied.append((item, HandlingContext(self.group, first.topic, message_id)))
             # the new messages' effect at once, its statements in one pipeline: one round trip for the batch
             with contextlib.ExitStack() as spans_open, conn.pipeline():
                 if spans:
@@ -304,8 +302,7 @@ class MessageHandling:
                 if applied:
                     decoded[0].route.apply_many(conn, [(item.event, context) for item, context in applied])
             for _, context in applied:
-                if context.pending:
-                    context.run_pending()
+                context.run_pending()
         return applied, at
 
     def _after_run(

@@ -43,11 +43,5 @@ def normalize_headers(
     headers: Mapping[str, str | bytes | None] | Sequence[tuple[str, str | bytes | None]] | None,
 ) -> list[tuple[str, bytes]]:
     """Kafka headers as (name, bytes) pairs, in order."""
-    if type(headers) is list:  # librdkafka's form
-        return [(name, value) if type(value) is bytes else (name, _header_bytes(value)) for name, value in headers]
     pairs = headers.items() if isinstance(headers, Mapping) else headers or []
-    return [(name, _header_bytes(value)) for name, value in pairs]
-
-
-def _header_bytes(value: str | bytes | None) -> bytes:
-    return value.encode() if isinstance(value, str) else (value or b"")
+    return [(name, value.encode() if isinstance(value, str) else (value or b"")) for name, value in pairs]

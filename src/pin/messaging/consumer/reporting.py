@@ -91,8 +91,7 @@ def report_run(
     applied_ids = {id(item) for item, _ in applied} if len(applied) < len(decoded) else None
     for item in decoded:
         # a message's log is bound only for a line it writes (binding costs more than the rest of this loop)
-        if item.envelope.contract_version != item.route.contract_version:
-            warn_if_unknown_contract(log, item)
+        warn_if_unknown_contract(log, item)
         if applied_ids is not None and id(item) not in applied_ids:
             log_duplicate(message_log(log, item.message, item.envelope), item.envelope)
     if applied:
