@@ -50,25 +50,28 @@ from bench.seed import seed_appointments
 from bench.timeout import HOT_TABLES as _TIMEOUT_TABLES
 from pin.db import migrate
 from pin.messaging import topics
+from pin.messaging.groups import SLA_SECONDS
 
-# The phases in the order they run, and their seconds per mode: --quick keeps every stress phase at 2 minutes,
-# the default holds the xmin for 30 minutes.
-PHASES = (
-    "clean",
-    "idle-in-tx",
-    "active-readers",
-    "high-load",
-    "backend-kill",
-    "pool-exhaustion",
-    "postgres-restart",
-    "recovery",
-)
+# The stress phases in the order they run; each is followed by a recovery phase at the offered load only, whose
+# figures from RECOVERY_CHECK_SECONDS after the release on are held against the clean phase's (the issue's "within 2
+# minutes of the release, every figure back to the clean phase's"), as the harness's scenarios end each stress with
+# one. Seconds per mode: --quick keeps every stress phase at 2 minutes, the default holds the xmin for 30 minutes.
+STRESSES = ("idle-in-tx", "active-readers", "high-load", "backend-kill", "pool-exhaustion", "postgres-restart")
+PHASES = ("clean", *STRESSES, "recovery")
 SECONDS: dict[str, dict[str, float]] = {
-    "quick": {"clean": 60, "recovery": 120} | {p: 120 for p in PHASES[1:-1]},
-    "default": {"clean": 300, "idle-in-tx": 1800, "recovery": 300} | {p: 300 for p in PHASES[2:-1]},
+    "quick": {"clean": 60, "recovery": 180} | {p: 120 for p in STRESSES},
+    "default": {"clean": 300, "idle-in-tx": 1800, "recovery": 180} | {p: 300 for p in STRESSES[1:]},
     # the correctness run of the deep tests (tests/pressure): a held xmin, backend kills and a restart, short
     "smoke": {"clean": 10, "idle-in-tx": 20, "backend-kill": 20, "postgres-restart": 20, "recovery": 10},
 }
+RECOVERY_CHECK_SECONDS = 120.0  # a recovery's figures are read from this long after the release on
+FLAT_WINDOW_SECONDS = 300.0  # a stress phase's first and last windows (at most half the phase each): flat or not
+HARNESS_RECOVERY_SHARE = 0.9  # the harness's chaos_recovery_time_s: completions/s back to 90 % of clean's median
+# The goals' bounds (issue 35 point 2) the section judges each row by, and the run-to-run noise allowed when a window
+# is held against another ("no worse than", "back to the clean phase's"): at most NOISE times the other's p99.
+EXPIRY_LAG_P99_MS = 1000.0
+RELAY_P99_MS = 1000.0
+NOISE = 1.5
 RATES = (100.0, 300.0)  # the offered appointments due per second: the default and the option
 HIGH_LOAD = 1.5
 READERS = 4
@@ -525,7 +528,7 @@ def run(env: BenchEnv, mode: str, rate: float) -> dict[str, Any]:
             if not c.wait_for_log("partitions assigned", 90):
                 raise RuntimeError(f"bench: consumer {c.name} got no partitions; see {c.log_path}")
         skipped = [] if server.can_restart else ["postgres-restart"]
-        timeline = Timeline([(p, seconds[p]) for p in PHASES if p in seconds and p not in skipped], rate)
+        timeline = Timeline(_timeline_phases(seconds, skipped), rate)
         with _connect(url, autocommit=True) as conn:
             row = conn.execute("SELECT clock_timestamp() AS t").fetchone()
             assert row is not None
@@ -563,11 +566,20 @@ def run(env: BenchEnv, mode: str, rate: float) -> dict[str, Any]:
         "rate": rate,
         "server": server_text,
         "skipped": skipped,
-        "phases": figures,
+        **figures,
         "drained": drained,
         "correctness": correctness,
         "producer": {"seeded": producer.seeded, "errors": producer.errors},
     }
+
+
+def _timeline_phases(seconds: dict[str, float], skipped: list[str]) -> list[tuple[str, float]]:
+    """clean, then each stress of the mode followed by a recovery phase."""
+    out = [("clean", seconds["clean"])]
+    for stress in STRESSES:
+        if stress in seconds and stress not in skipped:
+            out += [(stress, seconds[stress]), ("recovery", seconds["recovery"])]
+    return out
 
 
 def _drain(url: str, timeline: Timeline, producer: Producer) -> bool:
@@ -622,69 +634,106 @@ MUST_BE_ZERO = ("still_pending", "crm_lost", "notifications_not_two", "crm_doubl
                 "consumer_dead_letters")  # fmt: skip
 
 
-def _figures(url: str, timeline: Timeline, phases: list[dict[str, Any]], sampler: Sampler) -> list[dict[str, Any]]:
+def _window(
+    conn: psycopg.Connection[dict[str, Any]], timeline: Timeline, sampler: Sampler, start: float, end: float
+) -> dict[str, Any]:
+    """The figures of the deadlines (and outbox rows, and consumer deliveries) that fall in [start, end), offsets in
+    seconds from the timeline's T0."""
     t0 = timeline.t0_db
-    out = []
+    lo, hi = t0 + timedelta(seconds=start), t0 + timedelta(seconds=end)
+    secs = end - start
+
+    def column(sql: str, *args: Any) -> list[float]:
+        return [r["v"] for r in conn.execute(sql, (*args, lo, hi)).fetchall()]
+
+    offered = column("SELECT count(*)::float8 AS v FROM calendar.appointment WHERE pending_expires_at >= %s "
+                     "AND pending_expires_at < %s")[0]  # fmt: skip
+    lags = column("SELECT EXTRACT(EPOCH FROM expired_at - due)::float8 * 1000 AS v FROM public.bench_expiry "
+                  "WHERE due >= %s AND due < %s")  # fmt: skip
+    completed = column("SELECT count(*)::float8 AS v FROM public.bench_expiry WHERE expired_at >= %s "
+                       "AND expired_at < %s")[0]  # fmt: skip
+    relay = column("SELECT EXTRACT(EPOCH FROM deleted_at - created_at)::float8 * 1000 AS v FROM public.bench_ack "
+                   "WHERE created_at >= %s AND created_at < %s")  # fmt: skip
+    ages: dict[str, float | None] = {}
+    for group in CONSUMERS:
+        ms = column(
+            "SELECT EXTRACT(EPOCH FROM processed_at - occurred_at)::float8 * 1000 AS v FROM messaging.inbox "
+            "WHERE consumer_group = %s AND occurred_at IS NOT NULL AND processed_at >= %s AND processed_at < %s",
+            group,
+        )
+        ages[group] = round(percentile(ms, 99), 1) if ms else None
+    window = [s for s in sampler.samples if timeline.t0 + start <= s[0] < timeline.t0 + end]
+    oldest = [s[1] for s in window if s[1] is not None]
+    overdue = [s[2] for s in window if s[2] is not None]
+    return {
+        "seconds": round(secs, 1),
+        "offered_per_s": round(offered / secs, 1),
+        "completed_per_s": round(completed / secs, 1),
+        "expiry_lag_ms": _quantiles(lags),
+        "relay_commit_to_ack_ms": _quantiles(relay),
+        "oldest_unpublished_s": {"p99": _q(oldest, 99, 3), "max": round(max(oldest), 3) if oldest else None},
+        "overdue_max": max(overdue) if overdue else None,
+        "consumer_event_age_p99_ms": ages,
+    }
+
+
+def _completions_per_second(
+    conn: psycopg.Connection[dict[str, Any]], timeline: Timeline, start: float, end: float
+) -> list[int]:
+    """Expiries committed in each whole second of [start, end) (offsets from T0), zeros included."""
+    rows = conn.execute(
+        "SELECT floor(EXTRACT(EPOCH FROM expired_at - %s))::int AS s, count(*) AS n FROM public.bench_expiry "
+        "WHERE expired_at >= %s AND expired_at < %s GROUP BY 1",
+        (timeline.t0_db, timeline.t0_db + timedelta(seconds=start), timeline.t0_db + timedelta(seconds=end)),
+    ).fetchall()
+    per = {r["s"]: r["n"] for r in rows}
+    return [per.get(second, 0) for second in range(int(start), int(end))]
+
+
+def _release(phase: dict[str, Any]) -> float:
+    """When a stress let go (offset from T0): the server back up for a restart, the phase's end for the rest."""
+    if phase["phase"] == "postgres-restart" and "down_seconds" in phase["info"]:
+        return float(phase["start"] + phase["info"]["down_seconds"])
+    return float(phase["end"])
+
+
+def _figures(url: str, timeline: Timeline, phases: list[dict[str, Any]], sampler: Sampler) -> dict[str, Any]:
+    """Per phase; per stress its first and last windows (flat or not) and its recovery: the harness's recovery time
+    (completions per second back to HARNESS_RECOVERY_SHARE of clean's median) and the figures from
+    RECOVERY_CHECK_SECONDS after the release to the recovery phase's end, beside the clean phase's."""
+    rows, flat, recovery = [], [], []
     with _connect(url, autocommit=True) as conn:
         for phase in phases:
-            lo, hi = t0 + timedelta(seconds=phase["start"]), t0 + timedelta(seconds=phase["end"])
-            secs = phase["end"] - phase["start"]
-            offered = conn.execute(
-                "SELECT count(*) AS n FROM calendar.appointment WHERE pending_expires_at >= %s "
-                "AND pending_expires_at < %s",
-                (lo, hi),
-            ).fetchone()
-            lags = [
-                r["ms"]
-                for r in conn.execute(
-                    "SELECT EXTRACT(EPOCH FROM expired_at - due)::float8 * 1000 AS ms FROM public.bench_expiry "
-                    "WHERE due >= %s AND due < %s",
-                    (lo, hi),
-                ).fetchall()
-            ]
-            completed = conn.execute(
-                "SELECT count(*) AS n FROM public.bench_expiry WHERE expired_at >= %s AND expired_at < %s", (lo, hi)
-            ).fetchone()
-            relay = [
-                r["ms"]
-                for r in conn.execute(
-                    "SELECT EXTRACT(EPOCH FROM deleted_at - created_at)::float8 * 1000 AS ms FROM public.bench_ack "
-                    "WHERE created_at >= %s AND created_at < %s",
-                    (lo, hi),
-                ).fetchall()
-            ]
-            ages: dict[str, float | None] = {}
-            for group in CONSUMERS:
-                ms = [
-                    r["ms"]
-                    for r in conn.execute(
-                        "SELECT EXTRACT(EPOCH FROM processed_at - occurred_at)::float8 * 1000 AS ms "
-                        "FROM messaging.inbox WHERE consumer_group = %s AND processed_at >= %s AND processed_at < %s "
-                        "AND occurred_at IS NOT NULL",
-                        (group, lo, hi),
-                    ).fetchall()
-                ]
-                ages[group] = round(percentile(ms, 99), 1) if ms else None
-            mono_lo, mono_hi = timeline.t0 + phase["start"], timeline.t0 + phase["end"]
-            window = [s for s in sampler.samples if mono_lo <= s[0] < mono_hi]
-            oldest = [s[1] for s in window if s[1] is not None]
-            overdue = [s[2] for s in window if s[2] is not None]
-            out.append({
-                "phase": phase["phase"],
-                "seconds": secs,
-                "offered_per_s": round((offered["n"] if offered else 0) / secs, 1),
-                "completed_per_s": round((completed["n"] if completed else 0) / secs, 1),
-                "expiry_lag_ms": _quantiles(lags),
-                "relay_commit_to_ack_ms": _quantiles(relay),
-                "oldest_unpublished_s": {"p99": _q(oldest, 99, 3), "max": round(max(oldest), 3) if oldest else None},
-                "overdue_max": max(overdue) if overdue else None,
-                "consumer_event_age_p99_ms": ages,
-                "tables_start": phase["tables_start"],
-                "tables_end": phase["tables_end"],
-                "info": phase["info"],
-                "load_1m_end": round(phase["load_1m"], 2),
+            row = {"phase": phase["phase"], **_window(conn, timeline, sampler, phase["start"], phase["end"])}
+            row |= {"tables_start": phase["tables_start"], "tables_end": phase["tables_end"], "info": phase["info"],
+                    "load_1m_end": round(phase["load_1m"], 2)}  # fmt: skip
+            rows.append(row)
+        clean = next((p for p in phases if p["phase"] == "clean"), None)
+        per_second = _completions_per_second(conn, timeline, clean["start"], clean["end"]) if clean else []
+        baseline = float(percentile([float(n) for n in per_second], 50)) if per_second else 0.0
+        for i, phase in enumerate(phases):
+            if phase["phase"] not in STRESSES:
+                continue
+            width = min(FLAT_WINDOW_SECONDS, (phase["end"] - phase["start"]) / 2)
+            flat.append({
+                "phase": phase["phase"], "window_s": width,
+                "first": _window(conn, timeline, sampler, phase["start"], phase["start"] + width),
+                "last": _window(conn, timeline, sampler, phase["end"] - width, phase["end"]),
             })  # fmt: skip
-    return out
+            after = phases[i + 1] if i + 1 < len(phases) and phases[i + 1]["phase"] == "recovery" else None
+            if after is None:
+                continue
+            release = _release(phase)
+            counts = _completions_per_second(conn, timeline, release, after["end"])
+            back = next((s for s, n in enumerate(counts) if n >= HARNESS_RECOVERY_SHARE * baseline), None)
+            check_from = min(release + RECOVERY_CHECK_SECONDS, after["end"] - 1)
+            recovery.append({
+                "after": phase["phase"], "release_offset_s": round(release, 1),
+                "harness_recovery_s": back, "clean_completions_per_s_median": baseline,
+                "from_release_plus_s": round(check_from - release, 1),
+                "settled": _window(conn, timeline, sampler, check_from, after["end"]),
+            })  # fmt: skip
+    return {"phases": rows, "flat": flat, "recovery": recovery}
 
 
 def _q(values: list[float], q: float, digits: int = 1) -> float | None:
@@ -695,8 +744,46 @@ def _quantiles(ms: list[float]) -> dict[str, float | None]:
     return {"count": len(ms), "p50": _q(ms, 50), "p99": _q(ms, 99), "max": round(max(ms), 1) if ms else None}
 
 
+def _goals_met(w: dict[str, Any]) -> bool:
+    """A window's figures inside point 2's goals: expiry lag and relay p99 within 1 s, completed = offered (to 2 %
+    or one a second), each consumer's event age p99 inside its SLA."""
+    lag, relay = w["expiry_lag_ms"]["p99"], w["relay_commit_to_ack_ms"]["p99"]
+    ages = w["consumer_event_age_p99_ms"]
+    return (
+        lag is not None and lag <= EXPIRY_LAG_P99_MS
+        and relay is not None and relay <= RELAY_P99_MS
+        and abs(w["completed_per_s"] - w["offered_per_s"]) <= max(1.0, 0.02 * w["offered_per_s"])
+        and all(ages.get(g) is not None and ages[g] <= SLA_SECONDS[g] * 1000 for g in CONSUMERS)
+    )  # fmt: skip
+
+
+def _no_worse(w: dict[str, Any], than: dict[str, Any]) -> bool:
+    """``w``'s p99 figures at most NOISE times ``than``'s (each expiry lag, relay, consumer age; 10 ms floor)."""
+    pairs = [
+        (w["expiry_lag_ms"]["p99"], than["expiry_lag_ms"]["p99"]),
+        (w["relay_commit_to_ack_ms"]["p99"], than["relay_commit_to_ack_ms"]["p99"]),
+    ]
+    pairs += [(w["consumer_event_age_p99_ms"].get(g), than["consumer_event_age_p99_ms"].get(g)) for g in CONSUMERS]
+    return all(a is not None and b is not None and a <= NOISE * max(b, 10.0) for a, b in pairs)  # fmt: skip
+
+
+def _row(label: str, w: dict[str, Any], *extra: object) -> str:
+    lag, relay, oldest = w["expiry_lag_ms"], w["relay_commit_to_ack_ms"], w["oldest_unpublished_s"]
+    ages = w["consumer_event_age_p99_ms"]
+    cells = [label, f"{w['seconds']:.0f}", w["offered_per_s"], w["completed_per_s"],
+             f"{lag['p50']} / {lag['p99']} / {lag['max']}", f"{relay['p50']} / {relay['p99']}",
+             f"{oldest['p99']} / {oldest['max']}", w["overdue_max"], ages.get("crm"), ages.get("notifications"),
+             "yes" if _goals_met(w) else "**no**", *extra]  # fmt: skip
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+_HEAD = ("s | offered/s | completed/s | expiry lag p50 / p99 / max ms | relay commit->ack p50 / p99 ms | oldest "
+         "unpublished p99 / max s | overdue max | crm age p99 ms | notifications age p99 ms | goals met")  # fmt: skip
+
+
 def section(result: dict[str, Any]) -> str:
     """The per-phase tables of a pressure run (summary.md)."""
+    slas = ", ".join(f"{g} {SLA_SECONDS[g]:g} s" for g in CONSUMERS)
     lines = [
         f"## Pressure at {result['rate']:g} appointments due per second",
         "",
@@ -706,19 +793,44 @@ def section(result: dict[str, Any]) -> str:
         + ", ".join(f"{k} {v}" for k, v in result["correctness"].items())
         + ".",
         "",
-        "| phase | s | offered/s | completed/s | expiry lag p50 / p99 / max ms | relay commit->ack p50 / p99 ms "
-        "| oldest unpublished p99 / max s | overdue max | crm age p99 ms | notifications age p99 ms | load |",
-        "|---|---:|---:|---:|---|---|---|---:|---:|---:|---:|",
+        f"Goals met: expiry lag and relay p99 <= {EXPIRY_LAG_P99_MS:g} / {RELAY_P99_MS:g} ms, completed = offered "
+        f"(2 %), each consumer's event age p99 inside its SLA ({slas}).",
+        "",
+        f"| phase | {_HEAD} | load |",
+        "|---|---:|---:|---:|---|---|---|---:|---:|---:|---|---:|",
     ]
-    for p in result["phases"]:
-        lag, relay, oldest = p["expiry_lag_ms"], p["relay_commit_to_ack_ms"], p["oldest_unpublished_s"]
-        ages = p["consumer_event_age_p99_ms"]
-        lines.append(
-            f"| {p['phase']} | {p['seconds']:.0f} | {p['offered_per_s']} | {p['completed_per_s']} | "
-            f"{lag['p50']} / {lag['p99']} / {lag['max']} | {relay['p50']} / {relay['p99']} | "
-            f"{oldest['p99']} / {oldest['max']} | {p['overdue_max']} | {ages.get('crm')} | "
-            f"{ages.get('notifications')} | {p['load_1m_end']} |"
-        )
+    lines += [_row(p["phase"], p, p["load_1m_end"]) for p in result["phases"]]
+    clean = next((p for p in result["phases"] if p["phase"] == "clean"), None)
+    if result.get("flat"):
+        lines += [
+            "",
+            f"Flat: each stress phase's first and last window (at most {FLAT_WINDOW_SECONDS / 60:g} min each); flat "
+            f"when the last's p99 figures are at most {NOISE:g} times the first's.",
+            "",
+            f"| stress, window | {_HEAD} | flat |",
+            "|---|---:|---:|---:|---|---|---|---:|---:|---:|---|---|",
+        ]
+        for f in result["flat"]:
+            flat = "yes" if _no_worse(f["last"], f["first"]) else "**no**"
+            lines.append(_row(f"{f['phase']}, first {f['window_s']:.0f} s", f["first"], ""))
+            lines.append(_row(f"{f['phase']}, last {f['window_s']:.0f} s", f["last"], flat))
+    if result.get("recovery") and clean is not None:
+        lines += [
+            "",
+            "Recovery: the harness's recovery time (s from the release until the expiries committed in a second reach "
+            f"{HARNESS_RECOVERY_SHARE:g} of the clean phase's median per second; the release is the server's start "
+            "for a restart, the phase's end otherwise), and the figures from "
+            f"{RECOVERY_CHECK_SECONDS:g} s after the release to the recovery phase's end, back to the clean phase's "
+            f"when their p99 figures are at most {NOISE:g} times clean's.",
+            "",
+            f"| after | {_HEAD} | harness recovery s | back to clean |",
+            "|---|---:|---:|---:|---|---|---|---:|---:|---:|---|---:|---|",
+        ]
+        lines.append(_row("(clean)", clean, "", ""))
+        for r in result["recovery"]:
+            back = "yes" if _no_worse(r["settled"], clean) else "**no**"
+            label = f"{r['after']}, from +{r['from_release_plus_s']:g} s"
+            lines.append(_row(label, r["settled"], r["harness_recovery_s"], back))
     lines += [
         "",
         "Dead tuples and total size (MB) of the hot tables, phase start -> end:",
