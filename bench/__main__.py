@@ -75,9 +75,12 @@ RELAY_RATE = 500.0
 class Run:
     """One invocation: the environment, the results and what the phases hand to each other."""
 
-    def __init__(self, env: BenchEnv, mode: str, out: Path, rate: float = pressure.RATES[0]) -> None:
+    def __init__(
+        self, env: BenchEnv, mode: str, out: Path, rate: float = pressure.RATES[0], workers: int = pressure.WORKERS
+    ) -> None:
         self.env = env
         self.rate = rate
+        self.workers = workers
         self.mode = mode
         self.sizes = SIZES[mode]
         self.out = out
@@ -300,7 +303,7 @@ class Run:
 
     def phase_pressure(self) -> None:
         """9. The deadlines and the relay under a held xmin, readers, kills, no connections and a restart."""
-        result = pressure.run(self.env, self.mode, self.rate)
+        result = pressure.run(self.env, self.mode, self.rate, self.workers)
         self.results.details["pressure"] = result
         self.results.sections.append(pressure.section(result))
         wrong = {k: v for k, v in result["correctness"].items() if k in pressure.MUST_BE_ZERO and v}
@@ -400,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rate", type=float, default=pressure.RATES[0], help="pressure: appointments due per second (100 or 300)"
     )
+    parser.add_argument("--workers", type=int, default=pressure.WORKERS, help="pressure: appointment-timeout processes")
     parser.add_argument("--repeat", type=int, default=1, help="run each phase N times; report median and min..max")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
@@ -424,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
 
     configure_unstarted(logging.WARNING)
     env = make_env()
-    run = Run(env, mode, out, args.rate)
+    run = Run(env, mode, out, args.rate, args.workers)
     server = pressure.DurableServer(env) if run.durable_url and set(phases) & set(durable.PHASES) else None
     try:
         print(f"bench: mode {mode}, phases {','.join(phases)}, {args.repeat} run(s) each, work dir {env.work_dir}")

@@ -74,6 +74,7 @@ RELAY_P99_MS = 1000.0
 NOISE = 1.5
 RATES = (100.0, 300.0)  # the offered appointments due per second: the default and the option
 HIGH_LOAD = 1.5
+WORKERS = 2  # appointment-timeout processes (``--workers``)
 READERS = 4
 READER_TRANSACTION_SECONDS = 30.0  # each reader's snapshot lives this long; the four start a quarter apart
 KILL_EVERY_SECONDS = 1.0
@@ -500,7 +501,7 @@ def _wait(predicate: Callable[[], bool], timeout: float) -> bool:
     return False
 
 
-def run(env: BenchEnv, mode: str, rate: float) -> dict[str, Any]:
+def run(env: BenchEnv, mode: str, rate: float, workers: int = WORKERS) -> dict[str, Any]:
     """The pressure phases one after the other at ``rate`` appointments due per second; per-phase figures."""
     seconds = SECONDS[mode if mode in SECONDS else "default"]
     server = DurableServer(env)
@@ -520,7 +521,10 @@ def run(env: BenchEnv, mode: str, rate: float) -> dict[str, Any]:
         env.restart_broker()
         bare.create_topics(env.kafka_bootstrap, list(topics.all_topics()))
         role_env = env.role_env(url)
-        roles += [env.spawn_pin(f"pressure-timeout-{i}", ["worker", "appointment-timeout"], role_env) for i in (1, 2)]
+        roles += [
+            env.spawn_pin(f"pressure-timeout-{i}", ["worker", "appointment-timeout"], role_env)
+            for i in range(1, workers + 1)
+        ]
         roles.append(env.spawn_pin("pressure-relay", ["relay"], role_env))
         consumers = [env.spawn_pin(f"pressure-consume-{g}", ["consume", g], role_env) for g in CONSUMERS]
         roles += consumers
@@ -564,6 +568,7 @@ def run(env: BenchEnv, mode: str, rate: float) -> dict[str, Any]:
         server.close()
     return {
         "rate": rate,
+        "workers": workers,
         "server": server_text,
         "skipped": skipped,
         **figures,
@@ -787,7 +792,8 @@ def section(result: dict[str, Any]) -> str:
     lines = [
         f"## Pressure at {result['rate']:g} appointments due per second",
         "",
-        f"Server: {result['server']}. Roles: 2 appointment-timeout workers, a relay, crm and notifications. "
+        f"Server: {result['server']}. Roles: {result['workers']} appointment-timeout workers, a relay, crm and "
+        "notifications. "
         + (f"Skipped: {', '.join(result['skipped'])}. " if result["skipped"] else "")
         + f"Drained: {result['drained']}. Correctness: "
         + ", ".join(f"{k} {v}" for k, v in result["correctness"].items())
