@@ -123,7 +123,7 @@ def run_relay(*, once: bool) -> dict[str, int] | None:
     policy = ConnectionPolicy.from_settings(settings, "relay")
     if not wait_until_reachable("database", _database_answers(settings.database.require_url(), policy), context.stop):
         return None
-    pool = create_pool(settings.database.require_url(), min_size=1, max_size=4, name="relay", policy=policy)
+    pool = _role_pool(settings.database.require_url(), 4, "relay", policy)
     try:
         relay = build_relay(settings, pool, config, hooks)
         if not once:
@@ -228,7 +228,7 @@ def _run_polling_job(
     elif not wait_until_reachable("database", answers, context.stop):  # one line per attempt, as every role
         return None
     # one connection more than the job uses, for the gauges (outbox, database health: each refresh holds it briefly)
-    pool = create_pool(settings.database.require_url(), min_size=1, max_size=3, name=role, policy=policy)
+    pool = _role_pool(settings.database.require_url(), 3, role, policy)
     try:
         job = build(pool, context)
         if once:
@@ -285,7 +285,7 @@ def run_consumer(group: str) -> None:
 
         options["after_effect"] = hang
     size = pool_size(settings.consumers.lanes)
-    pool = create_pool(database_url, min_size=1, max_size=size, name=f"consume-{group}", policy=policy)
+    pool = _role_pool(database_url, size, f"consume-{group}", policy)
     try:
         build_runtime(group, settings, pool, **options).run(context.stop)
     finally:
@@ -299,3 +299,11 @@ def _database_answers(database_url: str, policy: ConnectionPolicy) -> Callable[[
         connect(database_url, policy=policy).close()
 
     return attempt
+
+
+def _role_pool(database_url: str, size: int, name: str, policy: ConnectionPolicy) -> ConnectionPool[Conn]:
+    """A role's pool, of a fixed size, as the API's: every connection is opened at the start and kept (psycopg's
+    pool would close one unused for 10 minutes), so a server whose connections run out (another client holding
+    every slot: the pressure bench's pool-exhaustion phase) leaves the role what it had instead of a pool that
+    cannot grow back to what a burst needs."""
+    return create_pool(database_url, min_size=size, max_size=size, name=name, policy=policy)
