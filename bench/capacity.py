@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pin.bootstrap import API_POOL_SIZE, JOB_POOL_SIZE, RELAY_POOL_SIZE
 from pin.messaging.consumer.runtime import pool_size
+from pin.outbox.writer import VPARTS
 from pin.settings import ConsumerSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,11 +45,11 @@ PG_CORE_BUDGET = 24  # cores of one large PostgreSQL server kept for PIN (a 32-c
 PROMOTION_BURST_SECONDS = 300  # a day's purchase expiries may all fall due at once (packages end at midnight)
 # bootstrap.py's pools (+1 LISTEN: relay); a consumer's is its lanes + 1 (PIN_CONSUMER_LANES' default)
 POOL_CONNECTIONS = {
-    "api": 20, "relay": 5, "worker": 2, "consumer": pool_size(ConsumerSettings().lanes)
+    "api": API_POOL_SIZE, "relay": RELAY_POOL_SIZE + 1, "worker": JOB_POOL_SIZE,
+    "consumer": pool_size(ConsumerSettings().lanes),
 }  # fmt: skip
 API_INSTANCES_PER_EVENTS = 500  # not measured by the bench: one API instance per 500 events/s at peak, assumed
 MAX_CONNECTIONS = 300  # the embedded server's max_connections; a production server is usually 100-500
-VPARTS = 64  # outbox.writer.VPARTS: the relay cannot use more instances than this
 MIN_INSTANCES = 2  # of every role, for availability
 
 
@@ -461,8 +463,9 @@ def render(summary: Mapping[str, Any]) -> str:
         *_plans_table(plans, usable_cores(costs)),
         "",
         *_para(
-            "Connections are the pools of `bootstrap.py` (API 20, relay 4 and its LISTEN connection, workers 2,",
-            f"consumers {POOL_CONNECTIONS['consumer']}: their lanes and one), for 2 worker roles and 4 consumer",
+            f"Connections are the pools of `bootstrap.py` (API {API_POOL_SIZE}, relay {RELAY_POOL_SIZE} and its LISTEN",
+            f"connection, workers {JOB_POOL_SIZE}, consumers {POOL_CONNECTIONS['consumer']}: their lanes and one), for",
+            "2 worker roles and 4 consumer",
             "groups. The embedded server allows",
             f"{MAX_CONNECTIONS};",
             pooler,

@@ -27,6 +27,12 @@ if TYPE_CHECKING:
 
 # connections of one API instance (every request holds one for its transaction only)
 API_POOL_SIZE = 20
+# the relay's pool: its publishing loop, its settling thread, its heartbeat, and the gauges and replay jobs beside it
+# (its LISTEN connection is its own, outside the pool)
+RELAY_POOL_SIZE = 4
+# a polling job's pool: one connection more than the job uses, for the gauges (outbox, database health: each
+# refresh holds it briefly)
+JOB_POOL_SIZE = 3
 
 
 def run_api(*, host: str, port: int) -> None:
@@ -123,7 +129,7 @@ def run_relay(*, once: bool) -> dict[str, int] | None:
     policy = ConnectionPolicy.from_settings(settings, "relay")
     if not wait_until_reachable("database", _database_answers(settings.database.require_url(), policy), context.stop):
         return None
-    pool = _role_pool(settings.database.require_url(), 4, "relay", policy)
+    pool = _role_pool(settings.database.require_url(), RELAY_POOL_SIZE, "relay", policy)
     try:
         relay = build_relay(settings, pool, config, hooks)
         if not once:
@@ -227,8 +233,7 @@ def _run_polling_job(
             raise UnreachableError(f"database unreachable: {error_text(exc)}") from None
     elif not wait_until_reachable("database", answers, context.stop):  # one line per attempt, as every role
         return None
-    # one connection more than the job uses, for the gauges (outbox, database health: each refresh holds it briefly)
-    pool = _role_pool(settings.database.require_url(), 3, role, policy)
+    pool = _role_pool(settings.database.require_url(), JOB_POOL_SIZE, role, policy)
     try:
         job = build(pool, context)
         if once:
