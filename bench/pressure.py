@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -462,6 +463,20 @@ def _table_stats(url: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _broker_cpu_seconds(env: BenchEnv) -> float | None:
+    """The embedded broker's CPU seconds so far (None with a configured broker). Tansu's memory storage keeps every
+    record and spends more CPU on a fetch the more it holds, so over a long run the broker takes a growing share of
+    the machine: each phase's row says how much (docs/operations.md, "The embedded broker")."""
+    process = env.embedded_kafka.process if env.embedded_kafka is not None else None
+    if process is None:
+        return None
+    try:
+        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _stats_when_up(url: str, timeout: float = 60) -> dict[str, dict[str, Any]]:
     deadline = time.monotonic() + timeout
     while True:
@@ -546,12 +561,16 @@ def run(env: BenchEnv, mode: str, rate: float, workers: int = WORKERS) -> dict[s
         for name, start, end in timeline.bounds():
             print(f"bench: pressure {name} ({end - start:.0f} s, load {os.getloadavg()[0]:.2f})", flush=True)
             stats_start = _stats_when_up(url)
+            broker_start = _broker_cpu_seconds(env)
             began = time.monotonic()
             with _stress(name, server, url, database, end - start) as info:
                 time.sleep(max(0.0, timeline.t0 + end - time.monotonic()))
+            broker_end = _broker_cpu_seconds(env)
+            broker = None if broker_start is None or broker_end is None else broker_end - broker_start
             phases.append({
                 "phase": name, "start": start, "end": end, "info": info, "seconds": round(time.monotonic() - began, 1),
                 "tables_start": stats_start, "tables_end": _stats_when_up(url), "load_1m": os.getloadavg()[0],
+                "broker_cores": None if broker is None else round(broker / (time.monotonic() - began), 2),
             })  # fmt: skip
         print("bench: pressure drain ...", flush=True)
         drained = _drain(url, timeline, producer)
@@ -711,7 +730,7 @@ def _figures(url: str, timeline: Timeline, phases: list[dict[str, Any]], sampler
         for phase in phases:
             row = {"phase": phase["phase"], **_window(conn, timeline, sampler, phase["start"], phase["end"])}
             row |= {"tables_start": phase["tables_start"], "tables_end": phase["tables_end"], "info": phase["info"],
-                    "load_1m_end": round(phase["load_1m"], 2)}  # fmt: skip
+                    "load_1m_end": round(phase["load_1m"], 2), "broker_cores": phase.get("broker_cores")}  # fmt: skip
             rows.append(row)
         clean = next((p for p in phases if p["phase"] == "clean"), None)
         per_second = _completions_per_second(conn, timeline, clean["start"], clean["end"]) if clean else []
@@ -802,10 +821,10 @@ def section(result: dict[str, Any]) -> str:
         f"Goals met: expiry lag and relay p99 <= {EXPIRY_LAG_P99_MS:g} / {RELAY_P99_MS:g} ms, completed = offered "
         f"(2 %), each consumer's event age p99 inside its SLA ({slas}).",
         "",
-        f"| phase | {_HEAD} | load |",
-        "|---|---:|---:|---:|---|---|---|---:|---:|---:|---|---:|",
+        f"| phase | {_HEAD} | load | broker cores |",
+        "|---|---:|---:|---:|---|---|---|---:|---:|---:|---|---:|---:|",
     ]
-    lines += [_row(p["phase"], p, p["load_1m_end"]) for p in result["phases"]]
+    lines += [_row(p["phase"], p, p["load_1m_end"], p.get("broker_cores")) for p in result["phases"]]
     clean = next((p for p in result["phases"] if p["phase"] == "clean"), None)
     if result.get("flat"):
         lines += [
@@ -863,7 +882,6 @@ def check(rate: float = 50.0) -> int:
     every deadline expired, 1 otherwise. No figure of time is asserted."""
     import logging
     import tempfile
-    from pathlib import Path
 
     from pin.observability.logging import configure_unstarted
 

@@ -148,3 +148,36 @@ def test_a_relay_whose_instance_expired_cannot_settle_what_it_read(
     assert stale.run_once().published == len(rows)  # under its new epoch, everything goes out once
     assert outbox_count(database_url) == 0
     stale.release_all()
+
+
+@pytest.mark.slow
+def test_the_relay_publishes_while_its_heartbeat_waits_for_the_database(
+    database_url: str,
+    kafka: EmbeddedKafka,
+    make_settings: Callable[..., Settings],
+    spawn_role: Callable[..., RoleProcess],
+) -> None:
+    """A heartbeat's transaction that waits (here for its instance row, locked by another session; under a held
+    horizon, for its floor advance) does not hold up the publishing loop: the read takes the floors without the
+    heartbeat's lock. Before, every read waited for the whole heartbeat."""
+    broker_settings(make_settings, kafka.bootstrap_servers)
+    ttl, hold = 12.0, 6.0  # the instance row stays unexpired while its renewal waits
+    env = {"PIN_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers, **RELAY_TEST_ENV}
+    spawn_role("relay", env={**env, "PIN_RELAY_LEASE_TTL_SECONDS": str(ttl)})
+    wait_for(lambda: scalar(database_url, _LIVE_LEASES) == VPARTS, timeout=60, what="the relay holds every vpart")
+    insert_rows(database_url, [event_row("warm-up", 0)])
+    wait_for(lambda: outbox_count(database_url) == 0, timeout=30, what="the relay publishes")
+    with connect(database_url) as blocker:
+        blocker.execute("SELECT * FROM outbox.relay_instance FOR UPDATE").fetchall()  # the next renewal waits
+        held_since = time.monotonic()
+        time.sleep(1.0)  # a heartbeat (every 0.5 s) is now waiting for the row
+        insert_rows(database_url, [event_row(f"during-{n}", n) for n in range(20)])
+        wait_for(lambda: outbox_count(database_url) == 0, timeout=hold, what="the rows published during the wait")
+        published_within = time.monotonic() - held_since
+        waiting = scalar(
+            database_url,
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%relay_instance%'",
+        )
+        blocker.rollback()
+    assert published_within < hold
+    assert waiting == 1  # the heartbeat was still waiting when the rows had gone out

@@ -48,7 +48,12 @@ def _floor_of(row: dict[str, object]) -> Floor:
 
 
 class KeptFloors:
-    """vpart -> floor for the vparts this instance holds; not thread-safe (its owner, ``Leases``, locks)."""
+    """vpart -> floor for the vparts this instance holds.
+
+    Its owner (``Leases``) changes it under its lock; ``params`` needs none, from any thread: every change replaces
+    the mapping whole, so a reader takes one mapping and keeps it, and a floor older than the newest is still valid
+    (docs/design/outbox-storage.md), so the relay's read, which takes the floors while a heartbeat moves them, at
+    worst walks a few rows more. It never waits for the heartbeat's transaction."""
 
     def __init__(self, write_seconds: float = FLOOR_WRITE_SECONDS) -> None:
         self._floors: dict[int, Floor] = {}
@@ -67,19 +72,20 @@ class KeptFloors:
     def keep_only(self, vparts: Iterable[int]) -> None:
         """Forget the floors of the vparts this instance no longer holds."""
         held = set(vparts)
-        for vpart in [v for v in self._floors if v not in held]:
-            self._floors.pop(vpart)
-            self._stored.pop(vpart, None)
+        self._floors = {v: floor for v, floor in self._floors.items() if v in held}
+        self._stored = {v: floor_id for v, floor_id in self._stored.items() if v in held}
 
     def load(self, conn: Conn, vparts: Iterable[int]) -> None:
         """Take the stored floors of vparts this instance holds and does not keep yet (it just took them)."""
         missing = sorted(set(vparts) - set(self._floors))
         if not missing:
             return
+        floors = dict(self._floors)
         for row in conn.execute(queries.RELAY_FLOOR_LOAD, {"vparts": missing}):
             vpart = int(str(row["vpart"]))
-            self._floors[vpart] = _floor_of(row)
-            self._stored[vpart] = self._floors[vpart].floor_id
+            floors[vpart] = _floor_of(row)
+            self._stored[vpart] = floors[vpart].floor_id
+        self._floors = floors
 
     def advance(self, conn: Conn) -> None:
         """Move every kept floor up under this statement's snapshot (a read; run after ``RELAY_PLAN_BY_INDEX`` in

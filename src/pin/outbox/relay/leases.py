@@ -46,9 +46,9 @@ class Leases:
         return sorted(self._owned)
 
     def floor_params(self) -> dict[str, object]:
-        """The floors of the vparts held, as the relay's read takes them (``{given}``)."""
-        with self._lock:
-            return self._floors.params()
+        """The floors of the vparts held, as the relay's read takes them (``{given}``). Not under the lock: the
+        read must not wait for a heartbeat's transaction (KeptFloors: a floor it takes is valid however old)."""
+        return self._floors.params()
 
     def heartbeat(self) -> dict[int, int]:
         """Renew this instance (and with it every lease it holds), or, expired, give its leases up and register
