@@ -18,15 +18,19 @@ Measured per phase, on the database clock: offered (deadlines in the phase) and 
 the phase) per second; the expiry lag (a bench trigger's ``clock_timestamp()`` when the appointment became Expired,
 minus its PendingExpiresAt); the relay's commit -> ack (the outbox row's ``created_at`` to its delete after the
 broker's acknowledgement, a bench trigger, as ``pin_outbox_publish_latency_seconds``); the oldest unpublished row's
-age and the overdue Pending appointments, sampled every second; each consumer's event age (its inbox row's
-``processed_at - occurred_at``, what ``pin status`` compares with the SLA); dead tuples and size of every hot table
-at the phase's start and end. At the end the run drains and checks correctness: every deadline expired, each
-expired appointment exactly one crm entry and two notifications (0 lost, 0 doubled in effect).
+age and the overdue Pending appointments at every second (from the two bench logs after the run, see Series); each
+consumer's event age (its inbox row's ``processed_at - occurred_at``, what ``pin status`` compares with the SLA);
+dead tuples and size of every hot table at the phase's start and end; the embedded broker's CPU. At the end the
+run drains and checks correctness: every deadline expired, each expired appointment exactly one crm entry and two
+notifications (0 lost, 0 doubled in effect).
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import heapq
+import math
 import os
 import random
 import shlex
@@ -288,37 +292,62 @@ class Producer(threading.Thread):
             conn.close()
 
 
-class Sampler(threading.Thread):
-    """Every second: the oldest unpublished outbox row's age and the overdue Pending appointments."""
+@dataclass
+class Series:
+    """Per second of the timeline (offsets from T0): the oldest unpublished outbox row's age and the overdue Pending
+    appointments, computed after the run from the bench's two logs (every outbox row's creation and delete, every
+    appointment's deadline and expiry) rather than sampled by a query during it: such a query reads what a held
+    horizon keeps (a scan of the outbox's dead rows and of the Pending index's dead entries, every second), and on
+    2 cores it took 0.4 of a core by the 20th minute of a held xmin, the very load the phase measures."""
 
-    def __init__(self, url: str, stop: threading.Event) -> None:
-        super().__init__(name="pressure-sampler", daemon=True)
-        self.url, self.stop_event = url, stop
-        self.samples: list[tuple[float, float | None, int | None]] = []  # monotonic, oldest age s, overdue
+    oldest: list[float]  # s: at second t, t minus the creation of the oldest row created before t and not deleted
+    overdue: list[int]  # at second t: appointments due before t and not yet Expired
 
-    def run(self) -> None:
-        conn: psycopg.Connection[dict[str, Any]] | None = None
-        while not self.stop_event.wait(1.0):
-            try:
-                if conn is None or conn.closed:
-                    conn = _connect(self.url, autocommit=True)
-                row = conn.execute(
-                    """
-                    SELECT (SELECT EXTRACT(EPOCH FROM clock_timestamp() - min(created_at))::float8
-                              FROM outbox.message) AS oldest,
-                           (SELECT count(*) FROM calendar.appointment
-                             WHERE status = 'Pending' AND pending_expires_at < clock_timestamp()) AS overdue
-                    """
-                ).fetchone()
-                assert row is not None
-                self.samples.append((time.monotonic(), row["oldest"] or 0.0, row["overdue"]))
-            except psycopg.Error:
-                self.samples.append((time.monotonic(), None, None))  # the server is down
-                with contextlib.suppress(Exception):
-                    conn.close()  # type: ignore[union-attr]
-                conn = None
-        if conn is not None:
-            conn.close()
+    @classmethod
+    def of(cls, conn: psycopg.Connection[dict[str, Any]], timeline: Timeline) -> Series:
+        seconds = int(timeline.total) + 1
+
+        def offsets(sql: str) -> list[tuple[float, float]]:
+            rows = conn.execute(sql, {"t0": timeline.t0_db}).fetchall()
+            return [(r["a"], r["b"] if r["b"] is not None else float("inf")) for r in rows]
+
+        rows = offsets(
+            "SELECT EXTRACT(EPOCH FROM created_at - %(t0)s)::float8 AS a, "
+            "EXTRACT(EPOCH FROM deleted_at - %(t0)s)::float8 AS b FROM public.bench_ack "
+            "UNION ALL SELECT EXTRACT(EPOCH FROM created_at - %(t0)s)::float8, NULL FROM outbox.message ORDER BY 1"
+        )
+        oldest: list[float] = []
+        alive: list[tuple[float, float]] = []  # a heap of (created, deleted): its top is the oldest row, unless gone
+        i = 0
+        for t in range(seconds):
+            while i < len(rows) and rows[i][0] <= t:
+                heapq.heappush(alive, rows[i])
+                i += 1
+            while alive and alive[0][1] <= t:
+                heapq.heappop(alive)
+            oldest.append(round(t - alive[0][0], 3) if alive else 0.0)
+        due = sorted(
+            r["v"]
+            for r in conn.execute(
+                "SELECT EXTRACT(EPOCH FROM due - %(t0)s)::float8 AS v FROM public.bench_expiry "
+                "UNION ALL SELECT EXTRACT(EPOCH FROM pending_expires_at - %(t0)s)::float8 FROM calendar.appointment "
+                "WHERE status = 'Pending'",
+                {"t0": timeline.t0_db},
+            )
+        )
+        expired = sorted(
+            r["v"]
+            for r in conn.execute(
+                "SELECT EXTRACT(EPOCH FROM expired_at - %(t0)s)::float8 AS v FROM public.bench_expiry",
+                {"t0": timeline.t0_db},
+            )
+        )
+        overdue = [bisect.bisect_left(due, t) - bisect.bisect_right(expired, t) for t in range(seconds)]
+        return cls(oldest, overdue)
+
+    def window(self, start: float, end: float) -> tuple[list[float], list[int]]:
+        lo, hi = max(0, math.ceil(start)), max(0, math.ceil(end))
+        return self.oldest[lo:hi], self.overdue[lo:hi]
 
 
 # ----------------------------------------------------------------------------------------------- the stresses
@@ -553,9 +582,8 @@ def run(env: BenchEnv, mode: str, rate: float, workers: int = WORKERS) -> dict[s
             assert row is not None
             ahead = timeline.lead + 2
             timeline.t0_db, timeline.t0 = row["t"] + timedelta(seconds=ahead), time.monotonic() + ahead
-        producer, sampler = Producer(url, timeline, stop), Sampler(url, stop)
+        producer = Producer(url, timeline, stop)
         producer.start()
-        sampler.start()
         time.sleep(max(0.0, timeline.t0 - time.monotonic()))
         phases: list[dict[str, Any]] = []
         for name, start, end in timeline.bounds():
@@ -576,8 +604,7 @@ def run(env: BenchEnv, mode: str, rate: float, workers: int = WORKERS) -> dict[s
         drained = _drain(url, timeline, producer)
         stop.set()
         producer.join(timeout=10)
-        sampler.join(timeout=10)
-        figures = _figures(url, timeline, phases, sampler)
+        figures = _figures(url, timeline, phases)
         correctness = _correctness(url)
     finally:
         stop.set()
@@ -659,7 +686,7 @@ MUST_BE_ZERO = ("still_pending", "crm_lost", "notifications_not_two", "crm_doubl
 
 
 def _window(
-    conn: psycopg.Connection[dict[str, Any]], timeline: Timeline, sampler: Sampler, start: float, end: float
+    conn: psycopg.Connection[dict[str, Any]], timeline: Timeline, series: Series, start: float, end: float
 ) -> dict[str, Any]:
     """The figures of the deadlines (and outbox rows, and consumer deliveries) that fall in [start, end), offsets in
     seconds from the timeline's T0."""
@@ -686,9 +713,7 @@ def _window(
             group,
         )
         ages[group] = round(percentile(ms, 99), 1) if ms else None
-    window = [s for s in sampler.samples if timeline.t0 + start <= s[0] < timeline.t0 + end]
-    oldest = [s[1] for s in window if s[1] is not None]
-    overdue = [s[2] for s in window if s[2] is not None]
+    oldest, overdue = series.window(start, end)
     return {
         "seconds": round(secs, 1),
         "offered_per_s": round(offered / secs, 1),
@@ -721,14 +746,15 @@ def _release(phase: dict[str, Any]) -> float:
     return float(phase["end"])
 
 
-def _figures(url: str, timeline: Timeline, phases: list[dict[str, Any]], sampler: Sampler) -> dict[str, Any]:
+def _figures(url: str, timeline: Timeline, phases: list[dict[str, Any]]) -> dict[str, Any]:
     """Per phase; per stress its first and last windows (flat or not) and its recovery: the harness's recovery time
     (completions per second back to HARNESS_RECOVERY_SHARE of clean's median) and the figures from
     RECOVERY_CHECK_SECONDS after the release to the recovery phase's end, beside the clean phase's."""
     rows, flat, recovery = [], [], []
     with _connect(url, autocommit=True) as conn:
+        series = Series.of(conn, timeline)
         for phase in phases:
-            row = {"phase": phase["phase"], **_window(conn, timeline, sampler, phase["start"], phase["end"])}
+            row = {"phase": phase["phase"], **_window(conn, timeline, series, phase["start"], phase["end"])}
             row |= {"tables_start": phase["tables_start"], "tables_end": phase["tables_end"], "info": phase["info"],
                     "load_1m_end": round(phase["load_1m"], 2), "broker_cores": phase.get("broker_cores")}  # fmt: skip
             rows.append(row)
@@ -741,8 +767,8 @@ def _figures(url: str, timeline: Timeline, phases: list[dict[str, Any]], sampler
             width = min(FLAT_WINDOW_SECONDS, (phase["end"] - phase["start"]) / 2)
             flat.append({
                 "phase": phase["phase"], "window_s": width,
-                "first": _window(conn, timeline, sampler, phase["start"], phase["start"] + width),
-                "last": _window(conn, timeline, sampler, phase["end"] - width, phase["end"]),
+                "first": _window(conn, timeline, series, phase["start"], phase["start"] + width),
+                "last": _window(conn, timeline, series, phase["end"] - width, phase["end"]),
             })  # fmt: skip
             after = phases[i + 1] if i + 1 < len(phases) and phases[i + 1]["phase"] == "recovery" else None
             if after is None:
@@ -755,7 +781,7 @@ def _figures(url: str, timeline: Timeline, phases: list[dict[str, Any]], sampler
                 "after": phase["phase"], "release_offset_s": round(release, 1),
                 "harness_recovery_s": back, "clean_completions_per_s_median": baseline,
                 "from_release_plus_s": round(check_from - release, 1),
-                "settled": _window(conn, timeline, sampler, check_from, after["end"]),
+                "settled": _window(conn, timeline, series, check_from, after["end"]),
             })  # fmt: skip
     return {"phases": rows, "flat": flat, "recovery": recovery}
 
