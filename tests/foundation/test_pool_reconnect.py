@@ -15,8 +15,8 @@ from pin.db import POOL_RECONNECT_TIMEOUT_SECONDS, Conn, create_pool, default_po
 from pin.local.embedded.postgres import EmbeddedPostgres
 
 # Down for this long, psycopg_pool's own retries (1, 3, 7, 15, 31 s after the loss) would try next at about 31 s:
-# some 11 s after the server is back. With the bound, tries are at most 4 s apart.
-DOWN_SECONDS = 20.0
+# some 15 s after the server is back. With the bound, tries are at most 4 s apart.
+DOWN_SECONDS = 16.0
 BACK_WITHIN_SECONDS = 6.0
 
 
